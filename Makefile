@@ -1,0 +1,38 @@
+# heterps: `make demo` and `make test` work from a fresh clone (both run `setup` first).
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.installed
+
+.PHONY: setup demo test test-all bench lint clean
+
+setup: $(STAMP)
+
+# torch==2.13.0 is a local CPU wheel here; installing it first keeps pip from pulling a
+# multi-GB CUDA build to satisfy the `torch` range. A torch already importable (e.g. a GPU
+# build the user installed into the venv) is left alone.
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PY) -c "import torch" 2>/dev/null || $(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e '.[dev]'
+	touch $(STAMP)
+
+demo: setup
+	$(VENV)/bin/heterps-sim simulate
+
+test: setup
+	$(PY) -m pytest
+
+test-all: setup
+	$(PY) -m pytest -m ''
+
+bench: setup
+	$(PY) benchmarks/bench_cost_model.py
+	$(PY) benchmarks/bench_exact.py
+
+lint: setup
+	$(VENV)/bin/ruff check heterps_sim heterps_exec tests benchmarks
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,1 @@
+"""heterps_exec"""

@@ -1,0 +1,1 @@
+"""Schedulers: type-assignment search over the shared cost model (see base.py)."""
