@@ -1,0 +1,244 @@
+"""`heterps-sim`: catalog, check, problem, schedule, evaluate, simulate.
+
+Every command takes a scenario YAML or a problem JSON (none: the built-in default scenario);
+`--json` prints one JSON document to stdout. Bad input prints one line naming the file, the
+field and the problem, and exits 2. Exit 1 means the input was fine but no plan meets the
+throughput limit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from datetime import datetime
+from pathlib import Path
+
+from pydantic import ValidationError
+
+EXIT_INFEASIBLE, EXIT_BAD_INPUT = 1, 2
+
+
+class CliError(Exception):
+    """Bad input: one line, exit 2."""
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    """Write next to the target, then rename: a crash never leaves a half-written file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+def _dump(data) -> str:
+    return json.dumps(data, indent=1, default=str) + "\n"
+
+
+def _load(path):
+    from .inputs import InputError, load_input
+    try:
+        return load_input(path)
+    except InputError as exc:
+        raise CliError(str(exc)) from None
+
+
+def cmd_catalog(args) -> int:
+    from . import catalog
+    types = catalog.select(catalog.load_catalog(), kind=args.kind)
+    if args.json:
+        from dataclasses import asdict
+        print(_dump([asdict(t) for t in types]))
+    else:
+        import pandas as pd
+        with pd.option_context("display.width", 200, "display.max_rows", 500):
+            print(catalog.catalog_frame(types).to_string(index=False))
+        print(f"\n{len(types)} resource types ({catalog.CATALOG_PATH})")
+    return 0
+
+
+def cmd_check(args) -> int:
+    from .schedulers.registry import SCHEDULERS
+    rows, bad = [], 0
+    for path in args.scenarios or [None]:
+        try:
+            loaded = _load(path)
+            scn = loaded.scenario
+            if scn is not None and scn.schedule.scheduler not in SCHEDULERS:
+                raise CliError(f"{path}: schedule.scheduler: unknown scheduler {scn.schedule.scheduler!r}")
+            p = loaded.problem
+            rows.append({"input": str(path or "default"), "ok": True, "layers": p.num_layers,
+                         "types": p.num_types, "throughput_limit": p.throughput_limit,
+                         "runnable_entries": int(p.runnable.sum())})
+        except CliError as exc:
+            bad += 1
+            rows.append({"input": str(path), "ok": False, "error": str(exc)})
+    if args.json:
+        print(_dump(rows))
+    else:
+        for r in rows:
+            print(f"ok    {r['input']}: {r['layers']} layers x {r['types']} types, limit "
+                  f"{r['throughput_limit']:,.6g} samples/s" if r["ok"] else f"ERROR {r['error']}")
+    return EXIT_BAD_INPUT if bad else 0
+
+
+def cmd_problem(args) -> int:
+    p = _load(args.input).problem
+    if args.json:
+        print(_dump(p.to_json_dict()))
+    else:
+        print(f"{p.name}: {p.num_layers} layers x {p.num_types} types, batch {p.batch_size}, "
+              f"limit {p.throughput_limit:,.6g} samples/s, {p.num_samples:,.6g} samples; "
+              f"{int(p.runnable.sum())} of {p.runnable.size} (layer, type) entries runnable. "
+              "Use --json for the numbers.")
+    return 0
+
+
+def _run_scheduler(problem, name: str, mode: str, seed: int, options: dict):
+    from .schedulers.base import run_scheduler
+    from .schedulers.registry import make_scheduler
+    try:
+        scheduler = make_scheduler(name, seed=seed, **options)
+    except KeyError as exc:
+        raise CliError(f"--scheduler: {exc.args[0]}") from None
+    except ValidationError as exc:
+        errs = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise CliError(f"scheduler {name} options: {errs}") from None
+    return run_scheduler(scheduler, problem, mode)
+
+
+def _schedule_settings(args, loaded):
+    sched = loaded.scenario.schedule if loaded.scenario else None
+    name = args.scheduler or (sched.scheduler if sched else "exact")
+    mode = args.mode or (sched.mode if sched else "least")
+    seed = args.seed if args.seed is not None else (sched.seed if sched else 0)
+    options = dict(sched.options) if sched and name == sched.scheduler else {}
+    if getattr(args, "allow_same_type_cuts", False):
+        options["allow_same_type_cuts"] = True
+    return name, mode, seed, options
+
+
+def cmd_schedule(args) -> int:
+    loaded = _load(args.input)
+    name, mode, seed, options = _schedule_settings(args, loaded)
+    outcome = _run_scheduler(loaded.problem, name, mode, seed, options)
+    if outcome.plan is not None and args.out:
+        _atomic_write(Path(args.out), _dump(outcome.plan.to_json_dict()))
+    if args.json:
+        print(_dump(outcome.to_json_dict()))
+    elif outcome.plan is None:
+        print(f"{name}: no feasible plan: {outcome.notes.get('reason', '')}")
+    else:
+        from .tables import result_table
+        print(f"scheduler {name} ({mode} provisioning): {outcome.evaluations} evaluations, "
+              f"{outcome.wall_s:.3f} s" + (f", {outcome.notes}" if outcome.notes else ""))
+        print(result_table(outcome.result))
+        if args.out:
+            print(f"plan written to {args.out}")
+    return 0 if outcome.result is not None and outcome.result.feasible else EXIT_INFEASIBLE
+
+
+def cmd_evaluate(args) -> int:
+    from .cost import PlanError, evaluate_plan
+    from .inputs import InputError, load_plan
+    loaded = _load(args.input)
+    try:
+        plan = load_plan(args.plan)
+        result = evaluate_plan(loaded.problem, plan, args.mode)
+    except (InputError, PlanError) as exc:
+        msg = str(exc)
+        raise CliError(msg if msg.startswith(str(args.plan)) else f"{args.plan}: {msg}") from None
+    if args.json:
+        print(_dump(result.to_json_dict()))
+    else:
+        from .tables import result_table
+        print(result_table(result))
+    return 0 if result.feasible else EXIT_INFEASIBLE
+
+
+def cmd_simulate(args) -> int:
+    import yaml
+
+    from .tables import result_table, stages_frame
+    loaded = _load(args.input)
+    name, mode, seed, options = _schedule_settings(args, loaded)
+    outcome = _run_scheduler(loaded.problem, name, mode, seed, options)
+    label = loaded.problem.name or "run"
+    out = Path(args.out) if args.out else Path("runs") / f"{label}-{datetime.now():%Y%m%d-%H%M%S}"
+    if loaded.scenario is not None:
+        _atomic_write(out / "scenario.yaml", yaml.safe_dump(loaded.scenario.model_dump(), sort_keys=False))
+    _atomic_write(out / "problem.json", _dump(loaded.problem.to_json_dict()))
+    _atomic_write(out / "schedule.json", _dump(outcome.to_json_dict()))
+    if outcome.plan is not None:
+        _atomic_write(out / "plan.json", _dump(outcome.plan.to_json_dict()))
+        _atomic_write(out / "result.json", _dump(outcome.result.to_json_dict()))
+        _atomic_write(out / "stages.csv", stages_frame(outcome.result).to_csv(index=False))
+    if args.json:
+        print(_dump({**outcome.to_json_dict(), "run_dir": str(out)}))
+    else:
+        p = loaded.problem
+        print(f"scenario {label}: {p.num_layers} layers, {p.num_types} resource types, batch "
+              f"{p.batch_size}, limit {p.throughput_limit:,.6g} samples/s, {p.num_samples:,.6g} samples")
+        print(f"scheduler {name} ({mode} provisioning), {outcome.wall_s:.3f} s\n")
+        if outcome.plan is None:
+            print(f"no feasible plan: {outcome.notes.get('reason', '')}")
+        else:
+            print(result_table(outcome.result))
+        print(f"\nrun folder: {out}")
+    return 0 if outcome.result is not None and outcome.result.feasible else EXIT_INFEASIBLE
+
+
+def _parser() -> argparse.ArgumentParser:
+    fmt = argparse.RawDescriptionHelpFormatter
+    ap = argparse.ArgumentParser(prog="heterps-sim", formatter_class=fmt, description=__doc__,
+                                 epilog="example: heterps-sim simulate scenarios/dlrm-64types.yaml")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    def add(name, func, help_, example):
+        p = sub.add_parser(name, help=help_, description=help_, epilog=f"example: {example}",
+                           formatter_class=fmt)
+        p.set_defaults(func=func)
+        p.add_argument("--json", action="store_true", help="print one JSON document")
+        return p
+
+    p = add("catalog", cmd_catalog, "list the resource types", "heterps-sim catalog --kind gpu")
+    p.add_argument("--kind", choices=["cpu", "gpu"])
+    p = add("check", cmd_check, "validate scenario files", "heterps-sim check scenarios/*.yaml")
+    p.add_argument("scenarios", nargs="*")
+    p = add("problem", cmd_problem, "export the numeric problem",
+            "heterps-sim problem scenarios/ctr-dnn.yaml --json > problem.json")
+    p.add_argument("input", nargs="?")
+    for name, func, help_, ex in (
+            ("schedule", cmd_schedule, "choose a plan", "heterps-sim schedule scenarios/dlrm-64types.yaml --scheduler exact --out plan.json"),
+            ("simulate", cmd_simulate, "schedule + evaluate, write a run folder", "heterps-sim simulate scenarios/ctr-dnn.yaml")):
+        p = add(name, func, help_, ex)
+        p.add_argument("input", nargs="?", help="scenario YAML or problem JSON (default: built-in)")
+        p.add_argument("--scheduler", help="scheduler name (default: the scenario's, else exact)")
+        p.add_argument("--mode", choices=["least", "exact"], help="provisioning mode")
+        p.add_argument("--seed", type=int)
+        p.add_argument("--allow-same-type-cuts", action="store_true",
+                       help="exact scheduler: allow a pipeline cut between stages of one type")
+        p.add_argument("--out", help="plan.json path (schedule) or run folder (simulate)")
+    p = add("evaluate", cmd_evaluate, "cost a given plan",
+            "heterps-sim evaluate scenarios/ctr-dnn.yaml plan.json --mode exact")
+    p.add_argument("input", help="scenario YAML or problem JSON")
+    p.add_argument("plan", help="plan.json")
+    p.add_argument("--mode", choices=["least", "exact"], default="least")
+    p.add_argument("--engine", choices=["analytic"], default="analytic")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except CliError as exc:
+        print(f"heterps-sim {args.command}: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())
