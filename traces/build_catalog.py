@@ -1,0 +1,171 @@
+"""Build traces/resource_catalog.csv from the sourced catalog, filling blank cells by rule.
+
+Usage (from the repository root):
+
+    .venv/bin/python traces/build_catalog.py [--source PATH] [--out PATH]
+
+The source (default ../shared/data/resource_catalog.csv next to the repository) holds 64 real
+resource types with source URLs. This script keeps every row, every column and every source
+cell as written, and fills the blanks the cost model needs by the rules below. Each filled cell
+is appended to its row's `estimated_fields` as `column(rule:NAME)`, so an estimate is never
+mistaken for a published figure. The output is deterministic: running it twice gives the same
+bytes (tests/test_catalog.py checks the committed CSV against a rebuild).
+
+Units stay human, as in the source: TFLOPS; mem_gb in GB; mem_bw_gbps and host_link_gbps in
+GB/s (gigaBYTES per second; PCIe Gen3 x16 = 15.75); network_gbps in Gbit/s per unit (the
+unit's share of the instance NIC). heterps_sim/catalog.py converts to SI on load.
+
+Fill rules (applied in this order; each reads source values only, so no fill feeds another,
+except gaudi-fp32-mme, which uses the bf16 value gaudi1-bf16 just filled):
+
+gaudi1-bf16      peak_fp16_or_bf16_tensor_tflops of Gaudi 1 (HL-205): Habana never published
+                 it. 150 TFLOPS = ALCF's ">150 TFLOPS (FP16)" per Gaudi-1 accelerator in its AI
+                 Testbed table; agrees with Gaudi 2's published 432 bf16 / ~3 (Habana's stated
+                 Gaudi 2 vs Gaudi 1 training speed-up) = 144.
+gaudi-fp32-mme   blank peak_fp32_tflops of a Gaudi row = bf16 / 8: the Gaudi 3 white paper gives
+                 its matrix engine (MME) 229 fp32 vs 1835 bf16 TFLOPS (1:8). Gaudi 2 -> 54,
+                 Gaudi 1 -> 18.75. Uncertain: one third-party fp32 Linear benchmark on Gaudi 2
+                 reached ~70 TFLOPS, so Gaudi 2's real fp32 peak may be higher.
+net-vcpu         blank network_gbps of a row whose host shape is known (vcpus_per_unit given):
+                 min(2 x vCPUs, 32) Gbit/s - Google Cloud's default per-VM egress cap (2 Gbit/s
+                 per vCPU, at most 32), which the catalog's own GCP rows follow (n1-standard-8:
+                 16; n1-highcpu-32: 32). Used for single-GPU rentals (Lambda, RunPod, Azure) that
+                 publish no NIC figure.
+net-gen          blank network_gbps of a row with no host shape (AMD Instinct, Gaudi 2/3 nodes):
+                 the median published (not estimated) per-unit network_gbps of the catalog's GPU
+                 rows with the same host_link_gbps (the PCIe generation): Gen4 (31.5) -> 50,
+                 Gen5 (63) -> 400.
+
+Left blank on purpose (the cost model does not use them): host_link_gbps and
+gpu_interconnect_gbps of CPU rows (not applicable: a CPU's data is already in its RAM), tdp_w of
+the Graviton4 rows (not published), vcpus_per_unit / host_mem_gb_per_unit / region /
+instance_type where no host shape or listing exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_SOURCE = REPO.parent / "shared" / "data" / "resource_catalog.csv"
+DEFAULT_OUT = REPO / "traces" / "resource_catalog.csv"
+
+FP32, FP16, NET = "peak_fp32_tflops", "peak_fp16_or_bf16_tensor_tflops", "network_gbps"
+GAUDI1_BF16_TFLOPS = 150.0
+GAUDI_MME_FP32_PER_BF16 = 1 / 8  # Gaudi 3 white paper: MME 229 fp32 vs 1835 bf16 TFLOPS
+GCP_GBPS_PER_VCPU, GCP_MAX_GBPS = 2.0, 32.0
+
+
+def split_entries(text: str) -> list[str]:
+    """Split an `estimated_fields` cell on ';' outside parentheses (notes may hold ';')."""
+    entries, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += (ch == "(") - (ch == ")")
+        if ch == ";" and depth == 0:
+            entries.append(text[start:i])
+            start = i + 1
+    entries.append(text[start:])
+    return [e.strip() for e in entries if e.strip()]
+
+
+def entry_column(entry: str) -> str:
+    """The column an `estimated_fields` entry names: 'tdp_w(half of ...)' -> 'tdp_w'."""
+    return entry.split("(", 1)[0].strip()
+
+
+def fmt(value: float) -> str:
+    """A filled number as the CSV writes it: 4 significant digits, no trailing zeros."""
+    return f"{value:.4g}"
+
+
+def read_rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+    with path.open(newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        return list(reader.fieldnames or []), list(reader)
+
+
+def fill(row: dict[str, str], column: str, value: float, rule: str) -> None:
+    """Write a rule's value into a blank cell and mark it in the row's estimated_fields."""
+    assert not row[column].strip(), f"{row['name']}: {column} is not blank"
+    row[column] = fmt(value)
+    entries = split_entries(row["estimated_fields"])
+    row["estimated_fields"] = ";".join([*entries, f"{column}(rule:{rule})"])
+
+
+def is_gaudi(row: dict[str, str]) -> bool:
+    return row["name"].startswith("gaudi")
+
+
+def fill_gaudi_compute(rows: list[dict[str, str]]) -> None:
+    """Rules gaudi1-bf16 and gaudi-fp32-mme."""
+    for row in rows:
+        if is_gaudi(row) and not row[FP16].strip():
+            if row["name"] != "gaudi-hl205":
+                raise ValueError(f"{row['name']}: no rule for a blank {FP16}")
+            fill(row, FP16, GAUDI1_BF16_TFLOPS, "gaudi1-bf16")
+        if is_gaudi(row) and not row[FP32].strip():
+            fill(row, FP32, float(row[FP16]) * GAUDI_MME_FP32_PER_BF16, "gaudi-fp32-mme")
+
+
+def published_network_by_link(rows: list[dict[str, str]]) -> dict[str, float]:
+    """Median published per-unit network_gbps of GPU rows, keyed by host_link_gbps."""
+    groups: dict[str, list[float]] = {}
+    for row in rows:
+        estimated = {entry_column(e) for e in split_entries(row["estimated_fields"])}
+        if row["kind"] == "gpu" and row[NET].strip() and NET not in estimated:
+            groups.setdefault(row["host_link_gbps"].strip(), []).append(float(row[NET]))
+    return {link: statistics.median(values) for link, values in groups.items()}
+
+
+def fill_network(rows: list[dict[str, str]]) -> None:
+    """Rules net-vcpu and net-gen."""
+    by_link = published_network_by_link(rows)
+    for row in rows:
+        if row[NET].strip():
+            continue
+        if row["vcpus_per_unit"].strip():
+            vcpus = float(row["vcpus_per_unit"])
+            fill(row, NET, min(GCP_GBPS_PER_VCPU * vcpus, GCP_MAX_GBPS), "net-vcpu")
+        elif row["host_link_gbps"].strip() in by_link:
+            fill(row, NET, by_link[row["host_link_gbps"].strip()], "net-gen")
+        else:
+            raise ValueError(f"{row['name']}: no rule fills a blank {NET}")
+
+
+def build(source: Path, out: Path) -> list[dict[str, str]]:
+    """Read `source`, fill blanks by rule, write `out`; returns the written rows."""
+    columns, rows = read_rows(source)
+    fill_gaudi_compute(rows)
+    fill_network(rows)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=columns, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description="Fill the sourced resource catalog's blanks by documented rules.",
+        epilog="example: .venv/bin/python traces/build_catalog.py --out /tmp/catalog.csv")
+    parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE,
+                        help=f"sourced catalog CSV (default: {DEFAULT_SOURCE})")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                        help=f"where to write the filled catalog (default: {DEFAULT_OUT})")
+    args = parser.parse_args(argv)
+    if not args.source.is_file():
+        print(f"error: source catalog {args.source} not found", file=sys.stderr)
+        return 2
+    rows = build(args.source, args.out)
+    filled = sum("(rule:" in r["estimated_fields"] for r in rows)
+    print(f"wrote {len(rows)} resource types to {args.out} ({filled} rows with filled cells)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
