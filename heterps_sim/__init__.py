@@ -1,1 +1,29 @@
-"""heterps_sim"""
+"""heterps_sim: decide where each layer of a deep network trains on heterogeneous rented hardware.
+
+Where things live (one responsibility per module):
+    spec.py        nouns: ResourceType, Layer, ModelSpec, Cluster, Workload, ProfileOptions
+    catalog.py     the 64 real resource types (traces/resource_catalog.csv) + synthetic variants
+    zoo.py         built-in models (2emb, ctr-dnn, matchnet, nce, dlrm, wide-deep, tiny-ctr, synthetic)
+    profile.py     roofline seconds per layer x type (measured traces override)
+    scenario.py    scenario YAML -> validated Scenario -> Problem
+    problem.py     the numeric problem (oct_s, odt_s, alpha, prices, caps) + its JSON
+    plan.py        Plan / Stage + plan.json;  result.py  RunResult + result.json
+    cost.py        the reference analytic cost model and provisioning (least | exact)
+    cost_batch.py  the same model over many plans at once (numba)
+    schedulers/    base.py (protocol), registry.py (name -> "module:Class"), exact.py, single_type.py
+    cli.py         `heterps-sim`
+
+Glossary:
+    layer      one node of the model chain; its name is the torch module name in heterps_exec
+    type       a resource type (a GPU model with its host share, or a CPU VM); j indexes types
+    unit       one rented instance of a type; k units of a stage's type work in data parallel
+    stage      consecutive layers on one type (maximal runs, unless same-type cuts are allowed)
+    plan       the stages in pipeline order (+ units per stage when fixed)
+    oct / odt  one unit's compute / data-transfer seconds for one batch of B samples
+    alpha      Amdahl parallel fraction of a stage's work
+    TL         the throughput limit (floor), samples/s
+    theta      a bottleneck throughput level tried by exact provisioning
+    provisioning  choosing units per stage: least (fewest meeting TL) or exact (cheapest overall)
+"""
+
+__version__ = "0.1.0"

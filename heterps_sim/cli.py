@@ -80,8 +80,11 @@ def cmd_check(args) -> int:
         print(_dump(rows))
     else:
         for r in rows:
-            print(f"ok    {r['input']}: {r['layers']} layers x {r['types']} types, limit "
-                  f"{r['throughput_limit']:,.6g} samples/s" if r["ok"] else f"ERROR {r['error']}")
+            if r["ok"]:
+                print(f"ok    {r['input']}: {r['layers']} layers x {r['types']} types, limit "
+                      f"{r['throughput_limit']:,.6g} samples/s")
+            else:
+                print(f"heterps-sim check: {' '.join(r['error'].split())}", file=sys.stderr)
     return EXIT_BAD_INPUT if bad else 0
 
 
@@ -236,7 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except CliError as exc:
-        print(f"heterps-sim {args.command}: {exc}", file=sys.stderr)
+        one_line = " ".join(str(exc).split())  # parsers' messages may span lines
+        print(f"heterps-sim {args.command}: {one_line}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
 

@@ -1,0 +1,18 @@
+"""Dependency direction: the shared types and the cost model import neither simpy nor torch."""
+
+import subprocess
+import sys
+
+import pytest
+
+LIGHT = ["heterps_sim", "heterps_sim.spec", "heterps_sim.plan", "heterps_sim.result",
+         "heterps_sim.problem", "heterps_sim.cost", "heterps_sim.scenario",
+         "heterps_sim.schedulers.registry", "heterps_sim.cli"]
+
+
+@pytest.mark.parametrize("module", LIGHT)
+def test_module_imports_neither_simpy_nor_torch(module):
+    code = (f"import sys, {module}; heavy = [m for m in ('torch', 'simpy') if m in sys.modules]; "
+            "print(','.join(heavy))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
