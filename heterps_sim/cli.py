@@ -184,14 +184,27 @@ def cmd_simulate(args) -> int:
     else:
         p = loaded.problem
         print(f"scenario {label}: {p.num_layers} layers, {p.num_types} resource types, batch "
-              f"{p.batch_size}, limit {p.throughput_limit:,.6g} samples/s, {p.num_samples:,.6g} samples")
+              f"{p.batch_size}, limit {p.throughput_limit:,.0f} samples/s, {p.num_samples:,.0f} samples")
         print(f"scheduler {name} ({mode} provisioning), {outcome.wall_s:.3f} s\n")
         if outcome.plan is None:
             print(f"no feasible plan: {outcome.notes.get('reason', '')}")
         else:
             print(result_table(outcome.result))
+            print(_versus_single_type(loaded.problem, mode, outcome.result))
         print(f"\nrun folder: {out}")
     return 0 if outcome.result is not None and outcome.result.feasible else EXIT_INFEASIBLE
+
+
+def _versus_single_type(problem, mode: str, result) -> str:
+    """How the plan compares with the best plan that uses one type for every layer."""
+    from .schedulers.base import run_scheduler
+    from .schedulers.registry import make_scheduler
+    base = run_scheduler(make_scheduler("homogeneous"), problem, mode).result
+    if base is None or not base.feasible:
+        return "best single-type plan: none meets the limit"
+    ratio = base.cost_usd / result.cost_usd
+    return (f"best single-type plan: {base.stages[0].resource} x{base.stages[0].num_replicas}, "
+            f"{base.cost_usd:,.6g} USD ({ratio:.2f}x this plan's cost)")
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -28,7 +28,7 @@ def stages_frame(result: RunResult) -> pd.DataFrame:
 def _fmt(x: float, unit: str = "") -> str:
     if not math.isfinite(x):
         return "n/a"
-    return f"{x:,.6g}{unit}"
+    return (f"{x:,.0f}" if abs(x) >= 1e4 else f"{x:,.6g}") + unit
 
 
 def result_summary(result: RunResult) -> str:
@@ -50,6 +50,6 @@ def result_table(result: RunResult) -> str:
     if frame.empty:
         return result_summary(result)
     body = frame.to_string(index=False, formatters={
-        "ET ms/batch": "{:.4g}".format, "stage samples/s": "{:,.6g}".format,
+        "ET ms/batch": "{:.4g}".format, "stage samples/s": _fmt,
         "utilisation": "{:.2f}".format, "comm share": "{:.2f}".format, "$/hour": "{:,.2f}".format})
     return body + "\n\n" + result_summary(result)

@@ -82,9 +82,9 @@ def _grow(cost, lpos, ltyp, parent, alive, link, used, hkey, hpos, hid):
 
 
 @njit(cache=True)
-def capped_search(oct_t, odt_t, aoct_t, run_t, bnd, lev, lvl, price, kmax, batch, lat, par,
-                  binv, budget, thr_floor, guard_binv, guard_floor, allow_cuts,
-                  h, cidx, capv, ub, max_labels):
+def capped_search(oct_t, odt_t, aoct_t, run_t, ext, lvl, price, kmax, batch, par, binv, budget,
+                  thr_floor, guard_binv, guard_floor, allow_cuts, h, cidx, capv, ub,
+                  max_labels):
     """Returns status, (n, first, last, type, next type) of the plan, its cost, labels made."""
     m, n_l = oct_t.shape
     n_c = capv.shape[0]
@@ -96,7 +96,7 @@ def capped_search(oct_t, odt_t, aoct_t, run_t, bnd, lev, lvl, price, kmax, batch
     hkey, hpos, hid = np.empty(size), np.empty(size, np.int64), np.empty(size, np.int64)
     head = np.full((n_l + 1) * m, -1, np.int64)
     new_used = np.zeros(n_c, np.int64)
-    n_v = lev.shape[0]
+    n_v = ext.shape[1]
     lst, lk, lval = np.zeros(n_v, np.int64), np.zeros(n_v, np.int64), np.zeros(n_v)
     ldone = np.zeros(n_v, np.bool_)
     n = hn = 0
@@ -131,9 +131,10 @@ def capped_search(oct_t, odt_t, aoct_t, run_t, bnd, lev, lvl, price, kmax, batch
             s1 += oct_t[j, b] - aoct_t[j, b]
             if s1 + (0.0 if par else sd) > binv * (1.0 + 1e-12) + 1e-14 * (so + sd):
                 break
+            alpha = sa / so if so > 0.0 else 0.0
             if b == n_l - 1:
-                st, k, val, et = option(so, sd, sa, 0.0, pj, kcap, batch, par, binv, K_LEAST,
-                                        budget, thr_floor, guard_binv, guard_floor, SUM)
+                st, k, val, et = option(alpha, so, sd, pj, kcap, batch, par, binv, K_LEAST,
+                                        budget, thr_floor, guard_binv, guard_floor, SUM, False)
                 if st == OK and c0 + val < inc_cost:
                     if n + 1 >= cost.shape[0]:
                         cost, lpos, ltyp, parent, alive, link, used, hkey, hpos, hid = _grow(
@@ -145,9 +146,9 @@ def capped_search(oct_t, odt_t, aoct_t, run_t, bnd, lev, lvl, price, kmax, batch
                 break
             p = b + 1
             ldone[:] = False
-            st, k, val, et = option(so, sd, sa, bnd[b] / lev[lj] + lat, pj, kcap, batch, par,
-                                    binv, K_LEAST, budget, thr_floor, guard_binv, guard_floor,
-                                    SUM)
+            st, k, val, et = option(alpha, so, sd + ext[b, lj], pj, kcap, batch, par, binv,
+                                    K_LEAST, budget, thr_floor, guard_binv, guard_floor, SUM,
+                                    False)
             if st == INVALID:  # the fastest link already fails: every slower one does too
                 continue
             lst[lj], lk[lj], lval[lj], ldone[lj] = st, k, val, True
@@ -156,9 +157,9 @@ def capped_search(oct_t, odt_t, aoct_t, run_t, bnd, lev, lvl, price, kmax, batch
                     continue
                 v = min(lvl[j2], lj)
                 if not ldone[v]:
-                    st, k, val, et = option(so, sd, sa, bnd[b] / lev[v] + lat, pj, kcap, batch,
-                                            par, binv, K_LEAST, budget, thr_floor, guard_binv,
-                                            guard_floor, SUM)
+                    st, k, val, et = option(alpha, so, sd + ext[b, v], pj, kcap, batch, par,
+                                            binv, K_LEAST, budget, thr_floor, guard_binv,
+                                            guard_floor, SUM, False)
                     lst[v], lk[v], lval[v], ldone[v] = st, k, val, True
                 if lst[v] != OK:
                     continue

@@ -38,20 +38,21 @@ link) is INVALID too. FILTERED (throughput floor, TL guard) is not monotone."""
 
 
 @njit(cache=True)
-def option(so, sd, sa, extra, pj, kmax_j, batch, par, binv, k_rule, budget,
-           thr_floor, guard_binv, guard_floor, objective):
-    """Status, units, value, ET of one stage option (sums so/sd/sa = oct, odt, alpha*oct).
+def option(alpha, so, odt, pj, kmax_j, batch, par, binv, k_rule, budget, thr_floor,
+           guard_binv, guard_floor, objective, need_et):
+    """Status, units, value, ET of one stage option.
 
-    `extra` = boundary_bytes / bandwidth + latency (0 for the last stage). Mirrors
-    `stage_terms` + `StageTerms.least_units`: slack = B/theta - (1-alpha)P - S, k = max(1,
-    ceil(alpha P / slack - 1e-9)). INVALID when no k <= kmax_j reaches the level, or (budget
-    finite) when the stage alone costs more per sample than the budget: price*k*ET(k) >
-    budget, which bounds the cost of any plan holding it (Thr <= this stage's B/ET).
-    FILTERED when B/ET(k) < thr_floor, or (guard_binv > 0) when the stage provisioned at the
-    throughput limit misses it (B/ET(k_TL) < guard_floor) - the reference's feasibility test.
+    alpha = sum(alpha*oct)/OCT (0 when OCT = 0), so = OCT, odt = ODT with the boundary term
+    (boundary_bytes / bandwidth + latency; none for the last stage). Mirrors `stage_terms` +
+    `StageTerms.least_units` operation for operation: slack = B/theta - (1-alpha)P - S,
+    k = max(1, ceil(alpha P / slack - 1e-9)). INVALID when no k <= kmax_j reaches the level,
+    or (budget finite) when the stage alone costs more per sample than the budget:
+    price * k * ET(k) = price * (k c + alpha P) > budget (c = the Amdahl time), which bounds
+    the cost of any plan holding it (Thr <= this stage's B/ET). FILTERED when B/ET(k) <
+    thr_floor, or (guard_binv > 0) when the stage provisioned at the throughput limit misses
+    it (B/ET(k_TL) < guard_floor): the reference's feasibility test. ET is computed (else
+    NaN) only when a filter, the BOTTLENECK objective or need_et asks for it.
     """
-    odt = sd + extra
-    alpha = sa / so if so > 0.0 else 0.0
     if par:
         p_s = so + odt
         s_s = 0.0
@@ -68,6 +69,8 @@ def option(so, sd, sa, extra, pj, kmax_j, batch, par, binv, k_rule, budget,
         k = int(math.ceil(x))
         if k < 1:
             k = 1
+        if budget < INF and pj * (k * ((1.0 - alpha) * p_s + s_s) + alpha * p_s) > budget:
+            return INVALID, 0, INF, INF
     elif k_rule == K_MAX:
         k = kmax_j
     else:
@@ -79,9 +82,9 @@ def option(so, sd, sa, extra, pj, kmax_j, batch, par, binv, k_rule, budget,
             return INVALID, 0, INF, INF
         else:
             k = int(math.floor(top / c))
-    et = p_s * ((1.0 - alpha) + alpha / k) + s_s
-    if k_rule == K_LEAST and budget < INF and pj * k * et > budget:
-        return INVALID, 0, INF, INF
+    et = np.nan
+    if need_et or thr_floor > 0.0 or objective == BOTTLENECK:
+        et = p_s * ((1.0 - alpha) + alpha / k) + s_s
     value = pj * k if objective == SUM else et
     if thr_floor > 0.0 and batch / et < thr_floor:
         return FILTERED, k, value, et
@@ -96,17 +99,17 @@ def option(so, sd, sa, extra, pj, kmax_j, batch, par, binv, k_rule, budget,
 
 
 @njit(cache=True)
-def dp_pass(oct_t, odt_t, aoct_t, run_t, bnd, net, lev, lvl, order, price, kmax, batch, lat,
-            par, binv, k_rule, budget, thr_floor, guard_binv, guard_floor, objective,
-            allow_cuts, prune):
+def dp_pass(oct_t, odt_t, aoct_t, run_t, ext, lvl, order, price, kmax, batch, par, binv, k_rule,
+            budget, thr_floor, guard_binv, guard_floor, objective, allow_cuts, prune):
     """One backward DP pass; H[a, j] = best value of layers a.. with a stage of type j at a.
 
-    Returns H, the choices (end layer, group: -1 last stage, v < V a level, V the levels >= the
-    type's own), the per-position group tables needed to rebuild the plan, and the number of
-    FILTERED options met (exhaustive when prune is False).
+    ext[b, v] = boundary_bytes[b] / lev[v] + latency. Returns H, the choices (end layer;
+    group: -1 last stage, v < V a level, V the levels >= the type's own), the group tables
+    needed to rebuild the plan, and the number of FILTERED options met (all of them when
+    prune is False).
     """
     m, n_l = oct_t.shape
-    n_v = lev.shape[0]
+    n_v = ext.shape[1]
     h = np.full((n_l + 1, m), INF)
     ch_b = np.full((n_l, m), -1, np.int64)
     ch_g = np.full((n_l, m), -2, np.int64)
@@ -124,7 +127,7 @@ def dp_pass(oct_t, odt_t, aoct_t, run_t, bnd, net, lev, lvl, order, price, kmax,
             if not run_t[j, a]:
                 continue
             best, best_b, best_g = INF, -1, -2
-            pj, kj, lj, net_j = price[j], kmax[j], lvl[j], net[j]
+            pj, kj, lj = price[j], kmax[j], lvl[j]
             so = sd = sa = s1 = 0.0
             for b in range(a, n_l):
                 if not run_t[j, b]:
@@ -139,9 +142,11 @@ def dp_pass(oct_t, odt_t, aoct_t, run_t, bnd, net, lev, lvl, order, price, kmax,
                     lower = s1 + (0.0 if par else sd)
                     if lower > binv * (1.0 + 1e-12) + 1e-14 * (so + sd):
                         break
+                alpha = sa / so if so > 0.0 else 0.0
                 if b == n_l - 1:
-                    st, k, val, et = option(so, sd, sa, 0.0, pj, kj, batch, par, binv, k_rule,
-                                            budget, thr_floor, guard_binv, guard_floor, objective)
+                    st, k, val, et = option(alpha, so, sd, pj, kj, batch, par, binv, k_rule,
+                                            budget, thr_floor, guard_binv, guard_floor,
+                                            objective, False)
                     if st == FILTERED:
                         filtered += 1
                     if st == OK and val < best:
@@ -152,9 +157,14 @@ def dp_pass(oct_t, odt_t, aoct_t, run_t, bnd, net, lev, lvl, order, price, kmax,
                     g_same = s1_val[p, lj]
                 else:
                     g_same = s2_val[p, lj]
-                extra = bnd[b] / net_j + lat
-                st, k, v0, et = option(so, sd, sa, extra, pj, kj, batch, par, binv, k_rule,
-                                       budget, thr_floor, guard_binv, guard_floor, objective)
+                g_any = s1_val[p, 0]  # the best of all types at p
+                if g_any == INF:
+                    continue  # nothing can follow this stage
+                if skip_ok and (pj + g_any if objective == SUM else g_any) >= best:
+                    continue  # k >= 1: no option ending at b can win
+                st, k, v0, et = option(alpha, so, sd + ext[b, lj], pj, kj, batch, par, binv,
+                                       k_rule, budget, thr_floor, guard_binv, guard_floor,
+                                       objective, False)
                 if st == INVALID:
                     continue
                 if st == FILTERED:
@@ -172,10 +182,9 @@ def dp_pass(oct_t, odt_t, aoct_t, run_t, bnd, net, lev, lvl, order, price, kmax,
                         low = v0 + gv if objective == SUM else max(v0, gv)
                         if low >= best:
                             continue
-                    extra = bnd[b] / lev[v] + lat
-                    st, k, val, et = option(so, sd, sa, extra, pj, kj, batch, par, binv, k_rule,
-                                            budget, thr_floor, guard_binv, guard_floor,
-                                            objective)
+                    st, k, val, et = option(alpha, so, sd + ext[b, v], pj, kj, batch, par, binv,
+                                            k_rule, budget, thr_floor, guard_binv, guard_floor,
+                                            objective, False)
                     if st == INVALID:
                         break
                     if st == FILTERED:
@@ -248,26 +257,31 @@ def reconstruct(h, ch_b, ch_g, lv_arg, s1_arg, s2_arg, lvl, allow_cuts):
 
 
 @njit(cache=True)
-def stage_values(n, first, last, typ, nxt, oct_t, odt_t, aoct_t, bnd, net, price, kmax, batch,
-                 lat, par, binv):
-    """Units, ET and the terms (alpha, P, S) of each stage of a plan, as the DP costed them."""
+def stage_sums(j, first, last, oct_t, odt_t, aoct_t):
+    """OCT, ODT (no boundary term) and alpha of layers first..last on type j, summed in order."""
+    so = sd = sa = 0.0
+    for i in range(first, last + 1):
+        so += oct_t[j, i]
+        sd += odt_t[j, i]
+        sa += aoct_t[j, i]
+    return so, sd, sa / so if so > 0.0 else 0.0
+
+
+@njit(cache=True)
+def stage_values(n, first, last, typ, nxt, oct_t, odt_t, aoct_t, ext, lvl, price, kmax, batch,
+                 par, binv):
+    """Units, ET and terms (OCT, ODT with boundary, alpha) of each stage, as the DP costs them."""
     ks = np.zeros(n, np.int64)
     ets = np.zeros(n)
-    terms = np.zeros((n, 5))  # so, sd, sa, extra, status
+    terms = np.zeros((n, 3))
     for g in range(n):
         j = typ[g]
-        so = sd = sa = 0.0
-        for i in range(first[g], last[g] + 1):
-            so += oct_t[j, i]
-            sd += odt_t[j, i]
-            sa += aoct_t[j, i]
-        extra = 0.0
-        if nxt[g] >= 0:
-            extra = bnd[last[g]] / min(net[j], net[nxt[g]]) + lat
-        st, k, val, et = option(so, sd, sa, extra, price[j], kmax[j], batch, par, binv, K_LEAST,
-                                INF, -1.0, -1.0, -1.0, SUM)
+        so, sd, alpha = stage_sums(j, first[g], last[g], oct_t, odt_t, aoct_t)
+        odt = sd + ext[last[g], min(lvl[j], lvl[nxt[g]])] if nxt[g] >= 0 else sd
+        st, k, val, et = option(alpha, so, odt, price[j], kmax[j], batch, par, binv, K_LEAST,
+                                INF, -1.0, -1.0, -1.0, SUM, True)
         ks[g], ets[g] = k, et
-        terms[g, 0], terms[g, 1], terms[g, 2], terms[g, 3], terms[g, 4] = so, sd, sa, extra, st
+        terms[g, 0], terms[g, 1], terms[g, 2] = so, odt, alpha
     return ks, ets, terms
 
 
@@ -283,9 +297,7 @@ def next_theta(terms, ks, kmax_of_stage, batch, par):
     """
     best = INF
     for g in range(ks.shape[0]):
-        so, sd, sa, extra = terms[g, 0], terms[g, 1], terms[g, 2], terms[g, 3]
-        odt = sd + extra
-        alpha = sa / so if so > 0.0 else 0.0
+        so, odt, alpha = terms[g, 0], terms[g, 1], terms[g, 2]
         p_s, s_s = (so + odt, 0.0) if par else (so, odt)
         k = ks[g]
         denom = (1.0 - alpha) * p_s + s_s + alpha * p_s / (k + CEIL_TOLERANCE)
@@ -293,8 +305,8 @@ def next_theta(terms, ks, kmax_of_stage, batch, par):
             continue
         theta = batch / denom * (1.0 + 1e-12)
         for _ in range(64):
-            st, k2, val, et = option(so, sd, sa, extra, 1.0, kmax_of_stage[g], batch, par,
-                                     batch / theta, K_LEAST, INF, -1.0, -1.0, -1.0, SUM)
+            st, k2, val, et = option(alpha, so, odt, 1.0, kmax_of_stage[g], batch, par,
+                                     batch / theta, K_LEAST, INF, -1.0, -1.0, -1.0, SUM, False)
             if st != OK or k2 > k:
                 break
             theta *= 1.0 + 1e-12
