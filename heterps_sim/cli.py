@@ -82,7 +82,7 @@ def cmd_check(args) -> int:
         for r in rows:
             if r["ok"]:
                 print(f"ok    {r['input']}: {r['layers']} layers x {r['types']} types, limit "
-                      f"{r['throughput_limit']:,.6g} samples/s")
+                      f"{r['throughput_limit']:,.0f} samples/s")
             else:
                 print(f"heterps-sim check: {' '.join(r['error'].split())}", file=sys.stderr)
     return EXIT_BAD_INPUT if bad else 0
@@ -137,7 +137,7 @@ def cmd_schedule(args) -> int:
     else:
         from .tables import result_table
         print(f"scheduler {name} ({mode} provisioning): {outcome.evaluations} evaluations, "
-              f"{outcome.wall_s:.3f} s" + (f", {outcome.notes}" if outcome.notes else ""))
+              f"{outcome.wall_s:.3f} s" + (f"; {_notes(outcome.notes)}" if outcome.notes else ""))
         print(result_table(outcome.result))
         if args.out:
             print(f"plan written to {args.out}")
@@ -193,6 +193,10 @@ def cmd_simulate(args) -> int:
             print(_versus_single_type(loaded.problem, mode, outcome.result))
         print(f"\nrun folder: {out}")
     return 0 if outcome.result is not None and outcome.result.feasible else EXIT_INFEASIBLE
+
+
+def _notes(notes: dict) -> str:
+    return ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in notes.items())
 
 
 def _versus_single_type(problem, mode: str, result) -> str:
