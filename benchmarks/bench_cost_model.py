@@ -66,11 +66,11 @@ def main() -> None:
         plans = make(problem, rng, args.plans)
         for mode in ("least", "exact"):
             n = args.plans if mode == "least" else args.plans // 20
-            batch_rate = rate(lambda: evaluate_assignments(problem, plans[:n], mode), n)
+            batch_rate = rate(lambda p=plans[:n], m=mode: evaluate_assignments(problem, p, m), n)
             feasible = evaluate_assignments(problem, plans[:n], mode).feasible.mean()
             m = 200
             built = [plan_from_assignment(problem.layer_names, problem.type_names, a) for a in plans[:m]]
-            ref_rate = rate(lambda: [evaluate_plan(problem, p, mode) for p in built], m, repeats=1)
+            ref_rate = rate(lambda b=built, md=mode: [evaluate_plan(problem, p, md) for p in b], m, repeats=1)
             print(f"{label:10s} {mode:6s} {batch_rate:14,.0f} {ref_rate:18,.0f} "
                   f"{batch_rate / ref_rate:8.0f}x {feasible:9.2f}")
 

@@ -14,8 +14,14 @@ from pydantic import ValidationError
 
 from .plan import Plan, plan_from_dict
 from .problem import Problem, problem_from_dict
-from .scenario import (ScenarioError, ScenarioModel, load_scenario, parse_scenario, read_yaml,
-                       scenario_problem)
+from .scenario import (
+    ScenarioError,
+    ScenarioModel,
+    load_scenario,
+    parse_scenario,
+    read_yaml,
+    scenario_problem,
+)
 
 
 class InputError(ValueError):

@@ -58,7 +58,7 @@ class Plan:
                 issues.append(f"stages[{g}].resource: unknown resource type {stage.resource!r}")
         return issues
 
-    def with_replicas(self, replicas: list[int] | None) -> "Plan":
+    def with_replicas(self, replicas: list[int] | None) -> Plan:
         """The same plan with every stage's replica count fixed (None = all provisioned)."""
         ks = replicas if replicas is not None else [None] * len(self.stages)
         stages = tuple(Stage(layers=s.layers, resource=s.resource, num_replicas=k)

@@ -64,7 +64,7 @@ class Problem:
         except ValueError:
             raise KeyError(f"unknown resource type {name!r}") from None
 
-    def with_limit(self, throughput_limit: float) -> "Problem":
+    def with_limit(self, throughput_limit: float) -> Problem:
         """The same problem under another throughput floor (sweeps)."""
         fields = {f: getattr(self, f) for f in self.__dataclass_fields__}
         fields["throughput_limit"] = float(throughput_limit)
@@ -125,7 +125,7 @@ class ProblemModel(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _shapes_and_signs(self) -> "ProblemModel":
+    def _shapes_and_signs(self) -> ProblemModel:
         num_layers, num_types = len(self.layer_names), len(self.type_names)
         if num_layers == 0:
             raise ValueError("layer_names: the model has no layers")

@@ -5,8 +5,14 @@ import math
 import numpy as np
 import pytest
 
-from heterps_sim.profile import (DEFAULT_EFFICIENCY, TraceError, build_problem, compute_s,
-                                 load_trace, transfer_s)
+from heterps_sim.profile import (
+    DEFAULT_EFFICIENCY,
+    TraceError,
+    build_problem,
+    compute_s,
+    load_trace,
+    transfer_s,
+)
 from heterps_sim.spec import Cluster, Layer, ModelSpec, ProfileOptions, ResourceType, Workload
 
 GPU = ResourceType(name="g", kind="gpu", peak_flops_fp32=10e12, peak_flops_fp16=40e12,

@@ -7,8 +7,13 @@ import pytest
 
 from heterps_sim.cli import main
 from heterps_sim.inputs import load_input
-from heterps_sim.scenario import (SCHEMA_PATH, ScenarioError, parse_scenario, scenario_json_schema,
-                                  scenario_problem)
+from heterps_sim.scenario import (
+    SCHEMA_PATH,
+    ScenarioError,
+    parse_scenario,
+    scenario_json_schema,
+    scenario_problem,
+)
 from heterps_sim.schedulers.base import run_scheduler
 from heterps_sim.schedulers.registry import make_scheduler
 

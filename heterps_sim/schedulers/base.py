@@ -9,8 +9,9 @@ how often it is used. Each scheduler owns a small pydantic `Config` (extra field
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, ClassVar, Protocol
+from typing import ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
