@@ -148,8 +148,10 @@ def _cost(problem: Problem, terms, ks) -> tuple[float, float, float]:
 
 def _candidate_thetas(problem: Problem, terms, fixed, ks0, best_cost: float) -> list[float]:
     """Every stage throughput B/ET_g(k) >= TL worth trying as the bottleneck level."""
-    ceiling = min(problem.batch_size / (t.exec_time(k) if k is not None else t.min_exec_time())
-                  for t, k in zip(terms, fixed))
+    limits = [t.exec_time(k) if k is not None else t.min_exec_time() for t, k in zip(terms, fixed)]
+    # A stage with no serial part (alpha = 1, only possible in a hand-built Problem) has no
+    # Amdahl ceiling; the MAX_REPLICAS bound then ends the search.
+    ceiling = min((problem.batch_size / x if x > 0 else math.inf) for x in limits)
     lower_hours_per_unit = problem.num_samples / 3600.0 / ceiling
     thetas = set()
     for t, k_fixed, k0 in zip(terms, fixed, ks0):

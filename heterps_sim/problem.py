@@ -51,7 +51,7 @@ class Problem:
     @property
     def runnable(self) -> np.ndarray:
         """Bool (L, M): layer i can run on type j."""
-        return ~(np.isnan(self.oct_s) | np.isnan(self.odt_s))
+        return ~(np.isnan(self.oct_s) | np.isnan(self.odt_s) | np.isnan(self.alpha))
 
     @property
     def available_array(self) -> np.ndarray:
@@ -139,8 +139,15 @@ class ProblemModel(BaseModel):
                 for j, x in enumerate(row):
                     if x is not None and (not math.isfinite(x) or x < 0):
                         raise ValueError(f"{key}[{i}][{j}]: must be a finite number >= 0 or null")
-                    if key == "alpha" and x is not None and x > 1:
-                        raise ValueError(f"alpha[{i}][{j}]: a parallel fraction must be <= 1")
+                    if key == "alpha" and x is not None and x >= 1:
+                        raise ValueError(f"alpha[{i}][{j}]: a parallel fraction must be < 1 "
+                                         "(alpha = 1 would make any throughput reachable)")
+        for i in range(num_layers):
+            for j in range(num_types):
+                o, d = self.oct_s[i][j], self.odt_s[i][j]
+                if o is not None and d is not None and o + d <= 0:
+                    raise ValueError(f"oct_s[{i}][{j}] + odt_s[{i}][{j}]: a layer must take some "
+                                     "time (both are 0)")
         for key, n in (("boundary_bytes", num_layers), ("network_bytes_per_s", num_types),
                        ("price_per_hour", num_types), ("available", num_types)):
             if len(getattr(self, key)) != n:

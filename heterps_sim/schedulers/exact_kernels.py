@@ -15,6 +15,7 @@ the reference model; all in float64.
 Objectives (`objective`):
     SUM         minimise sum of price_j * k over stages  (cost per hour of a plan)
     BOTTLENECK  minimise max of ET_g(k) over stages       (= maximise the plan's throughput)
+    PER_SAMPLE  minimise sum of price_j * k * ET_g(k)      (B x a lower bound on cost/sample)
 Unit rules (`k_rule`): K_LEAST the fewest units reaching the level B/binv (the cost model's
 `least_units`); K_MAX every stage at its unit bound; K_BUDGET the most units a stage may have
 while its own cost per sample stays within `budget` (see `option`).
@@ -30,7 +31,7 @@ from numba import njit
 from ..cost import CEIL_TOLERANCE
 
 INF = np.inf
-SUM, BOTTLENECK = 0, 1
+SUM, BOTTLENECK, PER_SAMPLE = 0, 1, 2
 K_LEAST, K_MAX, K_BUDGET = 0, 1, 2
 OK, INVALID, FILTERED = 0, 1, 2
 """Option status. INVALID is monotone: a stage with more transfer time (a slower boundary
@@ -38,17 +39,19 @@ link) is INVALID too. FILTERED (throughput floor, TL guard) is not monotone."""
 
 
 @njit(cache=True)
-def option(alpha, so, odt, pj, kmax_j, batch, par, binv, k_rule, budget, thr_floor,
-           guard_binv, guard_floor, objective, need_et):
+def option(alpha, so, odt, pj, bj, kmax_j, batch, par, binv, k_rule, thr_floor, guard_binv,
+           guard_floor, objective, need_et):
     """Status, units, value, ET of one stage option.
 
     alpha = sum(alpha*oct)/OCT (0 when OCT = 0), so = OCT, odt = ODT with the boundary term
     (boundary_bytes / bandwidth + latency; none for the last stage). Mirrors `stage_terms` +
     `StageTerms.least_units` operation for operation: slack = B/theta - (1-alpha)P - S,
     k = max(1, ceil(alpha P / slack - 1e-9)). INVALID when no k <= kmax_j reaches the level,
-    or (budget finite) when the stage alone costs more per sample than the budget:
-    price * k * ET(k) = price * (k c + alpha P) > budget (c = the Amdahl time), which bounds
-    the cost of any plan holding it (Thr <= this stage's B/ET). FILTERED when B/ET(k) <
+    or when the stage alone costs more per sample than the budget: k ET(k) = k c + alpha P >
+    bj = budget / price (c = the Amdahl time), which bounds the cost of any plan holding it
+    (Thr <= this stage's B/ET). The value is pj * k (SUM; pj: the price the objective uses,
+    the type's price plus any Lagrange multiplier), pj * k * ET(k) (PER_SAMPLE) or ET
+    (BOTTLENECK). FILTERED when B/ET(k) <
     thr_floor, or (guard_binv > 0) when the stage provisioned at the throughput limit misses
     it (B/ET(k_TL) < guard_floor): the reference's feasibility test. ET is computed (else
     NaN) only when a filter, the BOTTLENECK objective or need_et asks for it.
@@ -69,23 +72,28 @@ def option(alpha, so, odt, pj, kmax_j, batch, par, binv, k_rule, budget, thr_flo
         k = int(math.ceil(x))
         if k < 1:
             k = 1
-        if budget < INF and pj * (k * ((1.0 - alpha) * p_s + s_s) + alpha * p_s) > budget:
+        if k * ((1.0 - alpha) * p_s + s_s) + alpha * p_s > bj:
             return INVALID, 0, INF, INF
     elif k_rule == K_MAX:
         k = kmax_j
     else:
         c = (1.0 - alpha) * p_s + s_s
-        top = budget / pj - alpha * p_s
+        top = bj - alpha * p_s  # k units fit the budget while k c <= top
+        if top < c:
+            return INVALID, 0, INF, INF
         if c <= 0.0 or top >= c * kmax_j:
             k = kmax_j
-        elif top < c:
-            return INVALID, 0, INF, INF
         else:
             k = int(math.floor(top / c))
     et = np.nan
     if need_et or thr_floor > 0.0 or objective == BOTTLENECK:
         et = p_s * ((1.0 - alpha) + alpha / k) + s_s
-    value = pj * k if objective == SUM else et
+    if objective == SUM:
+        value = pj * k
+    elif objective == PER_SAMPLE:  # price * k * ET(k): the stage's own cost per batch
+        value = pj * (k * ((1.0 - alpha) * p_s + s_s) + alpha * p_s)
+    else:
+        value = et
     if thr_floor > 0.0 and batch / et < thr_floor:
         return FILTERED, k, value, et
     if guard_binv > 0.0:
@@ -99,14 +107,13 @@ def option(alpha, so, odt, pj, kmax_j, batch, par, binv, k_rule, budget, thr_flo
 
 
 @njit(cache=True)
-def dp_pass(oct_t, odt_t, aoct_t, run_t, ext, lvl, order, price, kmax, batch, par, binv, k_rule,
-            budget, thr_floor, guard_binv, guard_floor, objective, allow_cuts, prune):
+def dp_pass(oct_t, odt_t, aoct_t, run_t, ext, lvl, order, price, kmax, batch, par, obj_price,
+            binv, k_rule, budget, thr_floor, guard_binv, guard_floor, objective, allow_cuts):
     """One backward DP pass; H[a, j] = best value of layers a.. with a stage of type j at a.
 
     ext[b, v] = boundary_bytes[b] / lev[v] + latency. Returns H, the choices (end layer;
-    group: -1 last stage, v < V a level, V the levels >= the type's own), the group tables
-    needed to rebuild the plan, and the number of FILTERED options met (all of them when
-    prune is False).
+    group: -1 last stage, v < V a level, V the levels >= the type's own) and the group tables
+    needed to rebuild the plan. Options are skipped only on bounds that cannot cut the best.
     """
     m, n_l = oct_t.shape
     n_v = ext.shape[1]
@@ -119,15 +126,18 @@ def dp_pass(oct_t, odt_t, aoct_t, run_t, ext, lvl, order, price, kmax, batch, pa
     s1_arg = np.full((n_l + 1, n_v), -1, np.int64)
     s2_val = np.full((n_l + 1, n_v), INF)
     s2_arg = np.full((n_l + 1, n_v), -1, np.int64)
-    filtered = 0
+    k_low = 1.0
     use_break = k_rule == K_LEAST
-    skip_ok = prune and not (objective == BOTTLENECK and k_rule == K_LEAST)
+    skip_ok = not (objective == BOTTLENECK and k_rule == K_LEAST)
+    units_break = objective == SUM and k_rule == K_LEAST
+    additive = objective != BOTTLENECK
+    theta_b = (1.0 - 1e-12) / binv
     for a in range(n_l - 1, -1, -1):
         for j in range(m):
             if not run_t[j, a]:
                 continue
             best, best_b, best_g = INF, -1, -2
-            pj, kj, lj = price[j], kmax[j], lvl[j]
+            pj, bj, kj, lj = obj_price[j], budget / price[j], kmax[j], lvl[j]
             so = sd = sa = s1 = 0.0
             for b in range(a, n_l):
                 if not run_t[j, b]:
@@ -142,13 +152,17 @@ def dp_pass(oct_t, odt_t, aoct_t, run_t, ext, lvl, order, price, kmax, batch, pa
                     lower = s1 + (0.0 if par else sd)
                     if lower > binv * (1.0 + 1e-12) + 1e-14 * (so + sd):
                         break
+                if units_break:
+                    # alpha P >= sum alpha*oct and slack <= B/theta, so k >= sa * theta / B:
+                    # this bound only grows with b, and every option value is >= price * k.
+                    k_low = max(1.0, math.ceil(sa * theta_b - CEIL_TOLERANCE))
+                    if pj * k_low >= best:
+                        break
                 alpha = sa / so if so > 0.0 else 0.0
                 if b == n_l - 1:
-                    st, k, val, et = option(alpha, so, sd, pj, kj, batch, par, binv, k_rule,
-                                            budget, thr_floor, guard_binv, guard_floor,
+                    st, k, val, et = option(alpha, so, sd, pj, bj, kj, batch, par, binv, k_rule,
+                                            thr_floor, guard_binv, guard_floor,
                                             objective, False)
-                    if st == FILTERED:
-                        filtered += 1
                     if st == OK and val < best:
                         best, best_b, best_g = val, b, -1
                     break
@@ -160,17 +174,15 @@ def dp_pass(oct_t, odt_t, aoct_t, run_t, ext, lvl, order, price, kmax, batch, pa
                 g_any = s1_val[p, 0]  # the best of all types at p
                 if g_any == INF:
                     continue  # nothing can follow this stage
-                if skip_ok and (pj + g_any if objective == SUM else g_any) >= best:
-                    continue  # k >= 1: no option ending at b can win
-                st, k, v0, et = option(alpha, so, sd + ext[b, lj], pj, kj, batch, par, binv,
-                                       k_rule, budget, thr_floor, guard_binv, guard_floor,
+                if skip_ok and (pj * k_low + g_any if units_break else g_any) >= best:
+                    continue  # no option ending at b can win
+                st, k, v0, et = option(alpha, so, sd + ext[b, lj], pj, bj, kj, batch, par, binv,
+                                       k_rule, thr_floor, guard_binv, guard_floor,
                                        objective, False)
                 if st == INVALID:
                     continue
-                if st == FILTERED:
-                    filtered += 1
                 if st == OK and g_same < INF:
-                    cand = v0 + g_same if objective == SUM else max(v0, g_same)
+                    cand = v0 + g_same if additive else max(v0, g_same)
                     if cand < best:
                         best, best_b, best_g = cand, b, n_v
                 for v in range(lj - 1, -1, -1):
@@ -178,26 +190,26 @@ def dp_pass(oct_t, odt_t, aoct_t, run_t, ext, lvl, order, price, kmax, batch, pa
                     if gv == INF:
                         continue
                     if skip_ok:
-                        # a slower link never needs fewer units: v0 bounds this option's value
-                        low = v0 + gv if objective == SUM else max(v0, gv)
+                        # a slower link never needs fewer units (nor less time per unit),
+                        # so v0 bounds this option's value
+                        low = v0 + gv if additive else max(v0, gv)
                         if low >= best:
                             continue
-                    st, k, val, et = option(alpha, so, sd + ext[b, v], pj, kj, batch, par, binv,
-                                            k_rule, budget, thr_floor, guard_binv, guard_floor,
+                    st, k, val, et = option(alpha, so, sd + ext[b, v], pj, bj, kj, batch, par, binv,
+                                            k_rule, thr_floor, guard_binv, guard_floor,
                                             objective, False)
                     if st == INVALID:
                         break
                     if st == FILTERED:
-                        filtered += 1
                         continue
-                    cand = val + gv if objective == SUM else max(val, gv)
+                    cand = val + gv if additive else max(val, gv)
                     if cand < best:
                         best, best_b, best_g = cand, b, v
             h[a, j] = best
             ch_b[a, j] = best_b
             ch_g[a, j] = best_g
         _group_tables(h, a, lvl, order, lv_best, lv_arg, s1_val, s1_arg, s2_val, s2_arg)
-    return h, ch_b, ch_g, lv_arg, s1_arg, s2_arg, filtered
+    return h, ch_b, ch_g, lv_arg, s1_arg, s2_arg
 
 
 @njit(cache=True)
@@ -278,8 +290,8 @@ def stage_values(n, first, last, typ, nxt, oct_t, odt_t, aoct_t, ext, lvl, price
         j = typ[g]
         so, sd, alpha = stage_sums(j, first[g], last[g], oct_t, odt_t, aoct_t)
         odt = sd + ext[last[g], min(lvl[j], lvl[nxt[g]])] if nxt[g] >= 0 else sd
-        st, k, val, et = option(alpha, so, odt, price[j], kmax[j], batch, par, binv, K_LEAST,
-                                INF, -1.0, -1.0, -1.0, SUM, True)
+        st, k, val, et = option(alpha, so, odt, price[j], INF, kmax[j], batch, par, binv,
+                                K_LEAST, -1.0, -1.0, -1.0, SUM, True)
         ks[g], ets[g] = k, et
         terms[g, 0], terms[g, 1], terms[g, 2] = so, odt, alpha
     return ks, ets, terms
@@ -305,8 +317,8 @@ def next_theta(terms, ks, kmax_of_stage, batch, par):
             continue
         theta = batch / denom * (1.0 + 1e-12)
         for _ in range(64):
-            st, k2, val, et = option(alpha, so, odt, 1.0, kmax_of_stage[g], batch, par,
-                                     batch / theta, K_LEAST, INF, -1.0, -1.0, -1.0, SUM, False)
+            st, k2, val, et = option(alpha, so, odt, 1.0, INF, kmax_of_stage[g], batch, par,
+                                     batch / theta, K_LEAST, -1.0, -1.0, -1.0, SUM, False)
             if st != OK or k2 > k:
                 break
             theta *= 1.0 + 1e-12
