@@ -189,14 +189,50 @@ def evaluate_plan(problem: Problem, plan: Plan, mode: str = "least") -> RunResul
             f"throughput {thr:.6g} samples/s is below the limit {problem.throughput_limit:.6g} "
             f"(bottleneck {_describe(problem, g, terms[g])} with {ks[g]} units)"), ks)
     if mode == "exact" and label != "fixed":
-        for theta in _candidate_thetas(problem, terms, fixed, ks, cost):
-            ks_theta, why = _provision(problem, terms, fixed, theta)
-            if ks_theta is None or why:
-                break  # units only grow with theta: every higher level fails too
+        thetas = _candidate_thetas(problem, terms, fixed, ks, cost)
+        best = _cheapest_level(problem, terms, fixed, np.array(thetas))
+        if best is not None:
+            ks_theta, _ = _provision(problem, terms, fixed, best)
             thr_t, per_hour_t, cost_t = _cost(problem, terms, ks_theta)
             if cost_t < cost * (1 - 1e-12):
                 ks, thr, per_hour, cost = ks_theta, thr_t, per_hour_t, cost_t
     return _feasible(problem, plan, terms, label, ks, thr, per_hour, cost)
+
+
+def _cheapest_level(problem: Problem, terms, fixed, thetas: np.ndarray, chunk: int = 4096):
+    """The level among sorted `thetas` whose provisioning costs least (first on ties), or None.
+
+    `_provision` for every level at once (numpy, levels x stages); levels stop at the first one
+    that fails, since units only grow with theta and every higher level fails too.
+    """
+    B = problem.batch_size
+    alpha = np.array([t.alpha for t in terms])
+    par = np.array([t.parallel_s for t in terms])
+    ser = np.array([t.serial_s for t in terms])
+    types = np.array([t.type_index for t in terms])
+    k_fixed = np.array([0 if k is None else k for k in fixed])
+    caps = np.array([np.inf if a is None else a for a in problem.available])
+    best_theta, best_cost = None, math.inf
+    for start in range(0, len(thetas), chunk):
+        th = thetas[start:start + chunk, None]
+        slack = B / th - (1.0 - alpha) * par - ser
+        with np.errstate(divide="ignore", invalid="ignore"):
+            k = np.maximum(1.0, np.ceil(alpha * par / slack - CEIL_TOLERANCE))
+        k = np.where(k_fixed > 0, k_fixed, np.where(slack > 0, k, np.inf))
+        used = np.zeros((len(th), problem.num_types))
+        np.add.at(used.T, types, np.where(np.isfinite(k), k, 0.0).T)
+        ok = np.isfinite(k).all(axis=1) & (k <= MAX_REPLICAS).all(axis=1) & (used <= caps).all(axis=1)
+        stop = len(ok) if ok.all() else int(np.argmin(ok))
+        if stop:
+            k = k[:stop]
+            thr = (B / (par * ((1.0 - alpha) + alpha / k) + ser)).min(axis=1)
+            costs = problem.num_samples / thr / 3600.0 * (problem.price_per_hour[types] * k).sum(axis=1)
+            i = int(np.argmin(costs))
+            if costs[i] < best_cost:
+                best_theta, best_cost = float(th[i, 0]), float(costs[i])
+        if stop < len(ok):
+            break
+    return best_theta
 
 
 def _bottleneck(problem: Problem, terms, ks) -> int:

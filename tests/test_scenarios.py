@@ -31,8 +31,6 @@ def test_enough_scenarios_ship():
 @pytest.mark.parametrize("path", SCENARIOS + [None], ids=lambda p: p.stem if p else "default")
 def test_scenario_schedules_like_the_best_single_type_or_better(path):
     problem = load_input(path).problem
-    if problem.num_layers > 100:
-        pytest.skip("256-layer scaling scenario: covered by the benchmark")
     exact = run_scheduler(make_scheduler("exact"), problem, "least")
     homogeneous = run_scheduler(make_scheduler("homogeneous"), problem, "least")
     if exact.result is None:
