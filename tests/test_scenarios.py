@@ -87,3 +87,14 @@ def test_overrides_and_synthetic_types_reach_the_problem():
     p = scenario_problem(scn)
     assert p.num_types == 5 and p.price_per_hour[p.type_index("t4")] == 0.1
     assert p.available[p.type_index("t4")] == 5 and p.available[p.type_index("a10g")] is None
+
+
+@pytest.mark.parametrize("mode", ["least", "exact"])
+def test_exact_optimum_never_gets_cheaper_as_the_limit_rises(mode):
+    base = load_input("heterps_sim/data/default.yaml").problem
+    costs = []
+    for limit in [2e4, 1e5, 3e5, 1e6, 2e6, 2.5e6, 3e6, 4e6, 6e6]:
+        outcome = run_scheduler(make_scheduler("exact"), base.with_limit(limit), mode)
+        costs.append(outcome.result.cost_usd if outcome.result else float("inf"))
+    assert costs[0] < float("inf")
+    assert all(b >= a * (1 - 1e-12) for a, b in zip(costs, costs[1:])), costs
