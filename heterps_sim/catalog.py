@@ -55,7 +55,7 @@ class CatalogError(ValueError):
     """A catalog file that cannot be read; the message names the file, row and column."""
 
 
-def _split_entries(text: str) -> list[str]:
+def split_entries(text: str) -> list[str]:
     """Split an `estimated_fields` cell on ';' outside parentheses (notes may hold ';')."""
     entries, depth, start = [], 0, 0
     for i, ch in enumerate(text):
@@ -75,7 +75,7 @@ def _cell(row: dict[str, str], column: str) -> str:
 def _estimated_names(row: dict[str, str]) -> tuple[str, ...]:
     """Attribute (or column) names of the row's estimated cells, in order, without notes."""
     names = [entry.split("(", 1)[0].strip()
-             for entry in _split_entries(_cell(row, "estimated_fields"))]
+             for entry in split_entries(_cell(row, "estimated_fields"))]
     if _cell(row, "price_estimated").lower() == "yes":
         names.append("price_per_hour_usd")
     mapped = [NUMERIC_COLUMNS[n][0] if n in NUMERIC_COLUMNS else n for n in names]

@@ -108,8 +108,8 @@ def _run_scheduler(problem, name: str, mode: str, seed: int, options: dict):
     except KeyError as exc:
         raise CliError(f"--scheduler: {exc.args[0]}") from None
     except ValidationError as exc:
-        errs = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise CliError(f"scheduler {name} options: {errs}") from None
+        from .userfiles import validation_message
+        raise CliError(validation_message(f"scheduler {name} options", exc)) from None
     outcome = run_scheduler(scheduler, problem, mode)
     if options.get("allow_same_type_cuts") and outcome.result is not None:
         # Say what cutting a run of one type into several stages saves (the paper's stages

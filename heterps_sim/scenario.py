@@ -12,13 +12,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from . import catalog, zoo
 from .problem import Problem
 from .profile import DEFAULT_ALPHA, DEFAULT_EFFICIENCY, build_problem, load_trace
 from .spec import Cluster, ProfileOptions, Workload
+from .userfiles import UserFileError, read_mapping, validation_message
 
 DEFAULT_SCENARIO = Path(__file__).with_name("data") / "default.yaml"
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "scenarios" / "schema.json"
@@ -88,46 +88,20 @@ class ScenarioModel(_Strict):
     schedule: ScheduleSection = Field(default_factory=ScheduleSection)
 
 
-class ScenarioError(ValueError):
+class ScenarioError(UserFileError):
     """Bad scenario input; str() is one line naming the file, the field and the problem."""
-
-
-def _format_errors(source: str, exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors():
-        where = ".".join(str(x) for x in err["loc"]) or "(top level)"
-        parts.append(f"{where}: {err['msg']}")
-    return f"{source}: " + "; ".join(parts)
-
-
-def read_yaml(path: Path) -> dict:
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise ScenarioError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise ScenarioError(f"{path}: cannot read ({exc.strerror})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ScenarioError(f"{path}: malformed YAML{where}: {getattr(exc, 'problem', exc)}") from None
-    if not isinstance(data, dict):
-        raise ScenarioError(f"{path}: expected a mapping of scenario fields at the top level")
-    return data
 
 
 def parse_scenario(data: dict, source: str = "<scenario>") -> ScenarioModel:
     try:
         return ScenarioModel.model_validate(data)
     except ValidationError as exc:
-        raise ScenarioError(_format_errors(source, exc)) from None
+        raise ScenarioError(validation_message(source, exc)) from None
 
 
 def load_scenario(path: str | Path | None = None) -> tuple[ScenarioModel, Path]:
     path = Path(path) if path is not None else DEFAULT_SCENARIO
-    return parse_scenario(read_yaml(path), str(path)), path
+    return parse_scenario(read_mapping(path), str(path)), path
 
 
 def build_cluster(section: ClusterSection, source: str) -> Cluster:

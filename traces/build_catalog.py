@@ -50,6 +50,8 @@ import statistics
 import sys
 from pathlib import Path
 
+from heterps_sim.catalog import split_entries
+
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_SOURCE = REPO.parent / "shared" / "data" / "resource_catalog.csv"
 DEFAULT_OUT = REPO / "traces" / "resource_catalog.csv"
@@ -58,18 +60,6 @@ FP32, FP16, NET = "peak_fp32_tflops", "peak_fp16_or_bf16_tensor_tflops", "networ
 GAUDI1_BF16_TFLOPS = 150.0
 GAUDI_MME_FP32_PER_BF16 = 1 / 8  # Gaudi 3 white paper: MME 229 fp32 vs 1835 bf16 TFLOPS
 GCP_GBPS_PER_VCPU, GCP_MAX_GBPS = 2.0, 32.0
-
-
-def split_entries(text: str) -> list[str]:
-    """Split an `estimated_fields` cell on ';' outside parentheses (notes may hold ';')."""
-    entries, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        depth += (ch == "(") - (ch == ")")
-        if ch == ";" and depth == 0:
-            entries.append(text[start:i])
-            start = i + 1
-    entries.append(text[start:])
-    return [e.strip() for e in entries if e.strip()]
 
 
 def entry_column(entry: str) -> str:

@@ -1,0 +1,57 @@
+"""Reading the user's files with errors a person can act on.
+
+Every failure is a `UserFileError` whose message is one line naming the file, the field and
+the problem; the CLI prints it and exits 2.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+
+class UserFileError(ValueError):
+    """Bad input; str() is one line naming the file, the field and the problem."""
+
+
+def validation_message(source: str, exc: ValidationError) -> str:
+    """All of a pydantic error's problems, each with its dotted path, on one line."""
+    parts = [f"{'.'.join(str(x) for x in e['loc']) or '(top level)'}: {e['msg']}"
+             for e in exc.errors()]
+    return f"{source}: " + "; ".join(parts)
+
+
+def read_text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        raise UserFileError(f"{path}: no such file") from None
+    except UnicodeDecodeError:
+        raise UserFileError(f"{path}: not a text file (not UTF-8)") from None
+    except OSError as exc:
+        raise UserFileError(f"{path}: cannot read ({exc.strerror})") from None
+
+
+def read_mapping(path: Path) -> dict:
+    """A YAML or JSON file (by suffix) whose top level must be a mapping."""
+    text = read_text(path)
+    if path.suffix == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UserFileError(f"{path}: malformed JSON at line {exc.lineno}, column "
+                                f"{exc.colno}: {exc.msg}") from None
+    else:
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            raise UserFileError(f"{path}: malformed YAML{where}: "
+                                f"{getattr(exc, 'problem', None) or exc}") from None
+    if not isinstance(data, dict):
+        raise UserFileError(f"{path}: expected a mapping of fields at the top level")
+    return data
