@@ -14,6 +14,8 @@ A layer cannot run on a type (NaN, "null" in JSON) when its state does not fit i
 unit's memory: 4x dense parameters (weights, grads, two Adam moments) + 2x B x (in + out)
 activations + 2x B x embedding row bytes. Embedding tables themselves live on the parameter
 server and need not fit. A measured trace (traces/profiles/*.csv) overrides roofline entries.
+A cut after layer i moves B x (output_bytes + output_grad_bytes): activations forward, and
+backward the gradients of those that have one (raw ids, labels and features have none).
 """
 
 from __future__ import annotations
@@ -137,7 +139,7 @@ def build_problem(model: ModelSpec, cluster: Cluster, workload: Workload,
     unfit = np.array([[not fits(layer, rt, B) for rt in cluster.types] for layer in model.layers])
     for a in (oct_s, odt_s, alpha):
         a[unfit.reshape(L, M)] = np.nan
-    boundary = np.array([2.0 * B * layer.output_bytes for layer in model.layers])
+    boundary = np.array([B * layer.boundary_bytes for layer in model.layers])
     boundary[-1] = 0.0
     return Problem(
         name=name or model.name, batch_size=B, throughput_limit=workload.throughput_limit,

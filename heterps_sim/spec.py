@@ -81,6 +81,9 @@ class Layer:
     output_bytes: float = 0.0
     """Activation bytes per sample this layer emits (a stage boundary after it moves these
     forward and as many gradient bytes backward)."""
+    output_grad_bytes: float | None = None
+    """Gradient bytes per sample sent back across a cut after this layer: the part of
+    output_bytes that carries a gradient (raw ids, labels and features do not). None = all."""
     reads_raw_input: bool = False
     """True when the layer's input is the raw training data (read from storage / host)."""
 
@@ -90,11 +93,20 @@ class Layer:
         for attr in ("forward_flops", "backward_flops", "param_bytes", "table_rows", "table_dim",
                      "lookups_per_sample", "input_bytes", "output_bytes"):
             _require(getattr(self, attr) >= 0, f"layer {self.name}: {attr} must be >= 0")
+        _require(self.output_grad_bytes is None or 0 <= self.output_grad_bytes <= self.output_bytes,
+                 f"layer {self.name}: output_grad_bytes must lie in [0, output_bytes]")
 
     @property
     def flops(self) -> float:
         """Forward + backward FLOPs per sample."""
         return self.forward_flops + self.backward_flops
+
+    @property
+    def boundary_bytes(self) -> float:
+        """Bytes per sample a pipeline cut after this layer moves: activations forward plus
+        their gradients backward."""
+        grad = self.output_bytes if self.output_grad_bytes is None else self.output_grad_bytes
+        return self.output_bytes + grad
 
     @property
     def sparse_bytes(self) -> float:

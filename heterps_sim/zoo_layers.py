@@ -55,6 +55,8 @@ class ModelGraph:
     """Raw per-sample tensors (name, bytes) read from storage by node 0."""
     tensor_bytes: dict[str, float]
     nodes: tuple[Node, ...]
+    tensor_grad: dict[str, bool] = field(default_factory=dict)
+    """Whether a tensor carries a gradient backward (raw ids, labels and features do not)."""
 
     @property
     def raw_bytes(self) -> float:
@@ -80,13 +82,15 @@ class ModelGraph:
     def to_spec(self) -> ModelSpec:
         layers, prev = [], self.raw_bytes
         for i, n in enumerate(self.nodes):
-            out = float(sum(self.tensor_bytes[t] for t in self.live_after(i)))
+            live = self.live_after(i)
+            out = float(sum(self.tensor_bytes[t] for t in live))
+            grad = float(sum(self.tensor_bytes[t] for t in live if self.tensor_grad.get(t, True)))
             layers.append(Layer(
                 name=n.name, kind=n.kind, forward_flops=n.forward_flops,
                 backward_flops=n.backward_flops, param_bytes=n.param_bytes,
                 table_rows=n.table_rows, table_dim=n.table_dim,
                 lookups_per_sample=n.lookups_per_sample, input_bytes=prev, output_bytes=out,
-                reads_raw_input=(i == 0)))
+                output_grad_bytes=grad, reads_raw_input=(i == 0)))
             prev = out
         return ModelSpec(name=self.name, layers=tuple(layers), source=self.source)
 
@@ -252,7 +256,8 @@ class GraphBuilder:
         if unused:
             raise ValueError(f"model {self.name!r}: tensors never read: {unused}")
         return ModelGraph(name=self.name, source=self.source, raw=tuple(self._raw),
-                          tensor_bytes=dict(self._bytes), nodes=tuple(self._nodes))
+                          tensor_bytes=dict(self._bytes), nodes=tuple(self._nodes),
+                          tensor_grad=dict(self._grad))
 
 
 def _names(tensors: str | Sequence[str]) -> list[str]:

@@ -88,3 +88,24 @@ def test_bad_trace_files(tmp_path, text, needle):
 def test_problem_arrays_are_float64():
     p = _problem([FC, EMB], [GPU, CPU])
     assert p.oct_s.dtype == np.float64 and p.alpha.dtype == np.float64
+
+
+def test_boundary_counts_only_gradients_that_exist():
+    raw_pass = Layer(name="inp", kind="input", forward_flops=1, backward_flops=0, input_bytes=100,
+                     output_bytes=100, output_grad_bytes=0.0, reads_raw_input=True)
+    emb = Layer(name="e", kind="embedding", forward_flops=1, backward_flops=1, input_bytes=100,
+                output_bytes=612, output_grad_bytes=512.0)
+    p = _problem([raw_pass, emb, FC], [GPU])
+    # raw features move forward only; after the embedding, its 512 B of rows get gradients
+    # back while the 100 B of raw features riding along do not
+    assert p.boundary_bytes.tolist() == [1000 * 100, 1000 * (612 + 512), 0.0]
+
+
+def test_zoo_gradient_bytes_are_consistent():
+    from heterps_sim import zoo
+    for name in zoo.model_names():
+        layers = zoo.get_model(name).layers
+        assert layers[0].output_grad_bytes == 0.0, name  # raw data carries no gradient
+        for layer in layers:
+            assert layer.output_grad_bytes is not None
+            assert 0 <= layer.output_grad_bytes <= layer.output_bytes
