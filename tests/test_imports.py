@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-LIGHT = ["heterps_sim", "heterps_sim.spec", "heterps_sim.plan", "heterps_sim.result",
+LIGHT = ["heterps_sim", "heterps_sim.spec", "heterps_sim.plan", "heterps_sim.result", "heterps_sim.pipeline",
          "heterps_sim.problem", "heterps_sim.cost", "heterps_sim.scenario",
          "heterps_sim.schedulers.registry", "heterps_sim.cli"]
 
