@@ -23,5 +23,5 @@ def test_trace_events_tracks_and_units(tmp_path):
     processes = {e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "process_name"}
     assert processes == {"stages", "links"}
     assert doc["otherData"] == {"plan": "x"}
-    save_trace(spans, tmp_path / "t.json")
+    save_trace(spans, tmp_path / "t.json", {"plan": "x"})
     assert json.loads((tmp_path / "t.json").read_text()) == json.loads(json.dumps(doc))
