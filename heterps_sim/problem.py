@@ -39,6 +39,12 @@ class Problem:
     type_kinds: tuple[str, ...] = ()
     """"cpu"/"gpu" per type when known (for the cpu-only / gpu-only baselines)."""
     name: str = ""
+    param_bytes: np.ndarray | None = None
+    """Dense parameter bytes per layer (what a stage's replicas all-reduce each step); the
+    analytic model does not use it, the simulator does. None = unknown (treated as 0)."""
+    sparse_bytes: np.ndarray | None = None
+    """Embedding row bytes each sample pulls per layer (pushed back again as gradients);
+    the simulator's parameter-server model uses it. None = unknown (treated as 0)."""
 
     @property
     def num_layers(self) -> int:
@@ -92,6 +98,8 @@ class Problem:
             "type_names": list(self.type_names),
             "layer_names": list(self.layer_names),
             "type_kinds": list(self.type_kinds),
+            "param_bytes": None if self.param_bytes is None else [float(x) for x in self.param_bytes],
+            "sparse_bytes": None if self.sparse_bytes is None else [float(x) for x in self.sparse_bytes],
         }
 
 
@@ -116,6 +124,8 @@ class ProblemModel(BaseModel):
     type_names: list[str]
     layer_names: list[str]
     type_kinds: list[str] = []
+    param_bytes: list[float] | None = None
+    sparse_bytes: list[float] | None = None
 
     @field_validator("format")
     @classmethod
@@ -160,6 +170,12 @@ class ProblemModel(BaseModel):
         for k, a in enumerate(self.available):
             if a is not None and a < 0:
                 raise ValueError(f"available[{k}]: must be >= 0 or null, got {a}")
+        for key in ("param_bytes", "sparse_bytes"):
+            values = getattr(self, key)
+            if values is not None and len(values) != num_layers:
+                raise ValueError(f"{key}: needs {num_layers} entries, got {len(values)}")
+            if values is not None and any(not math.isfinite(x) or x < 0 for x in values):
+                raise ValueError(f"{key}: every entry must be a finite number >= 0")
         if self.type_kinds and len(self.type_kinds) != num_types:
             raise ValueError(f"type_kinds: needs {num_types} entries")
         for key in ("type_names", "layer_names"):
@@ -185,6 +201,8 @@ class ProblemModel(BaseModel):
             latency_s=self.latency_s, price_per_hour=np.array(self.price_per_hour, np.float64),
             available=tuple(self.available), type_names=tuple(self.type_names),
             layer_names=tuple(self.layer_names), type_kinds=tuple(self.type_kinds),
+            param_bytes=None if self.param_bytes is None else np.array(self.param_bytes, np.float64),
+            sparse_bytes=None if self.sparse_bytes is None else np.array(self.sparse_bytes, np.float64),
         )
 
 

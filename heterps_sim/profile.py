@@ -149,4 +149,6 @@ def build_problem(model: ModelSpec, cluster: Cluster, workload: Workload,
         latency_s=options.latency_s,
         price_per_hour=np.array([t.price_per_hour for t in cluster.types]),
         available=cluster.available, type_names=cluster.type_names,
-        layer_names=model.layer_names, type_kinds=tuple(t.kind for t in cluster.types))
+        layer_names=model.layer_names, type_kinds=tuple(t.kind for t in cluster.types),
+        param_bytes=np.array([layer.param_bytes for layer in model.layers]),
+        sparse_bytes=np.array([layer.sparse_bytes for layer in model.layers]))

@@ -87,3 +87,16 @@ def test_result_json_round_trip_with_infinite_cost():
         assert back.feasible == r.feasible
         assert (math.isinf(back.cost_usd) and not r.feasible) or back.cost_usd == r.cost_usd
         assert [s.layers for s in back.stages] == [s.layers for s in r.stages]
+
+
+def test_problem_from_a_scenario_carries_param_and_sparse_bytes():
+    from heterps_sim.inputs import load_input
+    p = load_input("scenarios/exec-tiny.yaml").problem
+    assert p.param_bytes is not None and p.param_bytes.sum() > 0 and p.sparse_bytes.sum() > 0
+    q = problem_from_dict(json.loads(json.dumps(p.to_json_dict())))
+    np.testing.assert_array_equal(p.param_bytes, q.param_bytes)
+    np.testing.assert_array_equal(p.sparse_bytes, q.sparse_bytes)
+    data = p.to_json_dict()
+    data["param_bytes"] = [1.0]
+    with pytest.raises(ValidationError, match="param_bytes"):
+        problem_from_dict(data)
