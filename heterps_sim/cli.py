@@ -160,16 +160,67 @@ def cmd_evaluate(args) -> int:
     loaded = _load(args.input)
     try:
         plan = load_plan(args.plan)
-        result = evaluate_plan(loaded.problem, plan, args.mode)
+        result = evaluate_plan(loaded.problem, plan, args.mode)  # checks the plan fits
     except (InputError, PlanError) as exc:
         msg = str(exc)
         raise CliError(msg if msg.startswith(str(args.plan)) else f"{args.plan}: {msg}") from None
+    if args.engine == "des":
+        result = _evaluate_des(loaded.problem, plan, args)
     if args.json:
         print(_dump(result.to_json_dict()))
     else:
         from .tables import result_table
         print(result_table(result))
     return 0 if result.feasible else EXIT_INFEASIBLE
+
+
+def _evaluate_des(problem, plan, args):
+    from pydantic import ValidationError as PydanticError
+
+    from .cli_des import EffectsError, evaluate_des
+    try:
+        return evaluate_des(problem, plan, args, _atomic_write)
+    except EffectsError as exc:
+        raise CliError(str(exc)) from None
+    except PydanticError as exc:
+        from .userfiles import validation_message
+        raise CliError(validation_message("simulator options", exc)) from None
+
+
+def cmd_effects(args) -> int:
+    from pydantic import ValidationError as PydanticError
+
+    from .cli_des import EffectsError, effects_rows
+    from .cost import PlanError
+    from .inputs import InputError, load_plan
+    loaded = _load(args.input)
+    if args.plan:
+        try:
+            plan = load_plan(args.plan)
+        except InputError as exc:
+            raise CliError(str(exc)) from None
+    else:
+        name, mode, seed, options = _schedule_settings(args, loaded)
+        plan = _run_scheduler(loaded.problem, name, mode, seed, options).plan
+        if plan is None:
+            print("no feasible plan to simulate")
+            return EXIT_INFEASIBLE
+    try:
+        rows = effects_rows(loaded.problem, plan, args, args.mode or "least")
+    except (PlanError, EffectsError) as exc:
+        raise CliError(f"{args.plan or 'plan'}: {exc}") from None
+    except PydanticError as exc:
+        from .userfiles import validation_message
+        raise CliError(validation_message("simulator options", exc)) from None
+    if args.json:
+        print(_dump(rows))
+    else:
+        import pandas as pd
+        frame = pd.DataFrame(rows)
+        print(frame.to_string(index=False, formatters={
+            "throughput": "{:,.0f}".format, "vs analytic %": "{:+.2f}".format,
+            "step ms": "{:.4g}".format, "cost USD": "{:,.6g}".format, "bubble": "{:.3f}".format}))
+    return 0
 
 
 def cmd_simulate(args) -> int:
@@ -257,7 +308,19 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("input", help="scenario YAML or problem JSON")
     p.add_argument("plan", help="plan.json")
     p.add_argument("--mode", choices=["least", "exact"], default="least")
-    p.add_argument("--engine", choices=["analytic"], default="analytic")
+    p.add_argument("--engine", choices=["analytic", "des"], default="analytic",
+                   help="analytic model or the SimPy simulator")
+    p.add_argument("--trace", help="des: write a Chrome/Perfetto trace JSON here")
+    from .cli_des import add_des_arguments
+    add_des_arguments(p)
+    p = add("effects", cmd_effects, "what the analytic model misses: each simulator effect alone",
+            "heterps-sim effects scenarios/dlrm-64types.yaml --schedule 1f1b")
+    p.add_argument("input", nargs="?", help="scenario YAML or problem JSON (default: built-in)")
+    p.add_argument("plan", nargs="?", help="plan.json (default: the scenario's scheduler's plan)")
+    p.add_argument("--scheduler")
+    p.add_argument("--mode", choices=["least", "exact"], help="provisioning mode")
+    add_des_arguments(p, effects=False)
+    p.set_defaults(allow_same_type_cuts=False)
     return ap
 
 

@@ -1,0 +1,111 @@
+"""Data movement: boundary messages, all-reduce rings under contention, parameter-server requests.
+
+    send           hands a finished operation's output to the next / previous stage: at once
+                   (transfers folded into the work), after bytes / bandwidth + latency (transfers),
+                   or through `transfer` (contention).
+    transfer       holds the sender's egress and the receiver's ingress interface (simpy
+                   Resources, taken in a global order so no two holders wait on each other),
+                   sends, releases, then the latency passes and the message is delivered.
+    ring_with_interfaces  an all-reduce under contention: every member's two interfaces.
+    ps_request     queues on the PS shards (a Resource), is served (tiers), then the tier
+                   latency and the unit's own link.
+"""
+
+from __future__ import annotations
+
+import simpy
+
+from .world import Replica, World
+
+
+def send(world: World, rep: Replica, i: int, to_stage: int, code: int, mu: int, t: float) -> None:
+    """Hand the output of action i (finished at t) to stage `to_stage`."""
+    if not world.transfers:
+        world.deliver(to_stage, code, mu, t)
+        return
+    to = world.replicas[to_stage][mu % len(world.replicas[to_stage])]
+    ser = rep.send_s[i]
+    if world.contention:
+        world.env.process(transfer(world, rep.id, to.id, to_stage, code, mu, ser))
+        return
+    delay = ser + world.latency_s
+    rep.messages.append((rep.id, to.id, code, mu, t, t + delay))
+    if world.batched:
+        world.deliver(to_stage, code, mu, t + delay)
+    else:
+        world.env.timeout(delay).callbacks.append(
+            lambda ev: world.deliver(to_stage, code, mu, ev.env.now))
+
+
+def transfer(world: World, src: int, dst: int, to_stage: int, code: int, mu: int, ser: float):
+    """A message over two network interfaces (contention): queue, send, latency, deliver."""
+    env = world.env
+    a, b = world.nic(src, False), world.nic(dst, True)
+    first, second = (a, b) if 2 * src < 2 * dst + 1 else (b, a)
+    with first.request() as r1:
+        yield r1
+        with second.request() as r2:
+            yield r2
+            start = env.now
+            yield env.timeout(ser)
+    if world.latency_s > 0:
+        yield env.timeout(world.latency_s)
+    world.by_id[src].messages.append((src, dst, code, mu, start, env.now))
+    world.deliver(to_stage, code, mu, env.now)
+
+
+def ring_with_interfaces(world: World, key: tuple[int, int], d: float, done: simpy.Event):
+    """The ring under contention: take every member's two interfaces (global order), run."""
+    env = world.env
+    held = []
+    for idx in sorted(2 * m.id + ingress for m in world.replicas[key[0]] for ingress in (0, 1)):
+        req = world.nics[idx].request()
+        yield req
+        held.append((world.nics[idx], req))
+    start = env.now
+    yield env.timeout(d)
+    for res, req in held:
+        res.release(req)
+    world.rings[key] = (start, env.now)
+    done.succeed(env.now)
+
+
+def start_pulls(world: World, rep: Replica, i: int, mu: int) -> simpy.Process:
+    """This forward's pull (unless prefetched) and, with prefetch, the next forward's."""
+    pull = rep.pulls.pop(mu, None)
+    if pull is None:
+        pull = world.env.process(ps_request(world, rep, i, mu, pull=True))
+    if world.options.ps.prefetch:
+        nxt = rep.next_forward[i]
+        if nxt >= 0:
+            nmu = rep.actions[nxt][1]
+            if nmu not in rep.pulls:
+                rep.pulls[nmu] = world.env.process(ps_request(world, rep, nxt, nmu, pull=True))
+    return pull
+
+
+def ps_request(world: World, rep: Replica, i: int, mu: int, pull: bool):
+    """Pull (or push) one microbatch's embedding rows.
+
+    The request is split evenly over the shards, which all receive every request at the same
+    moment and serve FIFO with equal parts: they stay in lockstep, so one Resource (`ps`)
+    stands for all of them exactly, with one event per request instead of one per shard.
+    """
+    env, ps = world.env, world.options.ps
+    start = env.now
+    nbytes = rep.stage.ps_bytes
+    factor = rep.ps_factor[2 * i + (not pull)] if rep.ps_factor is not None else 1.0
+    with world.ps.request() as req:
+        yield req
+        served = env.now
+        yield env.timeout(nbytes / ps.num_shards * ps.seconds_per_byte * factor)
+    world.ps_ops.append((rep.id, 0, pull, mu, served, env.now))
+    link = nbytes / rep.stage.network_bytes_per_s
+    if world.contention:
+        with world.nic(rep.id, pull).request() as req:
+            yield req
+            yield env.timeout(link)
+        yield env.timeout(ps.tier_latency_s + world.latency_s)
+    else:
+        yield env.timeout(ps.tier_latency_s + world.latency_s + link)
+    world.ps_ops.append((rep.id, -1, pull, mu, start, env.now))

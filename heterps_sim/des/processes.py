@@ -1,0 +1,171 @@
+"""The simulated actors: small SimPy generator functions over one shared `World`.
+
+    replica        walks its action list (des/lanes.py): waits for the microbatch's input
+                   (activation from the stage before, gradient from the stage after), computes,
+                   hands the output to the next / previous stage; at each step end: all-reduce
+                   barrier (allreduce effect) and the non-splitting work.
+    step_end       the stage's all-reduce barrier (the last replica to arrive starts the ring;
+                   see step_end for who waits for it when), then the non-splitting work.
+    (des/comms.py: messages, rings under contention, parameter-server requests)
+
+Time is kept two ways with the same arithmetic. Unbatched (the reference): every operation is a
+SimPy timeout and a message exists only from its arrival time on. Batched (`DesOptions.batch`,
+when no Resource is modelled): a replica keeps its own clock and runs ahead through every
+operation whose input time is already known; outputs are delivered at once with their arrival
+time. Both compute start = max(ready, input arrival), end = start + duration, arrival = end +
+delay with the same floats, so both give the same timeline (tests/test_des_batching.py).
+"""
+
+from __future__ import annotations
+
+import simpy
+
+from .comms import ps_request, ring_with_interfaces, send, start_pulls
+from .effects import delay_to
+from .lanes import B, F
+from .world import OPTIMIZER, Replica, World
+
+
+def replica(world: World, rep: Replica):
+    """One replica of one stage, walking its action list (hot loop: locals bound up front)."""
+    env, batched, record, rid = world.env, world.batched, rep.ops.append, rep.id
+    timeout, event, durations, preempt = env.timeout, env.event, rep.durations, rep.preempt
+    g = rep.stage.index
+    first, last = g == 0, g == world.num_stages - 1
+    inbox_f, inbox_b = world.inbox[g]
+    waiting_f, waiting_b = world.waiting[g]
+    direct = not world.transfers  # outputs land in the neighbour's inbox at once (inlined)
+    nxt = g + 1 if not last else g  # (unused when there is no next / previous stage)
+    prv = g - 1 if not first else g
+    next_inbox, next_waiting = world.inbox[nxt][F], world.waiting[nxt][F]
+    prev_inbox, prev_waiting = world.inbox[prv][B], world.waiting[prv][B]
+    ps = rep.stage.ps_bytes > 0
+    clock, worked = 0.0, False
+    for i, (code, mu) in enumerate(rep.actions):
+        if code == F:
+            if ps:
+                pull = start_pulls(world, rep, i, mu)
+            a = clock if first else inbox_f[mu]
+            if a is None:
+                waiting_f[mu] = ev = event()
+                a = yield ev
+            if ps:
+                yield pull
+        elif code == B:
+            a = clock if last else inbox_b[mu]
+            if a is None:
+                waiting_b[mu] = ev = event()
+                a = yield ev
+        else:
+            clock = yield from step_end(world, rep, i, mu, clock, worked)
+            worked = False
+            continue
+        # Unbatched, the clock equals env.now here: a message exists from its arrival on, so
+        # max(a, clock) is the time this replica resumed (a PS pull may have held it longer).
+        start = env.now if ps else (a if a > clock else clock)
+        d = durations[i]
+        if preempt is not None:
+            start = preempt.start(start, d, rep.step_work_s)
+            if not batched and start > env.now:
+                yield timeout(delay_to(env.now, start))
+            rep.step_work_s += d
+        if not batched:
+            yield timeout(d)
+        clock = start + d
+        worked = True
+        record((rid, code, mu, start, clock))
+        if code == F:
+            if last:
+                pass
+            elif direct:
+                next_inbox[mu] = clock
+                waiter = next_waiting[mu]
+                if waiter is not None:
+                    next_waiting[mu] = None
+                    waiter.succeed(clock)
+            else:
+                send(world, rep, i, g + 1, F, mu, clock)
+        else:
+            if first:
+                pass
+            elif direct:
+                prev_inbox[mu] = clock
+                waiter = prev_waiting[mu]
+                if waiter is not None:
+                    prev_waiting[mu] = None
+                    waiter.succeed(clock)
+            else:
+                send(world, rep, i, g - 1, B, mu, clock)
+            if ps:
+                env.process(ps_request(world, rep, i, mu, pull=False))
+
+
+def step_end(world: World, rep: Replica, i: int, step: int, clock: float, worked: bool):
+    """All-reduce (when on) then the non-splitting work of one step; returns the new clock.
+
+    Flush schedules wait for this step's all-reduce here. A continuous pipeline cannot: the
+    replicas' step ends fall at different places in the 1F1B stream, and a replica held at one
+    may owe forwards of later steps that another replica needs to reach it (a deadlock). There
+    the all-reduce of step n overlaps what follows, and a replica waits for it at its next step
+    end that follows one of its own backwards (`worked`): usually the end of step n + 1 (one
+    step of gradient staleness, as asynchronous pipelines allow), later when the replica has no
+    microbatch in the steps between. By then it has run every forward up to the rounds that
+    step n's backwards depend on, so the wait cannot close a cycle. The last step waits for all.
+    """
+    env = world.env
+    if rep.stage.allreduce_s > 0:
+        done = _arrive(world, rep, step, clock)
+        if world.flush:
+            waits = [done]
+        else:
+            waits = []
+            if worked or step == world.num_steps - 1:
+                waits, rep.pending = rep.pending, []
+            rep.pending.append(done)
+            if step == world.num_steps - 1:
+                waits, rep.pending = waits + rep.pending, []
+        for ev in waits:
+            end = ev.value if ev.triggered else (yield ev)
+            if end > clock:
+                clock = end
+    d = rep.durations[i]
+    if d > 0 or rep.preempt is not None:
+        start = env.now if not world.batched else clock
+        if rep.preempt is not None:
+            start = rep.preempt.start(start, d, rep.step_work_s)
+            if not world.batched and start > env.now:
+                yield env.timeout(delay_to(env.now, start))
+        if not world.batched and d > 0:
+            yield env.timeout(d)
+        clock = start + d
+        if d > 0:
+            rep.ops.append((rep.id, OPTIMIZER, step, start, clock))
+    rep.step_ends.append(clock)
+    rep.step_work_s = 0.0
+    return clock
+
+
+def _arrive(world: World, rep: Replica, step: int, clock: float) -> simpy.Event:
+    """Register at the stage's step barrier; the last to arrive starts the ring. Returns the
+    event that carries the all-reduce's end time."""
+    g = rep.stage.index
+    key = (g, step)
+    bar = world.barriers.get(key)
+    if bar is None:
+        bar = world.barriers[key] = [0, clock, world.env.event()]
+    bar[0] += 1
+    if clock > bar[1]:
+        bar[1] = clock
+    if bar[0] == rep.stage.num_replicas:
+        del world.barriers[key]
+        d, start, done = world.allreduce_s[g][step], bar[1], bar[2]
+        if world.contention:
+            world.env.process(ring_with_interfaces(world, key, d, done))
+        else:
+            end = start + d
+            world.rings[key] = (start, end)
+            if world.batched:
+                done.succeed(end)
+            else:  # unbatched, the last arrival is now: the ring ends at now + d
+                world.env.timeout(d).callbacks.append(lambda _ev: done.succeed(end))
+    return bar[2]

@@ -1,0 +1,199 @@
+"""`simulate(problem, plan, seed=, options=)`: provision, build the world, run SimPy, report.
+
+Replicas: a stage with `num_replicas` uses exactly that many; the others get what
+`cost.evaluate_plan(problem, plan, mode="least")` provisions (the fewest units meeting the
+throughput limit under the analytic model). A plan the analytic model cannot run (a layer that
+does not fit its type, a cap exceeded, a stage no number of units brings to the limit) is
+returned as RunResult(source="des", feasible=False, reason=...) without simulating.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import simpy
+
+from ..cost import StageTerms, evaluate_plan, plan_stages
+from ..plan import Plan
+from ..problem import Problem
+from ..result import RunResult
+from ..trace import Span
+from .effects import JITTER, Preemptions, choose_stragglers, jitter_factors, stream
+from .lanes import (
+    F,
+    cooldown_steps,
+    default_microbatches,
+    num_lanes,
+    replica_actions,
+    stage_orders,
+)
+from .options import DesOptions
+from .processes import replica
+from .stats import build_result, build_spans, not_run
+from .work import StageWork, stage_work
+from .world import Replica, World
+
+ALLREDUCE_STREAMS = 1 << 20
+"""Jitter stream ids of the stages' all-reduces start here (replica ids lie below)."""
+
+
+@dataclass(frozen=True)
+class DesRun:
+    result: RunResult
+    spans: tuple[Span, ...]
+    """Empty when simulate(..., record_spans=False)."""
+    events: int
+    """SimPy events processed (scheduled and popped from the event queue)."""
+
+
+def simulate(problem: Problem, plan: Plan, *, seed: int = 0, options: DesOptions | None = None,
+             record_spans: bool = True) -> DesRun:
+    """Simulate `options.num_steps` training steps of `plan`; deterministic per seed.
+
+    Stages without num_replicas get cost.evaluate_plan(problem, plan, "least")'s units.
+    record_spans=False skips building trace spans (faster; the result is the same).
+    Raises cost.PlanError when the plan does not cover the problem's layers (bad input).
+    """
+    options = options or DesOptions()
+    terms = plan_stages(problem, plan)
+    analytic = evaluate_plan(problem, plan, mode="least")
+    reason = _cannot_run(problem, terms, analytic)
+    if reason:
+        return DesRun(not_run(problem, plan, analytic, reason, options, seed), (), 0)
+    ks = [s.num_replicas for s in analytic.stages]
+    schedule = options.schedule or plan.schedule
+    flush = options.on("bubbles") and schedule != "async"
+    m = options.num_microbatches or (plan.num_microbatches if plan.num_microbatches > 1
+                                     else default_microbatches(ks, len(ks), problem.batch_size))
+    works, notes = stage_work(problem, terms, ks, m, options, flush)
+    if m > problem.batch_size:
+        notes.append(f"{m} microbatches of a {problem.batch_size}-sample batch: under one sample each")
+    uses_resources = options.on("contention") or any(w.ps_bytes > 0 for w in works)
+    lanes = num_lanes(ks, flush)
+    steps = options.num_steps + cooldown_steps(len(ks), lanes, m, flush)
+    env = simpy.Environment()
+    world = World(env, works, options, problem.latency_s, m, steps,
+                  batched=options.batch and not uses_resources)
+    world.flush = flush
+    _populate(world, works, schedule, flush, lanes, seed)
+    for reps in world.replicas:
+        for rep in reps:
+            env.process(replica(world, rep))
+    events = _run(env)
+    _check_finished(world)
+    info = {"schedule": schedule, "flush": flush, "num_microbatches": m, "lanes": lanes,
+            "steps_simulated": steps, "seed": seed, "events": events, "batched": world.batched,
+            "notes": notes}
+    result = build_result(problem, plan, analytic, terms, world, options, info)
+    spans = build_spans(problem, world, m) if record_spans else ()
+    return DesRun(result, spans, events)
+
+
+def _run(env: simpy.Environment) -> int:
+    """Run until no event is left; returns how many were processed."""
+    counter = getattr(env, "_eid", None)  # SimPy 4 numbers every scheduled event
+    if counter is not None:
+        env.run()
+        return next(counter)  # the queue ran empty: every scheduled event was processed
+    count = 0
+    while env.peek() != float("inf"):  # public API, slower
+        env.step()
+        count += 1
+    return count
+
+
+def _cannot_run(problem: Problem, terms: list[StageTerms], analytic: RunResult) -> str:
+    if any(s.num_replicas < 1 for s in analytic.stages):
+        return analytic.reason
+    for t in terms:
+        if not problem.runnable[t.first:t.last + 1, t.type_index].all():
+            return analytic.reason
+    used: dict[int, int] = {}
+    for t, s in zip(terms, analytic.stages):
+        used[t.type_index] = used.get(t.type_index, 0) + s.num_replicas
+    for j, n in used.items():
+        if problem.available[j] is not None and n > problem.available[j]:
+            return analytic.reason
+    return ""
+
+
+def _populate(world: World, works: list[StageWork], schedule: str, flush: bool, lanes: int,
+              seed: int) -> None:
+    """Create every replica with its actions and pre-drawn durations, and the Resources."""
+    opts, n_steps, m = world.options, world.num_steps, world.num_microbatches
+    units = sum(w.num_replicas for w in works)
+    slow = (choose_stragglers(seed, units, opts.straggler_fraction) if opts.on("stragglers")
+            else frozenset())
+    jitter = opts.jitter_cv if opts.on("jitter") else 0.0
+    rid = 0
+    for g, w in enumerate(works):
+        base = stage_orders(schedule, flush, g, world.num_stages, m, n_steps, lanes)
+        for r in range(w.num_replicas):
+            actions = replica_actions(base, flush, w.num_replicas, r, m, n_steps, lanes)
+            rep = _make_replica(world, rid, w, r, actions, jitter, rid in slow, seed)
+            world.replicas[g].append(rep)
+            world.by_id.append(rep)
+            rid += 1
+    world.allreduce_s = [
+        (w.allreduce_s * jitter_factors(stream(seed, JITTER, ALLREDUCE_STREAMS + g), jitter,
+                                        n_steps)).tolist()
+        for g, w in enumerate(works)]
+    env = world.env
+    if world.contention:
+        world.nics = [simpy.Resource(env, capacity=1) for _ in range(2 * units)]
+    if any(w.ps_bytes > 0 for w in works):
+        world.ps = simpy.Resource(env, capacity=1)
+
+
+def _make_replica(world: World, rid: int, w: StageWork, r: int, actions: list, jitter: float,
+                  straggler: bool, seed: int) -> Replica:
+    opts = world.options
+    per_code = (w.forward_s, w.backward_s, w.step_s)
+    durations = [per_code[c] for c, _ in actions]
+    rng = stream(seed, JITTER, rid) if jitter > 0 else None
+    codes = None
+    if rng is not None or straggler or world.transfers or w.ps_bytes > 0:
+        codes = np.array([c for c, _ in actions], dtype=np.int64)
+        factor = jitter_factors(rng, jitter, len(actions)) if rng is not None else 1.0
+        slow = opts.straggler_slowdown if straggler else 1.0
+        durations = (np.array(durations) * factor * slow).tolist()
+    rep = Replica(id=rid, stage=w, index=r, actions=actions, durations=durations, slow=straggler)
+    if world.transfers:
+        rep.send_s = _send_seconds(world.works, w.index, codes, rng, jitter)
+    if w.ps_bytes > 0:
+        if rng is not None:
+            rep.ps_factor = jitter_factors(rng, jitter, 2 * len(actions)).tolist()
+        rep.next_forward = _next_forward(codes)
+    if opts.on("preemption"):
+        rep.preempt = Preemptions(seed, rid, opts.preemption_rate_per_hour, opts.restart_delay_s)
+    return rep
+
+
+def _send_seconds(works: list[StageWork], g: int, codes: np.ndarray, rng, jitter: float) -> list:
+    """Serialisation seconds of the message each action sends (0 where it sends none)."""
+    fwd = works[g].send_forward_bytes / works[g].link_bytes_per_s if g + 1 < len(works) else 0.0
+    bwd = works[g - 1].send_backward_bytes / works[g - 1].link_bytes_per_s if g > 0 else 0.0
+    seconds = np.array([fwd, bwd, 0.0])[codes]
+    if rng is not None:
+        seconds = seconds * jitter_factors(rng, jitter, len(codes))
+    return seconds.tolist()
+
+
+def _next_forward(codes: np.ndarray) -> list[int]:
+    """Index of the next forward after each action (-1: none), for PS prefetch."""
+    out, nxt = [-1] * len(codes), -1
+    for i in range(len(codes) - 1, -1, -1):
+        out[i] = nxt
+        if codes[i] == F:
+            nxt = i
+    return out
+
+
+def _check_finished(world: World) -> None:
+    steps = world.num_steps
+    stuck = [(rep.stage.index, rep.index) for reps in world.replicas for rep in reps
+             if len(rep.step_ends) != steps]
+    if stuck:
+        raise RuntimeError(f"simulation stalled (a bug): replicas {stuck[:5]} did not finish")
+

@@ -1,0 +1,156 @@
+"""Stage work: the analytic stage terms cut into what one replica does per microbatch and per step.
+
+For stage g on type j with k replicas, m microbatches per step of B samples (cost.stage_terms
+gives OCT, ODT, alpha, P = parallel_s, S = serial_s):
+
+    per microbatch, on the replica it is routed to:  w = alpha * P / m
+        forward  = (1 - backward_fraction) * w          backward = backward_fraction * w
+    per step, on every replica:  u = (1 - alpha) * P + S
+        (the work that does not split over replicas: optimizer, launch overheads, serial odt)
+        flush schedules: one step-end phase after the replica's last backward of the step;
+        continuous: k/m of it on each backward (PipeDream-style: weights update after every
+        backward), so no stage ever stops the pipeline for a whole u at once.
+
+A replica serving m / k microbatches per step is busy (m/k) * alpha*P/m + u = ET_g(k) per step.
+Continuous 1F1B over rounds (des/lanes.py) keeps every replica fed: a circuit of the schedule
+through stages g..s-1 holds s - g rounds and takes at most sum_h L * ET_h / m <= (s - g) * L *
+max ET / m, so the pipeline runs at min_g B / ET_g(k_g), the analytic throughput (tests: within
+1%; it is exact to rounding when every k_g divides m, and within ~0.2% with the default m when
+the lcm of the k_g is too large for m to be a multiple of it). Effects take parts out of P (or
+S, when odt is serial) and model them explicitly instead:
+
+    transfers  the boundary term of ODT, boundary_bytes[b] / min(net_j, net_j') + latency, leaves
+               the work; each microbatch sends forward_boundary_share * boundary_bytes / m bytes
+               of activations to the next stage and the rest back as gradients, each message
+               taking bytes / min(net_j, net_j') + latency.
+    ps         the odt of embedding layers (sparse_bytes[i] > 0) leaves the work; each microbatch
+               pulls (B/m) * sum sparse_bytes before its forward and pushes as much after its
+               backward (des/comms.py, PsOptions).
+    allreduce  each step, 2(k-1)/k * dense param bytes / net_j + 2(k-1) * latency (ring; or a
+               tree, options.allreduce_algorithm), after a barrier of the stage's replicas;
+               k = 1 costs nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..cost import StageTerms
+from ..problem import Problem
+from .options import DesOptions
+
+
+@dataclass(frozen=True, slots=True)
+class StageWork:
+    index: int
+    type_index: int
+    num_replicas: int
+    forward_s: float
+    """Forward seconds of one microbatch on one replica (before jitter / stragglers)."""
+    backward_s: float
+    step_s: float
+    """Step-end phase of every replica (flush schedules): the non-splitting work u; 0 when
+    continuous (u is then spread over the backwards)."""
+    comm_forward: float
+    """Share of forward time that is data transfer (odt left in the work)."""
+    comm_backward: float
+    comm_step: float
+    """Share of the step-end phase that is data transfer."""
+    link_bytes_per_s: float
+    """transfers: bandwidth of the link to the next stage (0 for the last stage)."""
+    send_forward_bytes: float
+    """transfers: activation bytes per microbatch to the next stage (0 when off or last)."""
+    send_backward_bytes: float
+    """transfers: gradient bytes per microbatch the next stage sends back to this one."""
+    allreduce_s: float
+    """allreduce: seconds of the per-step ring all-reduce (0 when off or k = 1)."""
+    ps_bytes: float
+    """ps: bytes pulled per microbatch (as many pushed back); 0 when off or no embedding."""
+    network_bytes_per_s: float
+
+
+def _ps_layers(problem: Problem, terms: StageTerms) -> list[int]:
+    sparse = getattr(problem, "sparse_bytes", None)
+    if sparse is None:
+        return []
+    return [i for i in range(terms.first, terms.last + 1) if sparse[i] > 0]
+
+
+def param_bytes(problem: Problem, options: DesOptions) -> tuple[list[float] | None, str]:
+    """Dense parameter bytes per layer for the all-reduce, and a note when there are none."""
+    if options.param_bytes is not None:
+        if len(options.param_bytes) != problem.num_layers:
+            raise ValueError(f"param_bytes: needs {problem.num_layers} entries (one per layer), "
+                             f"got {len(options.param_bytes)}")
+        return list(options.param_bytes), ""
+    values = getattr(problem, "param_bytes", None)
+    if values is None:
+        return None, "allreduce: the problem has no param_bytes; the ring costs latency only"
+    return [float(x) for x in values], ""
+
+
+def allreduce_seconds(algorithm: str, k: int, nbytes: float, bandwidth: float,
+                      latency: float) -> float:
+    """One all-reduce of nbytes among k units (ring: bandwidth-optimal, 2(k-1) latency hops;
+    tree: reduce + broadcast, pipelined, 2 ceil(log2 k) hops)."""
+    if k <= 1:
+        return 0.0
+    if algorithm == "ring":
+        return 2.0 * (k - 1) / k * nbytes / bandwidth + 2.0 * (k - 1) * latency
+    return 2.0 * nbytes / bandwidth + 2.0 * math.ceil(math.log2(k)) * latency
+
+
+def stage_work(problem: Problem, terms: list[StageTerms], replicas: list[int], m: int,
+               options: DesOptions, flush: bool) -> tuple[list[StageWork], list[str]]:
+    """Every stage's work per microbatch and per step under `options`, plus notes."""
+    pbytes, note = param_bytes(problem, options) if options.on("allreduce") else (None, "")
+    notes = [note] if note else []
+    if options.on("ps") and getattr(problem, "sparse_bytes", None) is None:
+        notes.append("ps: the problem has no sparse_bytes; no layer uses the parameter server")
+    net = problem.network_bytes_per_s
+    works = []
+    for g, (t, k) in enumerate(zip(terms, replicas)):
+        j = t.type_index
+        last = g == len(terms) - 1
+        link_bw = 0.0 if last else float(min(net[j], net[terms[g + 1].type_index]))
+        removed, send_f, send_b = 0.0, 0.0, 0.0
+        if options.on("transfers") and not last:
+            bb = float(problem.boundary_bytes[t.last])
+            removed += bb / link_bw + problem.latency_s
+            send_f = bb * options.forward_boundary_share / m
+            send_b = bb * (1.0 - options.forward_boundary_share) / m
+        ps_bytes = 0.0
+        if options.on("ps"):
+            layers = _ps_layers(problem, t)
+            removed += float(sum(problem.odt_s[i, j] for i in layers))
+            ps_bytes = problem.batch_size / m * float(sum(problem.sparse_bytes[i] for i in layers))
+        P, S = t.parallel_s, t.serial_s
+        odt_left = max(0.0, t.odt - removed)
+        if removed > 0:
+            P, S = (t.oct + odt_left, 0.0) if problem.odt_parallel else (t.oct, odt_left)
+        w = t.alpha * P / m
+        step_s = (1.0 - t.alpha) * P + S
+        if problem.odt_parallel:
+            comm_par = comm_step = odt_left / P if P > 0 else 0.0
+        else:
+            comm_par, comm_step = 0.0, (odt_left / step_s if step_s > 0 else 0.0)
+        forward_s, backward_s = w * (1.0 - options.backward_fraction), w * options.backward_fraction
+        comm_bwd = comm_par
+        if not flush:
+            spread = step_s * k / m
+            if backward_s + spread > 0:
+                comm_bwd = (backward_s * comm_par + spread * comm_step) / (backward_s + spread)
+            backward_s, step_s = backward_s + spread, 0.0
+        allreduce_s = 0.0
+        if options.on("allreduce") and k > 1:
+            stage_bytes = sum(pbytes[t.first:t.last + 1]) if pbytes is not None else 0.0
+            allreduce_s = allreduce_seconds(options.allreduce_algorithm, k, stage_bytes,
+                                            float(net[j]), problem.latency_s)
+        works.append(StageWork(
+            index=g, type_index=j, num_replicas=k, forward_s=forward_s, backward_s=backward_s,
+            step_s=step_s, comm_forward=comm_par, comm_backward=comm_bwd, comm_step=comm_step,
+            link_bytes_per_s=link_bw,
+            send_forward_bytes=send_f, send_backward_bytes=send_b, allreduce_s=allreduce_s,
+            ps_bytes=ps_bytes, network_bytes_per_s=float(net[j])))
+    return works, notes
