@@ -30,6 +30,7 @@ test-all: setup
 bench: setup
 	$(PY) benchmarks/bench_cost_model.py
 	$(PY) benchmarks/bench_exact.py
+	$(PY) benchmarks/des_speed.py
 
 lint: setup
 	$(VENV)/bin/ruff check heterps_sim heterps_exec tests benchmarks
