@@ -11,7 +11,11 @@ Where things live (one responsibility per module):
     cost.py        the reference analytic cost model and provisioning (least | exact)
     cost_batch.py  the same model over many plans at once (numba)
     schedulers/    base.py (protocol), registry.py (name -> "module:Class"), exact.py, single_type.py
-    cli.py         `heterps-sim`
+    pipeline.py    stage_actions: the microbatch order (gpipe | 1f1b | async), shared with the engine
+    des/           the SimPy simulator: simulate(problem, plan, seed=, options=) -> DesRun
+    trace.py       spans -> Chrome/Perfetto trace JSON
+    inputs.py      a scenario YAML or a problem JSON -> Problem;  userfiles.py  one-line errors
+    tables.py      readable tables;  cli.py `heterps-sim`;  cli_des.py  its simulator commands
 
 Glossary:
     layer      one node of the model chain; its name is the torch module name in heterps_exec
