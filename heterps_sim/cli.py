@@ -223,6 +223,29 @@ def cmd_effects(args) -> int:
     return 0
 
 
+def cmd_compare(args) -> int:
+    from .compare import compare
+    loaded = _load(args.input)
+    names = [n.strip() for n in args.schedulers.split(",")] if args.schedulers else None
+    try:
+        frame = compare(loaded.problem, names, mode=args.mode, budget=args.budget, seed=args.seed)
+    except KeyError as exc:
+        raise CliError(f"--schedulers: {exc.args[0]}") from None
+    if args.out:
+        _atomic_write(Path(args.out), frame.to_csv(index=False))
+    if args.json:
+        print(_dump(json.loads(frame.to_json(orient="records"))))
+    else:
+        import pandas as pd
+        with pd.option_context("display.width", 200, "display.max_colwidth", 60):
+            print(frame.drop(columns=["reason"]).to_string(index=False, formatters={
+                "cost_usd": "{:,.6g}".format, "gap_pct": "{:.2f}".format,
+                "throughput": "{:,.0f}".format, "wall_s": "{:.3f}".format}))
+        if args.out:
+            print(f"table written to {args.out}")
+    return 0
+
+
 def cmd_simulate(args) -> int:
     import yaml
 
@@ -303,6 +326,14 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--allow-same-type-cuts", action="store_true",
                        help="exact scheduler: allow a pipeline cut between stages of one type")
         p.add_argument("--out", help="plan.json path (schedule) or run folder (simulate)")
+    p = add("compare", cmd_compare, "every scheduler on one problem, with its gap to the optimum",
+            "heterps-sim compare scenarios/dlrm-64types.yaml --budget 20000 --out compare.csv")
+    p.add_argument("input", nargs="?", help="scenario YAML or problem JSON (default: built-in)")
+    p.add_argument("--schedulers", help="comma list (default: every registered scheduler)")
+    p.add_argument("--budget", type=int, help="evaluations for every budgeted search")
+    p.add_argument("--mode", choices=["least", "exact"], default="least")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", help="also write the table as CSV here")
     p = add("evaluate", cmd_evaluate, "cost a given plan",
             "heterps-sim evaluate scenarios/ctr-dnn.yaml plan.json --mode exact")
     p.add_argument("input", help="scenario YAML or problem JSON")
