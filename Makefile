@@ -31,6 +31,7 @@ bench: setup
 	$(PY) benchmarks/bench_cost_model.py
 	$(PY) benchmarks/bench_exact.py
 	$(PY) benchmarks/des_speed.py
+	$(PY) benchmarks/bench_headline.py
 
 lint: setup
 	$(VENV)/bin/ruff check heterps_sim heterps_exec tests benchmarks
