@@ -131,6 +131,12 @@ def _schedule_settings(args, loaded):
     options = dict(sched.options) if sched and name == sched.scheduler else {}
     if getattr(args, "allow_same_type_cuts", False):
         options["allow_same_type_cuts"] = True
+    for item in getattr(args, "set", None) or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise CliError(f"--set {item!r}: expected KEY=VALUE (a field of the scheduler's Config)")
+        import yaml
+        options[key.strip()] = yaml.safe_load(value)
     return name, mode, seed, options
 
 
@@ -300,6 +306,8 @@ def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="heterps-sim", formatter_class=fmt, description=__doc__,
                                  epilog="example: heterps-sim simulate scenarios/dlrm-64types.yaml")
     sub = ap.add_subparsers(dest="command", required=True)
+    sub.add_parser("train-rl", help="train the RL scheduler's policy on one or many problems "
+                   "(see heterps-sim train-rl --help)", add_help=False)
 
     def add(name, func, help_, example):
         p = sub.add_parser(name, help=help_, description=help_, epilog=f"example: {example}",
@@ -326,6 +334,8 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--allow-same-type-cuts", action="store_true",
                        help="exact scheduler: allow a pipeline cut between stages of one type")
         p.add_argument("--out", help="plan.json path (schedule) or run folder (simulate)")
+        p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                       help="a scheduler Config field, e.g. --set budget=5000 (repeatable)")
     p = add("compare", cmd_compare, "every scheduler on one problem, with its gap to the optimum",
             "heterps-sim compare scenarios/dlrm-64types.yaml --budget 20000 --out compare.csv")
     p.add_argument("input", nargs="?", help="scenario YAML or problem JSON (default: built-in)")
@@ -356,6 +366,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["train-rl"]:
+        # The training script owns its flags (one readable file with an Args dataclass).
+        from .schedulers.rl.train import main as train_main
+        return train_main(argv[1:])
     args = _parser().parse_args(argv)
     try:
         return args.func(args)

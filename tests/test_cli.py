@@ -81,7 +81,12 @@ def test_simulate_writes_a_run_folder(capsys, tmp_path):
 
 @pytest.mark.parametrize("name", scheduler_names())
 def test_every_registered_scheduler_runs_from_the_cli(name, capsys):
-    code, out, _ = run(["schedule", "scenarios/exec-tiny.yaml", "--scheduler", name, "--json"], capsys)
+    from heterps_sim.schedulers.registry import scheduler_class
+    fields = scheduler_class(name).Config.model_fields
+    extra = (["--set", "updates=20"] if "updates" in fields else []) + (
+        ["--set", "budget=500"] if "budget" in fields else [])
+    code, out, _ = run(["schedule", "scenarios/exec-tiny.yaml", "--scheduler", name, "--json",
+                        *extra], capsys)
     data = json.loads(out)
     assert data["scheduler"] == name and data["wall_s"] >= 0 and "evaluations" in data
     assert code == (0 if data["result"] and data["result"]["feasible"] else 1)
@@ -93,3 +98,13 @@ def test_help_has_an_example(capsys):
             main([cmd, "--help"])
         assert info.value.code == 0
         assert "example: heterps-sim" in capsys.readouterr().out
+
+
+def test_set_passes_config_fields_and_rejects_unknown_ones(capsys):
+    code, _, err = run(["schedule", "scenarios/exec-tiny.yaml", "--set", "colour=red"], capsys)
+    assert code == 2 and "colour" in err and len(err.strip().splitlines()) == 1
+    code, _, err = run(["schedule", "scenarios/exec-tiny.yaml", "--set", "nonsense"], capsys)
+    assert code == 2 and "KEY=VALUE" in err
+    code, out, _ = run(["schedule", "scenarios/exec-tiny.yaml", "--set",
+                        "allow_same_type_cuts=true", "--json"], capsys)
+    assert code == 0 and json.loads(out)["scheduler"] == "exact"

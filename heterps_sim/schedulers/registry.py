@@ -13,6 +13,7 @@ SCHEDULERS: dict[str, str] = {
     "homogeneous": "heterps_sim.schedulers.single_type:HomogeneousScheduler",
     "cpu-only": "heterps_sim.schedulers.single_type:CpuOnlyScheduler",
     "gpu-only": "heterps_sim.schedulers.single_type:GpuOnlyScheduler",
+    "rl-paper": "heterps_sim.schedulers.rl.scheduler:RLPaperScheduler",
 }
 
 
