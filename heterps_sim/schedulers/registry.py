@@ -13,6 +13,11 @@ SCHEDULERS: dict[str, str] = {
     "homogeneous": "heterps_sim.schedulers.single_type:HomogeneousScheduler",
     "cpu-only": "heterps_sim.schedulers.single_type:CpuOnlyScheduler",
     "gpu-only": "heterps_sim.schedulers.single_type:GpuOnlyScheduler",
+    "random": "heterps_sim.schedulers.random_search:RandomSearchScheduler",
+    "greedy": "heterps_sim.schedulers.greedy:GreedyScheduler",
+    "genetic": "heterps_sim.schedulers.genetic:GeneticScheduler",
+    "bayesian": "heterps_sim.schedulers.bayesian:BayesianScheduler",
+    "paddle-heuristic": "heterps_sim.schedulers.paddle:PaddleHeuristicScheduler",
     "rl-paper": "heterps_sim.schedulers.rl.scheduler:RLPaperScheduler",
 }
 
