@@ -40,7 +40,7 @@ class BayesianScheduler:
         budget: int = Field(default=300, ge=1)
         """Plan evaluations (trials of new plans; one more re-checks the winner, see
         search_space)."""
-        max_stages: int = Field(default=int(__import__("os").environ.get("MAXS", 8)), ge=1)
+        max_stages: int = Field(default=8, ge=1)
         """Most stages a trial may choose (capped at the number of layers)."""
         startup_trials: int = Field(default=20, ge=1)
         """Random trials before TPE starts modelling."""

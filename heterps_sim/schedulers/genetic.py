@@ -41,7 +41,7 @@ class GeneticScheduler:
         """Chance a child is bred by crossover (else a copy of its first parent)."""
         mutation_rate: float = Field(default=0.7, ge=0.0, lt=1.0)
         """Chance of a (further) random move on a child."""
-        max_stages: int = Field(default=int(__import__("os").environ.get("MAXS", 8)), ge=1)
+        max_stages: int = Field(default=16, ge=1)
         """Most stages of the initial random plans."""
 
         @model_validator(mode="after")

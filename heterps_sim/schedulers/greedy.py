@@ -37,7 +37,7 @@ class GreedyScheduler:
         """Random moves applied to the best plan for an iterated-local-search restart."""
         restart_samples: int = Field(default=64, ge=1)
         """Random plans drawn for a fresh restart (the cheapest is the start)."""
-        max_stages: int = Field(default=int(__import__("os").environ.get("MAXS", 8)), ge=1)
+        max_stages: int = Field(default=16, ge=1)
         """Most stages of the random plans drawn for fresh restarts."""
 
     def __init__(self, config: Config | None = None) -> None:

@@ -25,7 +25,7 @@ class RandomSearchScheduler:
     class Config(SchedulerConfig):
         budget: int = Field(default=20_000, ge=1)
         """Plan evaluations to spend (one more re-checks the winner; see search_space)."""
-        max_stages: int = Field(default=int(__import__("os").environ.get("MAXS", 8)), ge=1)
+        max_stages: int = Field(default=16, ge=1)
         """Most stages a sampled plan has (capped at the number of layers)."""
         batch: int = Field(default=4096, ge=1)
         """Plans sampled per batch (the last batch is cut at the budget)."""

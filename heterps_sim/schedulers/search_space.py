@@ -6,7 +6,9 @@ are the maximal runs of one type (plan.plan_from_assignment). Only *usable* (lay
 pairs are ever proposed: the layer runs on the type (problem.runnable) and the type has units
 (available != 0). Uniform per-layer types are mostly infeasible (~L stages, each paying a
 boundary transfer), so sampling is stage-structured: 1..S stages, random cut points, one
-usable type per stage.
+usable type per stage. The shipped scenarios' optima have 1-4 stages, random problems' (the
+factories' independent times per layer x type) up to ~L/2: the number of stages is drawn
+log-uniformly, so one-stage plans stay common (~1/4 of draws at S = 16) and long ones occur.
 
 `PlanBudget` counts every plan it costs (on `evaluate.count`, like a call of `evaluate`),
 never costs the same assignment twice (a cache: a repeat is not an evaluation) and stops at
@@ -17,10 +19,11 @@ uses at most `budget` evaluations; only if that check disagrees with the batch m
 seen) are up to SLACK more spent on the runners-up.
 
 Searches compare plans by *score*: a feasible plan's cost in USD; an infeasible one scores
-INFEASIBLE * (1 + shortfall), above every feasible plan and graded by how far its slowest
-stage is from the limit even with unlimited units (shortfall = max over stages of the Amdahl
-time (1 - alpha) P + S, divided by B / TL; below 1 when only the caps or the exact
-provisioning are in the way). So a search among infeasible plans still has a direction.
+INFEASIBLE * (1 + shortfall), above every feasible plan and graded by how far it is from
+feasible: shortfall = the largest of, over stages, the Amdahl time (1 - alpha) P + S over
+B / TL (> 1: no number of units reaches the limit) and, when every stage can reach it, over
+capped types, the units the stages need at the limit over the units available (> 1: a cap
+is broken). So a search among infeasible plans still has a direction.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import math
 import numba
 import numpy as np
 
-from ..cost import evaluate_plan
+from ..cost import CEIL_TOLERANCE, evaluate_plan
 from ..cost_batch import evaluate_assignments
 from ..plan import Plan, plan_from_assignment
 from ..problem import Problem
@@ -47,17 +50,16 @@ INFEASIBLE = 1e200
 """Scores at or above this are infeasible plans (no plan costs 1e200 USD)."""
 
 
-def feasible(scores: np.ndarray) -> np.ndarray:
-    return np.asarray(scores) < INFEASIBLE
-
-
 @numba.njit(cache=True)
-def _shortfall(assign, oct_s, odt_s, alpha, boundary, net, latency, batch, limit, par):
-    """Per plan: max over stages of the Amdahl time (1 - alpha) P + S, over B / TL."""
+def _shortfall(assign, oct_s, odt_s, alpha, boundary, net, latency, batch, limit, par, caps):
+    """Per plan: max over stages of the Amdahl time (1 - alpha) P + S over B / TL and, when
+    every stage can reach TL, of units needed at TL over units available, per capped type."""
     n, L = assign.shape
     out = np.zeros(n)
+    used = np.zeros(len(caps), np.int64)
     for p in range(n):
-        worst = 0.0
+        worst, reachable = 0.0, True
+        used[:] = 0
         s_oct = s_odt = s_aoct = 0.0
         for i in range(L):
             j = assign[p, i]
@@ -68,10 +70,20 @@ def _shortfall(assign, oct_s, odt_s, alpha, boundary, net, latency, batch, limit
                 if i < L - 1:
                     s_odt += boundary[i] / min(net[j], net[assign[p, i + 1]]) + latency
                 a = s_aoct / s_oct if s_oct > 0 else 0.0
-                t = (1.0 - a) * (s_oct + s_odt) if par else (1.0 - a) * s_oct + s_odt
+                par_s = s_oct + s_odt if par else s_oct
+                t = (1.0 - a) * par_s + (0.0 if par else s_odt)
                 worst = max(worst, t)
+                slack = batch / limit - t
+                if slack > 0:
+                    used[j] += max(1, math.ceil(a * par_s / slack - CEIL_TOLERANCE))
+                else:
+                    reachable = False
                 s_oct = s_odt = s_aoct = 0.0
         out[p] = worst * limit / batch
+        if reachable:
+            for j in range(len(caps)):
+                if caps[j] > 0:
+                    out[p] = max(out[p], used[j] / caps[j])
     return out
 
 
@@ -105,21 +117,18 @@ class SearchSpace:
         return np.repeat(types[:, None], self.num_layers, axis=1)
 
     def sample(self, rng: np.random.Generator, n: int, max_stages: int) -> np.ndarray:
-        """n plans, (n, L): 1..max_stages stages (uniform), random cuts, a type per stage drawn
-        uniformly from those usable on all its layers. A stage that no type can hold whole is
-        split into the longest runs some type can (`split_unusable`). Adjacent stages that
-        draw the same type merge."""
+        """n plans, (n, L): 1..max_stages stages (log-uniform: few-stage plans stay common,
+        many-stage ones are reached), random cuts, a type per stage drawn uniformly from
+        those usable on all its layers. A stage that no type can hold whole is split into
+        the longest runs some type can (`split_unusable`). Adjacent stages that draw the
+        same type merge."""
         return np.concatenate([self._sample(rng, min(_CHUNK, n - s), max_stages)
                                for s in range(0, n, _CHUNK)] or [np.empty((0, self.num_layers),
                                                                           np.int64)])
 
     def _sample(self, rng: np.random.Generator, n: int, max_stages: int) -> np.ndarray:
         L, S = self.num_layers, max(1, min(max_stages, self.num_layers))
-        import os
-        if os.environ.get("LOGU"):
-            num = np.minimum(np.exp(rng.uniform(0, np.log(S + 1), size=n)).astype(np.int64), S)
-        else:
-            num = rng.integers(1, S + 1, size=n)
+        num = np.minimum(np.exp(rng.uniform(0.0, np.log(S + 1), size=n)).astype(np.int64), S)
         rank = np.argsort(np.argsort(rng.random((n, L - 1)), axis=1), axis=1)
         cut = rank < (num - 1)[:, None]  # cut[p, i]: a stage ends after layer i
         stage_of = np.zeros((n, L), np.int64)
@@ -238,6 +247,7 @@ class PlanBudget:
         self.mode = getattr(evaluate, "mode", "least")
         self.capacity = None if budget is None else max(1, budget - 1)  # 1 kept to re-check
         self.used = 0
+        # The analytic model (the Evaluator's default function): batches give the same costs.
         self.batched = isinstance(evaluate, Evaluator) and evaluate._fn is evaluate_plan
         self._cache: dict[bytes, float] = {}
         self.top: list[tuple[float, np.ndarray]] = []
@@ -291,7 +301,7 @@ class PlanBudget:
         p = self.problem
         short = _shortfall(rows, p.oct_s, p.odt_s, p.alpha, p.boundary_bytes,
                            p.network_bytes_per_s, float(p.latency_s), float(p.batch_size),
-                           float(p.throughput_limit), bool(p.odt_parallel))
+                           float(p.throughput_limit), bool(p.odt_parallel), p.available_array)
         return np.where(np.isfinite(cost), cost, INFEASIBLE * (1.0 + short))
 
     def _offer(self, score: float, row: np.ndarray) -> None:
