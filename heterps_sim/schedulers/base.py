@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..cost import evaluate_plan
 from ..plan import Plan
@@ -27,6 +27,15 @@ class SchedulerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     seed: int = 0
     """Seed of any randomness; same seed, same plan."""
+
+
+class BudgetedConfig(SchedulerConfig):
+    """Config of the budgeted searches (random, greedy, genetic)."""
+
+    budget: int = Field(default=20_000, ge=1)
+    """Plan evaluations to spend (one more re-checks the winner; see search_space)."""
+    max_stages: int = Field(default=16, ge=1)
+    """Most stages of the random plans the search draws."""
 
 
 class Evaluator:

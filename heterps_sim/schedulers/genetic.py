@@ -19,7 +19,7 @@ from pydantic import Field, model_validator
 
 from ..plan import Plan
 from ..problem import Problem
-from .base import Evaluator, SchedulerConfig
+from .base import BudgetedConfig, Evaluator
 from .search_space import PlanBudget, SearchSpace
 
 
@@ -28,9 +28,7 @@ class GeneticScheduler:
 
     name = "genetic"
 
-    class Config(SchedulerConfig):
-        budget: int = Field(default=20_000, ge=1)
-        """Plan evaluations to spend (one more re-checks the winner; see search_space)."""
+    class Config(BudgetedConfig):
         population: int = Field(default=64, ge=2)
         """Plans per generation."""
         elite: int = Field(default=2, ge=0)
@@ -41,8 +39,6 @@ class GeneticScheduler:
         """Chance a child is bred by crossover (else a copy of its first parent)."""
         mutation_rate: float = Field(default=0.7, ge=0.0, lt=1.0)
         """Chance of a (further) random move on a child."""
-        max_stages: int = Field(default=16, ge=1)
-        """Most stages of the initial random plans."""
 
         @model_validator(mode="after")
         def _elite_below_population(self):

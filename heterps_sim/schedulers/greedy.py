@@ -17,7 +17,7 @@ from pydantic import Field
 
 from ..plan import Plan
 from ..problem import Problem
-from .base import Evaluator, SchedulerConfig
+from .base import BudgetedConfig, Evaluator
 from .search_space import PlanBudget, SearchSpace
 
 
@@ -26,9 +26,7 @@ class GreedyScheduler:
 
     name = "greedy"
 
-    class Config(SchedulerConfig):
-        budget: int = Field(default=20_000, ge=1)
-        """Plan evaluations to spend (one more re-checks the winner; see search_space)."""
+    class Config(BudgetedConfig):
         chunk: int = Field(default=128, ge=1)
         """Neighbours costed at a time; the best improving one of a chunk is taken."""
         max_shift: int = Field(default=2, ge=1)
@@ -37,8 +35,6 @@ class GreedyScheduler:
         """Random moves applied to the best plan for an iterated-local-search restart."""
         restart_samples: int = Field(default=64, ge=1)
         """Random plans drawn for a fresh restart (the cheapest is the start)."""
-        max_stages: int = Field(default=16, ge=1)
-        """Most stages of the random plans drawn for fresh restarts."""
 
     def __init__(self, config: Config | None = None) -> None:
         self.config = config or self.Config()

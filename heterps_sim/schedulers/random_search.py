@@ -13,7 +13,7 @@ from pydantic import Field
 
 from ..plan import Plan
 from ..problem import Problem
-from .base import Evaluator, SchedulerConfig
+from .base import BudgetedConfig, Evaluator
 from .search_space import PlanBudget, SearchSpace
 
 
@@ -22,11 +22,7 @@ class RandomSearchScheduler:
 
     name = "random"
 
-    class Config(SchedulerConfig):
-        budget: int = Field(default=20_000, ge=1)
-        """Plan evaluations to spend (one more re-checks the winner; see search_space)."""
-        max_stages: int = Field(default=16, ge=1)
-        """Most stages a sampled plan has (capped at the number of layers)."""
+    class Config(BudgetedConfig):
         batch: int = Field(default=4096, ge=1)
         """Plans sampled per batch (the last batch is cut at the budget)."""
 
