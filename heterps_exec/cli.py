@@ -1,34 +1,68 @@
-"""`heterps-exec`: run a heterps plan for real with torch.distributed (in progress).
+"""`heterps-exec`: run a heterps plan for real with torch.distributed.
 
-The execution engine (run, profile, validate, ps-bench) is being built; this entry point
-only documents what is coming, so installs and scripts can already depend on its name.
+Each command lives in its own module (`cli_run.py`, `ps/cli.py`, ...) exposing
+`add_arguments(parser)` and `run(args) -> int`; this file only dispatches, so importing it
+never imports torch. Bad input prints one line naming the file, field and problem, exit 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import sys
 
-PLANNED = {
-    "run": "launch PLAN.json through torchrun (pipeline + data parallel, tiered PS)",
-    "profile": "measure per-layer times on the devices at hand -> traces/profiles/",
-    "validate": "predicted vs measured throughput over many plans",
-    "ps-bench": "parameter-server pull/push throughput and tier hit rates",
+EXIT_BAD_INPUT = 2
+
+COMMANDS = {
+    # name: (module, one-line help)
+    "run": ("heterps_exec.cli_run",
+            "launch PLAN.json through torchrun (pipeline + data parallel) and measure it"),
+    "ps-bench": ("heterps_exec.ps.cli",
+                 "parameter-server pull/push throughput and tier hit rates"),
 }
+"""Commands whose module is missing are left out of --help (built piece by piece)."""
+
+
+class ExecCliError(Exception):
+    """Bad input: str() is one line naming the file, field and problem; exit 2."""
+
+
+def _available() -> dict[str, tuple[str, str]]:
+    found = {}
+    for name, (module, help_) in COMMANDS.items():
+        if importlib.util.find_spec(module) is not None:
+            found[name] = (module, help_)
+    return found
+
+
+def _parser(commands: dict[str, tuple[str, str]]) -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="heterps-exec", description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module, help_) in commands.items():
+        mod = importlib.import_module(module)
+        p = sub.add_parser(name, help=help_, description=(mod.__doc__ or help_).strip(),
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        mod.add_arguments(p)
+        p.set_defaults(_module=mod)
+    return ap
 
 
 def main(argv: list[str] | None = None) -> int:
-    epilog = "commands (not yet available in this version):\n" + "\n".join(
-        f"  {name:10s} {text}" for name, text in PLANNED.items())
-    ap = argparse.ArgumentParser(prog="heterps-exec", description=__doc__, epilog=epilog,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", nargs="?", choices=sorted(PLANNED))
+    ap = _parser(_available())
     args = ap.parse_args(argv)
     if args.command is None:
         ap.print_help()
         return 0
-    print(f"heterps-exec {args.command}: not available in this version yet", file=sys.stderr)
-    return 2
+    try:
+        return int(args._module.run(args) or 0)
+    except ExecCliError as exc:
+        print(f"heterps-exec {args.command}: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print(f"heterps-exec {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":
