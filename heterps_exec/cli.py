@@ -31,8 +31,11 @@ class ExecCliError(Exception):
 def _available() -> dict[str, tuple[str, str]]:
     found = {}
     for name, (module, help_) in COMMANDS.items():
-        if importlib.util.find_spec(module) is not None:
-            found[name] = (module, help_)
+        try:
+            if importlib.util.find_spec(module) is not None:
+                found[name] = (module, help_)
+        except ModuleNotFoundError:  # its package is not there yet
+            pass
     return found
 
 
