@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from heterps_sim.cost import PlanError, evaluate_plan
 from heterps_sim.des import EFFECTS, DesOptions, DesRun, parse_effects, simulate
-from heterps_sim.des.lanes import STEP, B, F, default_microbatches, replica_actions, stage_orders
+from heterps_sim.lanes import STEP, B, F, default_microbatches, replica_actions, stage_orders
 from heterps_sim.pipeline import stage_actions
 from heterps_sim.plan import Plan, Stage
 from heterps_sim.trace import chrome_trace

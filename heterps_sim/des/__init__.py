@@ -12,7 +12,7 @@ over rounds of 2 microbatches, effects off; tests/test_des_oracles.py has exact 
     stage 1 / replica 0   F0 B0 F2 B2 F4 B4 ...                    (microbatches 0, 2, 4, ...)
     stage 1 / replica 1   F1 B1 F3 B3 F5 B5 ...                    (microbatches 1, 3, 5, ...)
 
-Each replica is one SimPy process walking its own action list (des/lanes.py: microbatch mu runs
+Each replica is one SimPy process walking its own action list (heterps_sim/lanes.py: microbatch mu runs
 on replica mu mod k_g, in the order of `pipeline.stage_actions` over rounds of microbatches).
 A forward waits for the activation from the stage before, a backward for the gradient from the
 stage after. A microbatch costs alpha*P/m (split forward : backward = 1 - backward_fraction :
@@ -26,7 +26,7 @@ Each effect (options.EFFECTS) replaces one approximation by a mechanism: `bubble
 flush every step), `allreduce`, `transfers`, `contention`, `ps`, `jitter`, `stragglers`,
 `preemption` (des/options.py, des/effects.py). Deterministic per seed.
 
-Files: options.py (DesOptions), work.py (stage work), lanes.py (routing, order), effects.py
+Files: options.py (DesOptions), work.py (stage work), ../lanes.py (routing, order), effects.py
 (random draws), world.py (shared state), processes.py (replicas, step ends), comms.py
 (messages, rings, PS requests), stats.py (records -> RunResult, spans), simulator.py
 (simulate). Only this package imports simpy.

@@ -126,7 +126,7 @@ class DesOptions(_Strict):
         default=None, description="Microbatch schedule; None = the plan's.")
     num_microbatches: int | None = Field(
         default=None, ge=1, description="Microbatches per step; None = the plan's when > 1, "
-        "else des.lanes.default_microbatches (a multiple of every stage's replica count).")
+        "else lanes.default_microbatches (a multiple of every stage's replica count).")
     num_steps: int = Field(default=8, ge=1, description="Training steps simulated.")
     warmup_steps: int | None = Field(
         default=None, ge=0, description="Steps left out of the throughput measurement (pipeline "

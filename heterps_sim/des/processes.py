@@ -1,6 +1,6 @@
 """The simulated actors: small SimPy generator functions over one shared `World`.
 
-    replica        walks its action list (des/lanes.py): waits for the microbatch's input
+    replica        walks its action list (lanes.py): waits for the microbatch's input
                    (activation from the stage before, gradient from the stage after), computes,
                    hands the output to the next / previous stage; at each step end: all-reduce
                    barrier (allreduce effect) and the non-splitting work.
@@ -22,7 +22,7 @@ import simpy
 
 from .comms import ps_request, ring_with_interfaces, send, start_pulls
 from .effects import delay_to
-from .lanes import B, F
+from ..lanes import B, F
 from .world import OPTIMIZER, Replica, World
 
 

@@ -20,7 +20,7 @@ from ..problem import Problem
 from ..result import RunResult
 from ..trace import Span
 from .effects import JITTER, Preemptions, choose_stragglers, jitter_factors, stream
-from .lanes import (
+from ..lanes import (
     F,
     cooldown_steps,
     default_microbatches,

@@ -35,7 +35,7 @@ from ..plan import Plan
 from ..problem import Problem
 from ..result import RunResult, StageStats
 from ..trace import Span
-from .lanes import B, F
+from ..lanes import B, F
 from .options import DesOptions
 from .world import ALLREDUCE, OPTIMIZER, World
 

@@ -16,7 +16,7 @@ from .options import DesOptions
 from .work import StageWork
 
 OPTIMIZER, ALLREDUCE = 2, 3
-"""Operation record codes beyond F / B (des/lanes.py)."""
+"""Operation record codes beyond F / B (lanes.py)."""
 
 
 @dataclass(slots=True, eq=False)

@@ -1,4 +1,5 @@
-"""Routing and order: which replica runs which microbatch, and in what order (one list each).
+"""Routing and order (shared by the simulator and the engine): which replica runs which
+microbatch, and in what order (one list each). No simpy, no torch.
 
 Microbatches are numbered globally, mu = step * m + i (i = 0..m-1). At stage g with k_g
 replicas, microbatch mu runs on replica mu mod k_g (over the steps of a continuous pipeline this
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 import math
 
-from ..pipeline import stage_actions
+from .pipeline import stage_actions
 
 F, B, STEP = 0, 1, 2
 """Action codes: forward, backward, step-end phase (all-reduce + non-splitting work)."""
