@@ -1,0 +1,96 @@
+"""Binding: which real device runs each resource type of a plan, or how it is emulated.
+
+    # binding.yaml
+    types:
+      t4:                  {device: "cuda:0"}
+      xeon-icelake-16vcpu: {device: cpu}
+      epyc-milan-32vcpu:   {device: cpu, emulate: true}     # slowed to its relative speed
+      a100-80gb:           {device: cpu, slowdown: 2.5}     # or an explicit factor
+    default: {device: cpu, emulate: true}                     # types not listed (optional)
+
+`--binding cpu` maps every type to the CPU at full speed (nothing emulated). A type bound with
+`emulate: true` runs on its device with compute time dilated so that the plan's emulated types
+keep the ratios of their peak fp32 FLOP/s: the fastest of them runs at the device's own speed,
+a type with half its peak takes twice as long. Results name the emulated types, always.
+Validated against the plan before any process starts. No torch at import.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from heterps_exec.layout import StageBinding
+from heterps_sim.plan import Plan
+from heterps_sim.spec import ResourceType
+from heterps_sim.userfiles import UserFileError, read_mapping, validation_message
+
+DEVICE = re.compile(r"^(cpu|cuda:\d+)$")
+
+
+class TypeBinding(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    device: str = Field(default="cpu", description='"cpu" or "cuda:N"')
+    host: str = Field(default="localhost", description="Machine that hosts this type's ranks "
+                      "(informational with one node; multi-node runs place ranks by node).")
+    emulate: bool = Field(default=False, description="Dilate compute time to the type's "
+                          "relative peak speed.")
+    slowdown: float | None = Field(default=None, ge=1.0, description="Explicit dilation factor.")
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, v: str) -> str:
+        if not DEVICE.match(v):
+            raise ValueError(f'device must be "cpu" or "cuda:N", got {v!r}')
+        return v
+
+
+class BindingFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    types: dict[str, TypeBinding] = Field(default_factory=dict)
+    default: TypeBinding | None = None
+
+
+class BindingError(UserFileError):
+    """A binding that cannot serve the plan; one line."""
+
+
+def load_binding(source: str) -> BindingFile:
+    """"cpu" or a YAML file."""
+    if source == "cpu":
+        return BindingFile(default=TypeBinding())
+    data = read_mapping(Path(source))
+    try:
+        return BindingFile.model_validate(data)
+    except ValidationError as exc:
+        raise BindingError(validation_message(source, exc)) from None
+
+
+def stage_bindings(binding: BindingFile, plan: Plan, types: dict[str, ResourceType],
+                   source: str, num_gpus: int) -> list[StageBinding]:
+    """One StageBinding per plan stage; raises BindingError naming the problem."""
+    chosen = {}
+    for stage in plan.stages:
+        tb = binding.types.get(stage.resource, binding.default)
+        if tb is None:
+            raise BindingError(f"{source}: types: no binding for resource type "
+                               f"{stage.resource!r} (add it, or a `default:`)")
+        if tb.device.startswith("cuda") and int(tb.device[5:]) >= num_gpus:
+            raise BindingError(f"{source}: types.{stage.resource}.device: {tb.device} but this "
+                               f"machine has {num_gpus} CUDA device(s)")
+        chosen[stage.resource] = tb
+    emulated = [n for n, tb in chosen.items() if tb.emulate and tb.slowdown is None]
+    fastest = max((types[n].peak_flops_fp32 for n in emulated), default=1.0)
+    out = []
+    for stage in plan.stages:
+        tb = chosen[stage.resource]
+        if tb.slowdown is not None:
+            out.append(StageBinding(device=tb.device, slowdown=tb.slowdown, emulated=True))
+        elif tb.emulate:
+            out.append(StageBinding(device=tb.device, emulated=True,
+                                    slowdown=fastest / types[stage.resource].peak_flops_fp32))
+        else:
+            out.append(StageBinding(device=tb.device))
+    return out

@@ -1,0 +1,69 @@
+"""Distributed checkpoints (torch.distributed.checkpoint) with an atomic "latest" pointer.
+
+    DIR/step_00000010/     one DCP checkpoint: every stage's parameters and optimizer state
+    DIR/latest             "step_00000010", replaced atomically after the save completed
+
+Keys are the model's original parameter names ("model.fc_0.weight", "optim.fc_0.weight.sum"),
+the same under every plan: replicas of a stage write the same keys (DCP keeps one copy), and a
+rank of ANY later plan loads just the keys of its own layers - restart after a failure and
+elastic re-planning are the same operation. A crash during a save leaves `latest` on the
+previous complete checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+
+LATEST = "latest"
+
+
+def _state(module: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
+    names = {id(p): n for n, p in module.named_parameters()}
+    optim = {names[id(p)]: dict(s) for p, s in optimizer.state.items() if s}
+    return {"model": module.state_dict(), "optim": optim}
+
+
+def latest_step(ckpt_dir: str | Path) -> int | None:
+    """The step of the last complete checkpoint in ckpt_dir, or None."""
+    pointer = Path(ckpt_dir) / LATEST
+    try:
+        name = pointer.read_text().strip()
+    except FileNotFoundError:
+        return None
+    if not name.startswith("step_") or not (Path(ckpt_dir) / name).is_dir():
+        raise ValueError(f"{pointer}: points at {name!r}, which is not a checkpoint here")
+    return int(name.removeprefix("step_"))
+
+
+def step_dir(ckpt_dir: str | Path, step: int) -> Path:
+    return Path(ckpt_dir) / f"step_{step:08d}"
+
+
+def save(ckpt_dir: str | Path, step: int, module: torch.nn.Module,
+         optimizer: torch.optim.Optimizer, *, rank: int) -> None:
+    """Collective: every rank saves its part; rank 0 then moves `latest` to this step."""
+    path = step_dir(ckpt_dir, step)
+    dcp.save(_state(module, optimizer), checkpoint_id=path)
+    dist.barrier()
+    if rank == 0:
+        fd, tmp = tempfile.mkstemp(dir=ckpt_dir, prefix=".latest.")
+        with os.fdopen(fd, "w") as fh:
+            fh.write(path.name + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, Path(ckpt_dir) / LATEST)
+    dist.barrier()
+
+
+def load(ckpt_dir: str | Path, step: int, module: torch.nn.Module,
+         optimizer: torch.optim.Optimizer) -> None:
+    """Collective: fill this rank's parameters and optimizer state in place from `step`."""
+    state = _state(module, optimizer)
+    dcp.load(state, checkpoint_id=step_dir(ckpt_dir, step))
+    module.load_state_dict(state["model"])

@@ -1,0 +1,177 @@
+"""Synthetic CTR training data on disk, and a prefetching loader of global batches.
+
+    generate_dataset(graph, "data/", num_samples=100_000, seed=0)   # one .npy per raw tensor
+    stream = BatchStream("data/", batch_size=256, seed=0)
+    batch = stream.batch(step)          # {raw tensor name: [256, width] array}, same for all
+
+Criteo-like, per the model's raw tensors (heterps_sim.zoo_layers.ModelGraph.raw):
+- ids (read by an embedding layer): int64 [N, ids per sample], Zipf(a)-distributed over the
+  table's rows (a = 1.05 by default: Criteo's id frequencies are close to that), hot ids
+  scattered by a fixed permutation so that row 0 is not always the hottest;
+- dense features: float32 standard normal (Criteo's 13 counts after the usual log/standardise);
+- label: Bernoulli(sigmoid(w . dense + sum of hidden per-id weights + b)), so a model that
+  learns the ids and features really lowers the loss; int64 class for softmax heads.
+The zoo's cardinalities are used as given; scale them with models.scale_tables first.
+
+Batch order: step n reads positions [nB, (n+1)B) of an endless sequence of epochs, epoch e a
+permutation drawn from (seed, e). Every pipeline layout asks for the same step's global batch
+and so trains on the same samples in the same order.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from heterps_sim.zoo_layers import F32, ID_BYTES, ModelGraph
+
+META = "meta.json"
+HIDDEN_ID_WEIGHT = 0.5
+"""Std of the hidden per-id logit contributions (with 13 dense weights of std 0.3: labels
+that are learnable but far from separable, like click logs)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RawTensor:
+    name: str
+    role: str
+    """"ids", "label" or "features"."""
+    width: int
+    dtype: str
+    rows: int = 0
+    """Ids: the table size the ids index (0 otherwise)."""
+
+
+def raw_tensors(graph: ModelGraph) -> list[RawTensor]:
+    """What the model reads from storage, with each tensor's role, width and dtype."""
+    rows: dict[str, int] = {}
+    labels: dict[str, str] = {}
+    for n in graph.nodes:
+        if n.op == "embedding":
+            tables = n.attrs["tables"]
+            for j, t in enumerate(n.consumes):
+                r = tables[0] if len(tables) == 1 else tables[j]
+                rows[t] = min(rows.get(t, r), r)
+        elif n.op == "loss" and len(n.consumes) > 1:
+            labels[n.consumes[-1]] = n.attrs["loss"]
+        elif n.op == "linear" and n.attrs.get("loss"):
+            labels[n.consumes[-1]] = "bce"
+    out = []
+    for name, nbytes in graph.raw:
+        if name in rows:
+            out.append(RawTensor(name, "ids", int(nbytes // ID_BYTES), "int64", rows[name]))
+        elif name in labels:
+            dtype = "int64" if labels[name] == "softmax_ce" else "float32"
+            out.append(RawTensor(name, "label", 1, dtype))
+        else:
+            out.append(RawTensor(name, "features", int(nbytes // F32), "float32"))
+    return out
+
+
+def zipf_ids(rng: np.random.Generator, rows: int, shape: tuple[int, ...], a: float) -> np.ndarray:
+    """Ids in [0, rows) with P(rank k) ~ k^-a, ranks mapped to ids by a fixed permutation."""
+    weights = np.arange(1, rows + 1, dtype=np.float64) ** -a
+    cdf = np.cumsum(weights)
+    ranks = np.searchsorted(cdf, rng.random(shape) * cdf[-1], side="right")
+    return rng.permutation(rows)[np.minimum(ranks, rows - 1)].astype(np.int64)
+
+
+def generate_dataset(graph: ModelGraph, path: str | Path, *, num_samples: int, seed: int = 0,
+                     zipf_a: float = 1.05) -> Path:
+    """Write the dataset (one .npy per raw tensor + meta.json, written last) and return path."""
+    if num_samples < 1:
+        raise ValueError("num_samples must be >= 1")
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng([seed, 0xDA7A])
+    spec = raw_tensors(graph)
+    arrays, logit = {}, np.zeros(num_samples)
+    for t in spec:
+        if t.role == "ids":
+            ids = zipf_ids(rng, t.rows, (num_samples, t.width), zipf_a)
+            hidden = rng.normal(0.0, HIDDEN_ID_WEIGHT, t.rows)
+            logit += hidden[ids].sum(1) / np.sqrt(t.width)
+            arrays[t.name] = ids
+        elif t.role == "features":
+            x = rng.standard_normal((num_samples, t.width)).astype(np.float32)
+            logit += x @ rng.normal(0.0, 0.3, t.width)
+            arrays[t.name] = x
+    labels = (rng.random(num_samples) < 1.0 / (1.0 + np.exp(-(logit - logit.mean())))).astype(
+        np.float32)
+    for t in spec:
+        if t.role == "label":
+            arrays[t.name] = labels.reshape(-1, 1).astype(t.dtype)
+    for name, arr in arrays.items():
+        np.save(path / f"{name}.npy", arr)
+    meta = {"model": graph.name, "num_samples": num_samples, "seed": seed, "zipf_a": zipf_a,
+            "positive_rate": float(labels.mean()), "tensors": [asdict(t) for t in spec]}
+    (path / META).write_text(json.dumps(meta, indent=1) + "\n")
+    return path
+
+
+class DatasetError(ValueError):
+    """The dataset folder is missing, incomplete or made for another model."""
+
+
+class BatchStream:
+    """Global batches by step number, read from memory-mapped .npy files; `prefetch(start)`
+    loads the following steps on a background thread while the caller trains."""
+
+    def __init__(self, path: str | Path, *, batch_size: int, seed: int = 0,
+                 graph: ModelGraph | None = None) -> None:
+        self.path = Path(path)
+        try:
+            self.meta = json.loads((self.path / META).read_text())
+        except (OSError, ValueError):
+            raise DatasetError(f"{self.path}: no dataset here (missing or bad {META})") from None
+        self.tensors = [RawTensor(**t) for t in self.meta["tensors"]]
+        if graph is not None:
+            want = {(t.name, t.role, t.width) for t in raw_tensors(graph)}
+            if want != {(t.name, t.role, t.width) for t in self.tensors}:
+                raise DatasetError(f"{self.path}: dataset was made for model "
+                                   f"{self.meta['model']!r}, not {graph.name!r}")
+        self.arrays = {t.name: np.load(self.path / f"{t.name}.npy", mmap_mode="r")
+                       for t in self.tensors}
+        self.num_samples = int(self.meta["num_samples"])
+        self.batch_size, self.seed = batch_size, seed
+        self._perms: dict[int, np.ndarray] = {}
+        self._queue: queue.Queue | None = None
+
+    def _positions(self, step: int) -> np.ndarray:
+        first = step * self.batch_size
+        pos = np.arange(first, first + self.batch_size)
+        epochs, within = np.divmod(pos, self.num_samples)
+        out = np.empty_like(pos)
+        for e in np.unique(epochs):
+            if e not in self._perms:
+                self._perms = {e: np.random.default_rng([self.seed, int(e)]).permutation(
+                    self.num_samples)}
+            sel = epochs == e
+            out[sel] = self._perms[e][within[sel]]
+        return out
+
+    def batch(self, step: int) -> dict[str, np.ndarray]:
+        """Step `step`'s global batch: {raw tensor name: [batch_size, width] array}."""
+        pos = self._positions(step)
+        idx = np.sort(pos)  # read the memmap in file order, then put rows back in batch order
+        order = np.argsort(np.argsort(pos))
+        return {name: np.ascontiguousarray(arr[idx][order]) for name, arr in self.arrays.items()}
+
+    def prefetch(self, start: int, stop: int, depth: int = 2) -> None:
+        """Start loading steps start..stop-1 in the background (next_batch() takes them)."""
+        self._queue = queue.Queue(maxsize=depth)
+        threading.Thread(target=self._fill, args=(start, stop), daemon=True).start()
+
+    def _fill(self, start: int, stop: int) -> None:
+        for step in range(start, stop):
+            self._queue.put((step, self.batch(step)))
+
+    def next_batch(self) -> tuple[int, dict[str, np.ndarray]]:
+        if self._queue is None:
+            raise RuntimeError("call prefetch(start, stop) first")
+        return self._queue.get()

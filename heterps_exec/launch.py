@@ -1,0 +1,207 @@
+"""Plan + scenario + binding -> a checked RunSpec -> torchrun -> RunResult(source="exec").
+
+    spec = prepare(RunRequest(plan="plan.json", scenario="scenarios/exec-tiny.yaml", ...))
+    outcome = launch(spec, LaunchOptions(max_restarts=1))      # runs torchrun, waits
+    result = collect(spec, problem)                             # reads the run folder
+
+Everything that can be wrong with the inputs is found in `prepare`, before any process starts
+(one-line ExecError). torchrun does the process management: `--standalone` on one machine,
+a c10d rendezvous endpoint for several (`--nnodes`, `--node-rank`, `--rdzv-endpoint`),
+`--max-restarts` after a failure. The launcher's own timeout kills the whole process group,
+so a hung rank fails the run instead of hanging it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from heterps_exec.binding import load_binding, stage_bindings
+from heterps_exec.layout import RunSpec
+from heterps_sim.plan import Plan
+from heterps_sim.userfiles import UserFileError
+
+MAX_RANKS = 64
+"""More ranks than this on one launch is almost surely a mistake (a plan provisioned for a
+production cluster); pass a plan with explicit num_replicas instead."""
+LOG = "torchrun.log"
+
+
+class ExecError(UserFileError):
+    """Bad plan / scenario / binding / options: one line, exit 2."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunRequest:
+    plan: str
+    scenario: str
+    binding: str = "cpu"
+    steps: int = 20
+    seed: int = 0
+    out_dir: str = ""
+    data_dir: str = ""
+    num_samples: int = 0
+    """Dataset size when one is generated (0: 20 global batches' worth, at least 4096)."""
+    table_scale: float = 1.0
+    optimizer: str = "sgd"
+    lr: float = 0.05
+    warmup_steps: int = 1
+    timeout_s: float = 120.0
+    checkpoint_dir: str = ""
+    checkpoint_every: int = 0
+    save_state: bool = False
+    trace: bool = False
+    fault: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LaunchOptions:
+    nnodes: int = 1
+    node_rank: int = 0
+    rdzv_endpoint: str = ""
+    rdzv_id: str = "heterps"
+    max_restarts: int = 0
+    timeout_s: float = 600.0
+    """Whole-run wall-clock limit (all attempts)."""
+
+
+def _provisioned(plan: Plan, problem, source: str) -> Plan:
+    if all(s.num_replicas is not None for s in plan.stages):
+        return plan
+    from heterps_sim.cost import evaluate_plan
+    result = evaluate_plan(problem, plan)
+    if not result.feasible:
+        raise ExecError(f"{source}: cannot provision the plan: {result.reason}")
+    return plan.with_replicas([s.num_replicas for s in result.stages])
+
+
+def prepare(req: RunRequest) -> tuple[RunSpec, object]:
+    """Check everything and write the run folder's spec; returns (spec, problem)."""
+    from heterps_sim.inputs import load_input, load_plan
+    from heterps_sim.scenario import build_cluster
+    loaded = load_input(req.scenario)
+    if loaded.scenario is None:
+        raise ExecError(f"{req.scenario}: the engine needs a scenario YAML naming a zoo model "
+                        "(a problem JSON has no layers to build)")
+    scn, problem = loaded.scenario, loaded.problem
+    plan = load_plan(req.plan)
+    wrong = plan.problems(problem.layer_names, problem.type_names)
+    if wrong:
+        raise ExecError(f"{req.plan}: {wrong[0]}")
+    if plan.schedule == "async":
+        raise ExecError(f"{req.plan}: schedule: the engine runs gpipe and 1f1b (async pipelines "
+                        "update weights without a flush; not supported by the engine yet)")
+    plan = _provisioned(plan, problem, req.plan)
+    world = sum(s.num_replicas for s in plan.stages)
+    if world > MAX_RANKS:
+        raise ExecError(f"{req.plan}: the plan needs {world} ranks (more than {MAX_RANKS}); "
+                        "give stages smaller num_replicas")
+    batch = scn.workload.batch_size
+    if plan.num_microbatches > batch:
+        raise ExecError(f"{req.plan}: num_microbatches {plan.num_microbatches} exceeds the "
+                        f"batch size {batch}")
+    for name, value, ok in (("--steps", req.steps, req.steps >= 1),
+                            ("--table-scale", req.table_scale, 0 < req.table_scale <= 1),
+                            ("--lr", req.lr, req.lr > 0),
+                            ("--checkpoint-every", req.checkpoint_every,
+                             req.checkpoint_every >= 0)):
+        if not ok:
+            raise ExecError(f"{name}: invalid value {value}")
+    if req.checkpoint_every and not req.checkpoint_dir:
+        raise ExecError("--checkpoint-every needs --checkpoint-dir")
+    cluster = build_cluster(scn.cluster, req.scenario)
+    types = {t.name: t for t in cluster.types}
+    import torch
+    bindings = stage_bindings(load_binding(req.binding), plan, types, req.binding,
+                              torch.cuda.device_count())
+    out = Path(req.out_dir or f"runs/exec-{time.strftime('%Y%m%d-%H%M%S')}")
+    out.mkdir(parents=True, exist_ok=True)
+    spec = RunSpec(plan=plan.to_json_dict(), model=scn.model.name,
+                   model_params=dict(scn.model.params), table_scale=req.table_scale,
+                   data_dir=req.data_dir or str(out / "data"), batch_size=batch,
+                   steps=req.steps, seed=req.seed, optimizer=req.optimizer, lr=req.lr,
+                   bindings=bindings, out_dir=str(out.resolve()), timeout_s=req.timeout_s,
+                   warmup_steps=min(req.warmup_steps, req.steps - 1),
+                   checkpoint_dir=str(Path(req.checkpoint_dir).resolve()) if req.checkpoint_dir else "",
+                   checkpoint_every=req.checkpoint_every, save_state=req.save_state,
+                   trace=req.trace, fault=dict(req.fault))
+    _ensure_data(spec, req)
+    (out / "plan.json").write_text(_json(spec.plan))
+    (out / "spec.json").write_text(spec.to_json())
+    return spec, problem
+
+
+def _json(data) -> str:
+    import json
+    return json.dumps(data, indent=1) + "\n"
+
+
+def _ensure_data(spec: RunSpec, req: RunRequest) -> None:
+    from heterps_exec.data import BatchStream, DatasetError, generate_dataset
+    from heterps_exec.worker import graph_for
+    graph = graph_for(spec)
+    if req.data_dir:
+        try:
+            BatchStream(req.data_dir, batch_size=spec.batch_size, graph=graph)
+        except DatasetError as exc:
+            raise ExecError(f"--data: {exc}") from None
+        return
+    n = req.num_samples or max(20 * spec.batch_size, 4096)
+    generate_dataset(graph, spec.data_dir, num_samples=n, seed=spec.seed)
+
+
+def torchrun_command(spec: RunSpec, opts: LaunchOptions) -> list[str]:
+    world = sum(s["num_replicas"] for s in spec.plan["stages"])
+    if world % opts.nnodes:
+        raise ExecError(f"--nnodes {opts.nnodes}: the plan's {world} ranks do not split evenly "
+                        "over the nodes")
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--max-restarts={opts.max_restarts}",
+           "--monitor-interval=0.2", f"--nproc-per-node={world // opts.nnodes}"]
+    if opts.nnodes == 1:
+        cmd += ["--standalone", "--nnodes=1"]
+    else:
+        cmd += [f"--nnodes={opts.nnodes}", f"--node-rank={opts.node_rank}",
+                "--rdzv-backend=c10d", f"--rdzv-endpoint={opts.rdzv_endpoint}",
+                f"--rdzv-id={opts.rdzv_id}"]
+    return cmd + ["-m", "heterps_exec.worker", str(Path(spec.out_dir) / "spec.json")]
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchOutcome:
+    returncode: int
+    wall_s: float
+    log: Path
+    timed_out: bool = False
+
+    def tail(self, lines: int = 15) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+def launch(spec: RunSpec, opts: LaunchOptions = LaunchOptions()) -> LaunchOutcome:
+    """Run torchrun and wait (bounded); its output goes to the run folder's torchrun.log."""
+    log = Path(spec.out_dir) / (LOG if opts.nnodes == 1 else f"torchrun.node{opts.node_rank}.log")
+    env = {**os.environ, "OMP_NUM_THREADS": str(spec.threads_per_rank),
+           "PYTHONUNBUFFERED": "1"}
+    t0 = time.perf_counter()
+    with open(log, "w") as fh:
+        proc = subprocess.Popen(torchrun_command(spec, opts), stdout=fh, stderr=subprocess.STDOUT,
+                                env=env, start_new_session=True)
+        try:
+            rc = proc.wait(timeout=opts.timeout_s)
+            return LaunchOutcome(rc, time.perf_counter() - t0, log)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return LaunchOutcome(-9, time.perf_counter() - t0, log, timed_out=True)
+
+
+def with_out_dir(spec: RunSpec, out_dir: str) -> RunSpec:
+    return replace(spec, out_dir=out_dir)

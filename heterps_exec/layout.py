@@ -1,0 +1,125 @@
+"""What every rank needs to know before it starts: the run spec and who runs what.
+
+The launcher writes one `RunSpec` (JSON) that all ranks read. Ranks are numbered stage by
+stage: stage 0's replicas first, then stage 1's, ... (`Layout`). Microbatch mu (numbered
+globally, mu = step * m + i) runs at stage g on replica mu mod k_g and in the order of
+heterps_sim.lanes (the simulator's order, so predicted and measured timelines line up).
+No torch.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from heterps_sim import lanes
+from heterps_sim.plan import Plan, plan_from_dict
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StageBinding:
+    """Where one stage's replicas run."""
+
+    device: str = "cpu"
+    """"cpu" or "cuda:N"."""
+    slowdown: float = 1.0
+    """Compute time is dilated by this factor (>= 1) to emulate a slower resource type."""
+    emulated: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunSpec:
+    """Everything a rank reads at start (written by launch.py as JSON)."""
+
+    plan: dict
+    model: str
+    model_params: dict = field(default_factory=dict)
+    table_scale: float = 1.0
+    data_dir: str
+    batch_size: int
+    steps: int
+    seed: int = 0
+    optimizer: str = "sgd"
+    lr: float = 0.05
+    bindings: list[StageBinding] = field(default_factory=list)
+    out_dir: str
+    """Rank 0 writes result.json (and state.pt, trace spans) here."""
+    threads_per_rank: int = 1
+    timeout_s: float = 120.0
+    """A rank waiting longer than this on a peer fails the run instead of hanging."""
+    warmup_steps: int = 1
+    """Steps left out of the measured throughput (first-touch allocation, thread start-up)."""
+    checkpoint_dir: str = ""
+    checkpoint_every: int = 0
+    save_state: bool = False
+    trace: bool = False
+    fault: dict = field(default_factory=dict)
+    """Testing aid: {"rank": r, "step": s} kills rank r at the start of step s on the first
+    attempt only (torchrun then restarts everyone from the last checkpoint)."""
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1) + "\n"
+
+    @staticmethod
+    def load(path: str | Path) -> RunSpec:
+        data = json.loads(Path(path).read_text())
+        data["bindings"] = [StageBinding(**b) for b in data["bindings"]]
+        return RunSpec(**data)
+
+    def plan_obj(self) -> Plan:
+        return plan_from_dict(self.plan)
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """Rank numbering and microbatch routing for a plan's replica counts."""
+
+    replicas: tuple[int, ...]
+
+    @property
+    def world_size(self) -> int:
+        return sum(self.replicas)
+
+    @property
+    def num_stages(self) -> int:
+        return len(self.replicas)
+
+    def first_rank(self, stage: int) -> int:
+        return sum(self.replicas[:stage])
+
+    def ranks(self, stage: int) -> list[int]:
+        lo = self.first_rank(stage)
+        return list(range(lo, lo + self.replicas[stage]))
+
+    def role(self, rank: int) -> tuple[int, int]:
+        """(stage, replica) of a rank."""
+        for g, k in enumerate(self.replicas):
+            if rank < k:
+                return g, rank
+            rank -= k
+        raise ValueError("rank outside the world")
+
+    def rank_of(self, stage: int, mu: int) -> int:
+        """The rank that runs microbatch mu at `stage`."""
+        return self.first_rank(stage) + mu % self.replicas[stage]
+
+    def actions(self, schedule: str, stage: int, replica: int, m: int,
+                num_steps: int) -> list[tuple[int, int]]:
+        """This replica's (code, mu) list over all steps: lanes.F, lanes.B, (lanes.STEP, n)."""
+        num_lanes = lanes.num_lanes(list(self.replicas), flush=True)
+        base = lanes.stage_orders(schedule, True, stage, self.num_stages, m, num_steps,
+                                  num_lanes)
+        return lanes.replica_actions(base, True, self.replicas[stage], replica, m, num_steps,
+                                     num_lanes)
+
+
+def microbatch_bounds(batch_size: int, m: int) -> list[tuple[int, int]]:
+    """[lo, hi) of each microbatch in a global batch (sizes differ by at most one)."""
+    base, extra = divmod(batch_size, m)
+    bounds, lo = [], 0
+    for i in range(m):
+        hi = lo + base + (1 if i < extra else 0)
+        bounds.append((lo, hi))
+        lo = hi
+    return bounds

@@ -1,0 +1,31 @@
+"""Plain single-process training on the same global batches: the engine's correctness oracle.
+
+A plan run for N steps must end with the loss and weights this produces (tests compare them to
+1e-5). Same model construction, same data order, same optimizer; the whole batch at once.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from heterps_exec.data import BatchStream
+from heterps_exec.layout import RunSpec
+from heterps_exec.models import build_model
+from heterps_exec.worker import graph_for, make_optimizer
+
+
+def train_reference(spec: RunSpec, steps: int | None = None) -> tuple[list[float], dict]:
+    """(per-step summed losses, final state dict) of single-process training."""
+    graph = graph_for(spec)
+    model = build_model(graph, seed=spec.seed)
+    optimizer = make_optimizer(spec, model)
+    stream = BatchStream(spec.data_dir, batch_size=spec.batch_size, seed=spec.seed)
+    losses = []
+    for step in range(spec.steps if steps is None else steps):
+        batch = {k: torch.from_numpy(v) for k, v in stream.batch(step).items()}
+        _, loss_sum = model(batch)
+        (loss_sum / spec.batch_size).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(float(loss_sum.detach()))
+    return losses, {k: v.detach().clone() for k, v in model.state_dict().items()}

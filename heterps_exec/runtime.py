@@ -1,0 +1,179 @@
+"""One stage replica's training step: forwards, backwards, the stage all-reduce, the update.
+
+    runner = StageRunner(ctx, module)
+    for code, mu in actions_of_step:        # layout.Layout.actions (the simulator's order)
+        runner.forward(mu, batch) / runner.backward(mu)
+    loss_sum = runner.end_step(step)
+
+Point-to-point, not torch.distributed.pipelining: HeterPS plans give stages different replica
+counts, so one replica exchanges microbatches with several peers (mu goes to replica
+mu mod k of the next stage); the stock stage objects bind one peer per side and cost
+1.4-2.9 ms per boundary here. The messages are torch.distributed isend / irecv, one to three
+per microbatch and cut (partition.Boundary), each with its own tag, all receives of a step
+posted when it starts so transfers overlap compute. Replicas of a stage sum their gradients
+(and the step's loss) in ONE all-reduce over the stage's own group, then step the optimizer:
+each microbatch's loss is its per-sample sum divided by the global batch size, so the result
+is exactly single-process training on the whole batch.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from heterps_exec.layout import Layout, RunSpec, microbatch_bounds
+from heterps_exec.partition import KINDS, Boundary
+from heterps_exec.timeline import Recorder
+from heterps_sim.lanes import B, F
+
+
+@dataclass
+class StageContext:
+    """A rank's place in the run (built by worker.py)."""
+
+    spec: RunSpec
+    layout: Layout
+    rank: int
+    stage: int
+    replica: int
+    device: torch.device
+    group: dist.ProcessGroup | None
+    """The stage's data-parallel group (None with one replica)."""
+    in_boundary: Boundary | None
+    out_boundary: Boundary | None
+    slowdown: float
+    recorder: Recorder
+
+
+def _tag(mu: int, kind: str, backward: bool) -> int:
+    return mu * 8 + (4 if backward else 0) + KINDS.index(kind)
+
+
+class StageRunner:
+    """Walks one replica's actions; owns its module, optimizer and in-flight messages."""
+
+    def __init__(self, ctx: StageContext, module: torch.nn.Module,
+                 optimizer: torch.optim.Optimizer) -> None:
+        self.ctx, self.module, self.optimizer = ctx, module, optimizer
+        self.params = [p for p in module.parameters() if p.requires_grad]
+        self.bounds = microbatch_bounds(ctx.spec.batch_size, ctx.spec.plan["num_microbatches"])
+        self.m = len(self.bounds)
+        self.last = ctx.stage == ctx.layout.num_stages - 1
+        self.stash: dict[int, tuple] = {}
+        self.inbox: dict[tuple[str, int], tuple[dict, list]] = {}
+        self.sends: list = []
+        self.loss_sum = 0.0
+
+    # -- messages ------------------------------------------------------------------------
+    def post_receives(self, actions) -> None:
+        """Post every receive this step will need, in action order (overlaps compute)."""
+        c = self.ctx
+        for code, mu in actions:
+            size = self._size(mu)
+            if code == F and c.in_boundary is not None:
+                src = c.layout.rank_of(c.stage - 1, mu)
+                bufs = c.in_boundary.empty(size)
+                works = [dist.irecv(bufs[k], src=src, tag=_tag(mu, k, False))
+                         for k in c.in_boundary.kinds]
+                self.inbox["F", mu] = (bufs, works)
+            elif code == B and c.out_boundary is not None and "grad" in c.out_boundary.kinds:
+                src = c.layout.rank_of(c.stage + 1, mu)
+                buf = torch.empty(size, c.out_boundary.width("grad"))
+                self.inbox["B", mu] = ({"grad": buf},
+                                       [dist.irecv(buf, src=src, tag=_tag(mu, "grad", True))])
+
+    def _receive(self, key: tuple[str, int]) -> dict[str, torch.Tensor]:
+        bufs, works = self.inbox.pop(key)
+        with self.ctx.recorder.span(f"recv {key[0]}{key[1]}", "transfer"):
+            for w in works:
+                w.wait()
+        return {k: v.to(self.ctx.device) for k, v in bufs.items()}
+
+    def _send(self, bufs: dict[str, torch.Tensor], dst: int, mu: int, backward: bool) -> None:
+        for kind, buf in bufs.items():
+            cpu = buf.detach().to("cpu").contiguous()
+            self.sends.append((cpu, dist.isend(cpu, dst=dst, tag=_tag(mu, kind, backward))))
+
+    def _size(self, mu: int) -> int:
+        lo, hi = self.bounds[mu % self.m]
+        return hi - lo
+
+    # -- compute -------------------------------------------------------------------------
+    def _compute(self, name: str, fn):
+        """Run fn, timed; on an emulated slower type, idle the extra time (the device is busy)."""
+        with self.ctx.recorder.span(name, "compute"):
+            t0 = time.perf_counter()
+            out = fn()
+            if self.ctx.device.type == "cuda":
+                torch.cuda.synchronize(self.ctx.device)
+            if self.ctx.slowdown > 1:
+                time.sleep((time.perf_counter() - t0) * (self.ctx.slowdown - 1))
+        return out
+
+    def forward(self, mu: int, batch: dict | None) -> None:
+        c = self.ctx
+        if c.in_boundary is None:
+            lo, hi = self.bounds[mu % self.m]
+            env = {k: torch.from_numpy(v[lo:hi]).to(c.device) for k, v in batch.items()}
+            leaf = None
+        else:
+            bufs = self._receive(("F", mu))
+            leaf = bufs.get("grad")
+            if leaf is not None:
+                leaf.requires_grad_(True)
+            env = c.in_boundary.unpack(bufs)
+        out_env, loss = self._compute(f"F{mu}", lambda: self.module(env))
+        if self.last:
+            self.stash[mu] = (leaf, loss)
+            return
+        packed = c.out_boundary.pack(out_env)
+        self.stash[mu] = (leaf, packed.get("grad"))
+        self._send(packed, c.layout.rank_of(c.stage + 1, mu), mu, backward=False)
+
+    def backward(self, mu: int) -> None:
+        c = self.ctx
+        leaf, out = self.stash.pop(mu)
+        if self.last:
+            self.loss_sum += float(out.detach())
+            self._compute(f"B{mu}", lambda: (out / c.spec.batch_size).backward())
+        elif out is not None:
+            grad = self._receive(("B", mu))["grad"]
+            if out.requires_grad:
+                self._compute(f"B{mu}", lambda: torch.autograd.backward([out], [grad]))
+        if leaf is not None:
+            g = leaf.grad if leaf.grad is not None else torch.zeros_like(leaf)
+            self._send({"grad": g}, c.layout.rank_of(c.stage - 1, mu), mu, backward=True)
+
+    # -- step end ------------------------------------------------------------------------
+    def end_step(self) -> float:
+        """All-reduce gradients (+ loss) over the stage's replicas, update, drain sends.
+        Returns the step's summed loss at the last stage (0.0 elsewhere)."""
+        c = self.ctx
+        loss = torch.tensor([self.loss_sum], dtype=torch.float32)
+        if c.group is not None:
+            with c.recorder.span("allreduce", "allreduce"):
+                grads = [p.grad if p.grad is not None else torch.zeros_like(p)
+                         for p in self.params]
+                flat = torch.cat([g.reshape(-1).to("cpu", torch.float32) for g in grads]
+                                 + [loss])
+                dist.all_reduce(flat, group=c.group)
+                offset = 0
+                for p, g in zip(self.params, grads, strict=True):
+                    n = g.numel()
+                    p.grad = flat[offset:offset + n].reshape(g.shape).to(p.device, p.dtype)
+                    offset += n
+                loss = flat[-1:]
+        with c.recorder.span("optimizer", "optimizer"):
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+        with c.recorder.span("drain sends", "transfer"):
+            for _, work in self.sends:
+                work.wait()
+        self.sends.clear()
+        self.loss_sum = 0.0
+        if self.stash or self.inbox:
+            raise RuntimeError(f"rank {c.rank}: step ended with unfinished microbatches")
+        return float(loss[0])

@@ -1,0 +1,43 @@
+"""Measured spans of one rank: what it did, when, and the time per category.
+
+Times are wall-clock seconds from the rank's `t0` (set right after a start barrier, so ranks
+on one machine share a time base). Categories are heterps_sim.trace.CATEGORIES, the ones the
+simulator uses, so a measured trace and a simulated one read the same way.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from contextlib import contextmanager
+
+from heterps_sim.trace import CATEGORIES
+
+
+class Recorder:
+    def __init__(self, *, keep_spans: bool) -> None:
+        self.t0 = time.time()
+        self.keep_spans = keep_spans
+        self.spans: list[tuple[str, str, float, float]] = []
+        self.totals: dict[str, float] = defaultdict(float)
+        self.measuring = False
+
+    def restart_clock(self) -> None:
+        self.t0 = time.time()
+
+    def now(self) -> float:
+        return time.time() - self.t0
+
+    @contextmanager
+    def span(self, name: str, category: str):
+        if category not in CATEGORIES:
+            raise ValueError(f"unknown span category {category!r}")
+        start = self.now()
+        try:
+            yield
+        finally:
+            end = self.now()
+            if self.measuring:
+                self.totals[category] += end - start
+            if self.keep_spans:
+                self.spans.append((name, category, start, end))

@@ -1,0 +1,167 @@
+"""The program every torchrun rank runs: `python -m heterps_exec.worker RUNSPEC.json`.
+
+A rank finds its (stage, replica) from its global rank (layout.Layout), joins the process
+group under a key prefix of its own restart attempt (over gloo a re-rendezvous after
+`--max-restarts` fails otherwise), builds only its stage's layers, resumes from the latest
+checkpoint if there is one, walks its actions step by step (runtime.StageRunner), and at the
+end sends its measurements (and, if asked, its stage's weights) to rank 0, which writes
+`result.json` / `state.pt` into the run folder for the launcher.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from heterps_exec import checkpoint
+from heterps_exec.data import BatchStream
+from heterps_exec.layout import Layout, RunSpec
+from heterps_exec.partition import boundary_after, stage_model
+from heterps_exec.runtime import StageContext, StageRunner
+from heterps_exec.timeline import Recorder
+from heterps_sim.lanes import B, F, STEP
+
+
+def graph_for(spec: RunSpec):
+    from heterps_exec.models import scale_tables
+    from heterps_sim.zoo import model_graph
+    return scale_tables(model_graph(spec.model, **spec.model_params), spec.table_scale)
+
+
+def init_distributed(spec: RunSpec, rank: int, world: int, backend: str) -> None:
+    attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    timeout = timedelta(seconds=spec.timeout_s)
+    agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
+                          world_size=world, is_master=(rank == 0 and not agent_store),
+                          timeout=timeout)
+    dist.init_process_group(backend, store=dist.PrefixStore(f"heterps/attempt{attempt}", store),
+                            rank=rank, world_size=world, timeout=timeout)
+
+
+def make_optimizer(spec: RunSpec, module: torch.nn.Module) -> torch.optim.Optimizer:
+    params = list(module.parameters())
+    if not params:  # a stage of parameter-free layers still steps through the same code
+        params = [torch.nn.Parameter(torch.zeros(1), requires_grad=False)]
+    if spec.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=spec.lr)
+    if spec.optimizer == "adagrad":
+        return torch.optim.Adagrad(params, lr=spec.lr)
+    raise ValueError(f"unknown optimizer {spec.optimizer!r}")
+
+
+def build_context(spec: RunSpec, rank: int) -> tuple[StageContext, torch.nn.Module]:
+    plan = spec.plan_obj()
+    layout = Layout(tuple(s.num_replicas for s in plan.stages))
+    stage, replica = layout.role(rank)
+    groups = [dist.new_group(layout.ranks(g)) if k > 1 else None  # every rank, same order
+              for g, k in enumerate(layout.replicas)]
+    graph = graph_for(spec)
+    binding = spec.bindings[stage]
+    device = torch.device(binding.device)
+    module = stage_model(graph, plan.stages[stage].layers, seed=spec.seed, device=device)
+    ctx = StageContext(
+        spec=spec, layout=layout, rank=rank, stage=stage, replica=replica, device=device,
+        group=groups[stage],
+        in_boundary=boundary_after(graph, plan.stages[stage - 1].layers[-1]) if stage else None,
+        out_boundary=(boundary_after(graph, plan.stages[stage].layers[-1])
+                      if stage < layout.num_stages - 1 else None),
+        slowdown=binding.slowdown, recorder=Recorder(keep_spans=spec.trace))
+    return ctx, module
+
+
+def train(spec: RunSpec, rank: int) -> dict:
+    ctx, module = build_context(spec, rank)
+    optimizer = make_optimizer(spec, module)
+    start = 0
+    if spec.checkpoint_dir and (found := checkpoint.latest_step(spec.checkpoint_dir)) is not None:
+        checkpoint.load(spec.checkpoint_dir, found, module, optimizer)
+        start = found
+    runner = StageRunner(ctx, module, optimizer)
+    plan = spec.plan_obj()
+    actions = ctx.layout.actions(plan.schedule, ctx.stage, ctx.replica, plan.num_microbatches,
+                                 spec.steps)
+    per_step: list[list] = [[] for _ in range(spec.steps)]
+    step = 0
+    for code, mu in actions:
+        if code == STEP:
+            step = mu + 1
+        else:
+            per_step[step].append((code, mu))
+    stream = None
+    if ctx.stage == 0:
+        stream = BatchStream(spec.data_dir, batch_size=spec.batch_size, seed=spec.seed)
+        stream.prefetch(start, spec.steps)
+    dist.barrier()
+    ctx.recorder.restart_clock()
+    losses, step_ends, measure_from = [], [], None
+    for step in range(start, spec.steps):
+        if spec.fault and spec.fault["rank"] == rank and spec.fault["step"] == step and \
+                os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0":
+            os.kill(os.getpid(), signal.SIGKILL)  # an abrupt failure, as in a lost machine
+        if step == start + spec.warmup_steps or (measure_from is None and step == spec.steps - 1):
+            measure_from = ctx.recorder.now()
+            ctx.recorder.measuring = True
+        batch = stream.next_batch()[1] if stream is not None else None
+        runner.post_receives(per_step[step])
+        for code, mu in per_step[step]:
+            if code == F:
+                runner.forward(mu, batch)
+            elif code == B:
+                runner.backward(mu)
+        losses.append(runner.end_step())
+        step_ends.append(ctx.recorder.now())
+        if spec.checkpoint_dir and spec.checkpoint_every and (step + 1) % spec.checkpoint_every == 0:
+            checkpoint.save(spec.checkpoint_dir, step + 1, module, optimizer, rank=rank)
+    wall = step_ends[-1] - (measure_from or 0.0) if step_ends else 0.0
+    measured = sum(1 for t in step_ends if measure_from is not None and t > measure_from)
+    return {
+        "rank": rank, "stage": ctx.stage, "replica": ctx.replica, "device": str(ctx.device),
+        "start_step": start, "losses": losses, "measured_steps": measured, "wall_s": wall,
+        "totals": dict(ctx.recorder.totals), "spans": ctx.recorder.spans,
+        "state": ({k: v.detach().cpu() for k, v in module.state_dict().items()}
+                  if spec.save_state and ctx.replica == 0 else None),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    spec = RunSpec.load(argv[0])
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    torch.set_num_threads(spec.threads_per_rank)
+    backend = "nccl" if all(b.device.startswith("cuda") for b in spec.bindings) else "gloo"
+    init_distributed(spec, rank, world, backend)
+    try:
+        part = train(spec, rank)
+        parts = [None] * world if rank == 0 else None
+        dist.gather_object(part, parts, dst=0)
+        if rank == 0:
+            write_outputs(spec, parts)
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+    return 0
+
+
+def write_outputs(spec: RunSpec, parts: list[dict]) -> None:
+    out = Path(spec.out_dir)
+    state = {}
+    for p in parts:
+        state.update(p.pop("state") or {})
+    if spec.save_state:
+        torch.save(state, out / "state.pt")
+    tmp = out / ".ranks.json.tmp"
+    tmp.write_text(json.dumps({"finished_at": time.time(), "ranks": parts}) + "\n")
+    os.replace(tmp, out / "ranks.json")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
