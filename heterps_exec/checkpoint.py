@@ -25,7 +25,8 @@ LATEST = "latest"
 
 def _state(module: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
     names = {id(p): n for n, p in module.named_parameters()}
-    optim = {names[id(p)]: dict(s) for p, s in optimizer.state.items() if s}
+    optim = {names[id(p)]: dict(s) for p, s in optimizer.state.items()
+             if s and id(p) in names}  # (a parameter-free stage steps a placeholder)
     return {"model": module.state_dict(), "optim": optim}
 
 

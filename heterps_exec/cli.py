@@ -63,6 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     except ExecCliError as exc:
         print(f"heterps-exec {args.command}: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except BrokenPipeError:  # output piped into `head` and closed: not an error of ours
+        sys.stderr.close()
+        return 0
     except KeyboardInterrupt:
         print(f"heterps-exec {args.command}: interrupted", file=sys.stderr)
         return 130

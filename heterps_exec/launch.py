@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from heterps_exec.binding import load_binding, stage_bindings
@@ -114,6 +114,17 @@ def prepare(req: RunRequest) -> tuple[RunSpec, object]:
             raise ExecError(f"{name}: invalid value {value}")
     if req.checkpoint_every and not req.checkpoint_dir:
         raise ExecError("--checkpoint-every needs --checkpoint-dir")
+    if req.checkpoint_dir:
+        from heterps_exec.checkpoint import latest_step
+        try:
+            done = latest_step(req.checkpoint_dir)
+        except ValueError as exc:
+            raise ExecError(f"--checkpoint-dir: {exc}") from None
+        if done is not None and done >= req.steps:
+            raise ExecError(f"--checkpoint-dir: {req.checkpoint_dir} is already at step {done}; "
+                            f"--steps {req.steps} leaves nothing to run")
+    if req.fault and not 0 <= req.fault["rank"] < world:
+        raise ExecError(f"--inject-fault: rank {req.fault['rank']} outside 0..{world - 1}")
     cluster = build_cluster(scn.cluster, req.scenario)
     types = {t.name: t for t in cluster.types}
     import torch
@@ -202,6 +213,3 @@ def launch(spec: RunSpec, opts: LaunchOptions = LaunchOptions()) -> LaunchOutcom
             proc.wait()
             return LaunchOutcome(-9, time.perf_counter() - t0, log, timed_out=True)
 
-
-def with_out_dir(spec: RunSpec, out_dir: str) -> RunSpec:
-    return replace(spec, out_dir=out_dir)

@@ -55,8 +55,9 @@ class RunSpec:
     save_state: bool = False
     trace: bool = False
     fault: dict = field(default_factory=dict)
-    """Testing aid: {"rank": r, "step": s} kills rank r at the start of step s on the first
-    attempt only (torchrun then restarts everyone from the last checkpoint)."""
+    """Testing aid: {"rank": r, "step": s, "mode": "kill" | "hang"} kills (or hangs) rank r at
+    the start of step s on the first attempt only (torchrun then restarts everyone from the
+    last checkpoint; a hung rank makes its peers time out)."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1) + "\n"

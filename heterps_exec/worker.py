@@ -27,7 +27,7 @@ from heterps_exec.layout import Layout, RunSpec
 from heterps_exec.partition import boundary_after, stage_model
 from heterps_exec.runtime import StageContext, StageRunner
 from heterps_exec.timeline import Recorder
-from heterps_sim.lanes import B, F, STEP
+from heterps_sim.lanes import STEP, B, F
 
 
 def graph_for(spec: RunSpec):
@@ -106,6 +106,8 @@ def train(spec: RunSpec, rank: int) -> dict:
     for step in range(start, spec.steps):
         if spec.fault and spec.fault["rank"] == rank and spec.fault["step"] == step and \
                 os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0":
+            if spec.fault.get("mode", "kill") == "hang":
+                time.sleep(10 * spec.timeout_s)  # peers must give up after timeout_s
             os.kill(os.getpid(), signal.SIGKILL)  # an abrupt failure, as in a lost machine
         if step == start + spec.warmup_steps or (measure_from is None and step == spec.steps - 1):
             measure_from = ctx.recorder.now()

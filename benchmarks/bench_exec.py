@@ -1,0 +1,196 @@
+"""Execution engine benchmarks (issue 6 goals), all measured in this one run:
+
+1. Overhead per microbatch per stage boundary on loopback gloo, heterps' runtime vs torch's
+   stock pipelining runtime (hand-built PipelineStage + Schedule1F1B) on the same 2-stage
+   tiny-ctr split, same microbatches (32 of 8 samples: compute is almost nothing):
+       overhead = (step time - busiest stage's own compute) / (m + S - 1)
+   where a stage's compute is timed in one process on the same microbatches (forward +
+   backward, 1 thread): what remains is what the runtime adds per pipeline slot.
+2. Pipeline efficiency: a 2-stage ctr-dnn plan (tables scaled to 1%, 16 microbatches of 256
+   samples: >= 10 ms of compute each) -> measured throughput / the bottleneck stage's bound
+   (batch / that stage's measured compute per step).
+3. The same 2-stage plan vs single-process training of the whole model (1 and 2 threads).
+
+    python benchmarks/bench_exec.py [--steps N] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from heterps_exec.data import BatchStream  # noqa: E402
+from heterps_exec.layout import RunSpec, microbatch_bounds  # noqa: E402
+from heterps_exec.models import build_model  # noqa: E402
+from heterps_exec.partition import boundary_after, stage_model  # noqa: E402
+from heterps_exec.worker import graph_for, make_optimizer  # noqa: E402
+from tests.exec_helpers import run_exec  # noqa: E402
+
+CPU = "xeon-icelake-16vcpu"
+
+
+def _scenario(path: Path, model: str, batch: int) -> str:
+    path.write_text(f"name: bench-{model}\nmodel: {{name: {model}}}\n"
+                    f"cluster: {{types: [{CPU}]}}\n"
+                    f"workload: {{batch_size: {batch}, throughput_limit: 1000, "
+                    f"num_samples: 1.0e+6}}\n")
+    return str(path)
+
+
+def _plan(path: Path, layers: list[str], cut: int | None, m: int) -> str:
+    parts = [layers] if cut is None else [layers[:cut], layers[cut:]]
+    path.write_text(json.dumps({"stages": [{"layers": p, "resource": CPU, "num_replicas": 1}
+                                           for p in parts],
+                                "num_microbatches": m, "schedule": "1f1b"}))
+    return str(path)
+
+
+def _engine(plan: str, scenario: str, out: Path, steps: int, *extra: str) -> dict:
+    code, stdout, err = run_exec("run", plan, "--scenario", scenario, "--steps", str(steps),
+                                 "--warmup-steps", str(max(1, steps // 5)), "--out", str(out),
+                                 "--json", *extra)
+    if code:
+        raise SystemExit(f"engine run failed: {err}")
+    return json.loads(stdout)
+
+
+def _stage_compute(spec: RunSpec, repeats: int = 5) -> list[float]:
+    """Seconds of forward + backward per step for each stage, one process, one thread."""
+    torch.set_num_threads(1)
+    graph = graph_for(spec)
+    plan = spec.plan_obj()
+    whole = build_model(graph, seed=spec.seed)
+    batch = {k: torch.from_numpy(v) for k, v in
+             BatchStream(spec.data_dir, batch_size=spec.batch_size).batch(0).items()}
+    envs = [{k: v[lo:hi] for k, v in batch.items()}
+            for lo, hi in microbatch_bounds(spec.batch_size, plan.num_microbatches)]
+    out = []
+    for g, stage in enumerate(plan.stages):
+        part = stage_model(graph, stage.layers, seed=spec.seed)
+        inputs = []
+        with torch.no_grad():
+            for env in envs:
+                for layer in plan.layer_names[:plan.layer_names.index(stage.layers[0])]:
+                    env = {**env, **getattr(whole, layer).run(env)}
+                if g:
+                    b = boundary_after(graph, plan.stages[g - 1].layers[-1])
+                    env = b.unpack({k: v.clone().requires_grad_(k == "grad")
+                                    for k, v in b.pack(env).items()})
+                inputs.append(env)
+        last = g == len(plan.stages) - 1
+        nxt = None if last else boundary_after(graph, stage.layers[-1])
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            for env in inputs:
+                res, loss = part(env)
+                if last:
+                    (loss / spec.batch_size).backward()
+                else:
+                    grad_out = nxt.pack(res)["grad"]
+                    grad_out.backward(torch.ones_like(grad_out))
+            times.append(time.perf_counter() - t0)
+        out.append(statistics.median(times))
+    return out
+
+
+def _single_process(spec: RunSpec, threads: int, steps: int) -> float:
+    """Samples/s of plain training of the whole model on the same batches."""
+    torch.set_num_threads(threads)
+    model = build_model(graph_for(spec), seed=spec.seed)
+    opt = make_optimizer(spec, model)
+    stream = BatchStream(spec.data_dir, batch_size=spec.batch_size, seed=spec.seed)
+    times = []
+    for step in range(steps):
+        batch = {k: torch.from_numpy(v) for k, v in stream.batch(step).items()}
+        t0 = time.perf_counter()
+        _, loss = model(batch)
+        (loss / spec.batch_size).backward()
+        opt.step()
+        opt.zero_grad()
+        times.append(time.perf_counter() - t0)
+    warm = max(1, steps // 5)
+    return spec.batch_size / statistics.mean(times[warm:])
+
+
+def overhead(tmp: Path, steps: int) -> dict:
+    from heterps_sim.zoo import get_model
+    layers = [la.name for la in get_model("tiny-ctr").layers]
+    m = 32
+    scn = _scenario(tmp / "tiny.yaml", "tiny-ctr", 8 * m)
+    plan = _plan(tmp / "tiny2.json", layers, layers.index("concat") + 1, m)
+    ours = _engine(plan, scn, tmp / "tiny2", steps)
+    spec = RunSpec.load(tmp / "tiny2" / "spec.json")
+    compute = _stage_compute(spec)
+    stock_out = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+         str(ROOT / "benchmarks" / "exec_stock_pipeline.py"), str(tmp / "tiny2" / "spec.json"),
+         str(steps)], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    if stock_out.returncode:
+        raise SystemExit(f"stock pipelining baseline failed:\n{stock_out.stderr[-2000:]}")
+    stock_step = json.loads(stock_out.stdout.strip().splitlines()[-1])["step_s"]
+    slots = m + 2 - 1
+    return {"microbatches": m, "microbatch_samples": 8, "stage_compute_ms": [c * 1e3 for c in compute],
+            "ours_step_ms": ours["step_time_s"] * 1e3, "stock_step_ms": stock_step * 1e3,
+            "ours_overhead_ms": (ours["step_time_s"] - max(compute)) / slots * 1e3,
+            "stock_overhead_ms": (stock_step - max(compute)) / slots * 1e3}
+
+
+def efficiency(tmp: Path, steps: int) -> dict:
+    from heterps_sim.zoo import get_model
+    layers = [la.name for la in get_model("ctr-dnn").layers]
+    m, batch = 16, 4096
+    scn = _scenario(tmp / "ctr.yaml", "ctr-dnn", batch)
+    plan = _plan(tmp / "ctr2.json", layers, layers.index("fc_1") + 1, m)
+    res = _engine(plan, scn, tmp / "ctr2", steps, "--table-scale", "0.01")
+    spec = RunSpec.load(tmp / "ctr2" / "spec.json")
+    compute = [s["compute_s"] for s in res["extra"]["stages"]]
+    bound = batch / max(compute)
+    single = {t: _single_process(spec, t, steps) for t in (1, 2)}
+    return {"microbatch_samples": batch // m, "microbatch_compute_ms":
+            [c / m * 1e3 for c in compute], "throughput": res["throughput"],
+            "bottleneck_bound": bound, "efficiency": res["throughput"] / bound,
+            "single_process_1_thread": single[1], "single_process_2_threads": single[2],
+            "speedup_vs_1_thread": res["throughput"] / single[1],
+            "speedup_vs_2_threads": res["throughput"] / single[2]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        res = {"overhead": overhead(Path(d), args.steps),
+               "efficiency": efficiency(Path(d), max(6, args.steps // 2))}
+    if args.json:
+        print(json.dumps(res, indent=1))
+        return
+    o, e = res["overhead"], res["efficiency"]
+    print(f"boundary overhead per microbatch ({o['microbatches']} x {o['microbatch_samples']} "
+          f"samples, 2 stages, gloo loopback):")
+    print(f"  heterps runtime  {o['ours_overhead_ms']:.3f} ms   (step {o['ours_step_ms']:.1f} ms)")
+    print(f"  stock pipelining {o['stock_overhead_ms']:.3f} ms   (step {o['stock_step_ms']:.1f} ms)"
+          f"   ratio stock/ours {o['stock_overhead_ms'] / o['ours_overhead_ms']:.2f}x")
+    print(f"  stage compute per step {', '.join(f'{c:.1f}' for c in o['stage_compute_ms'])} ms")
+    print(f"pipeline efficiency (ctr-dnn, 2 stages, microbatch compute "
+          f"{', '.join(f'{c:.1f}' for c in e['microbatch_compute_ms'])} ms): "
+          f"{e['throughput']:,.0f} / {e['bottleneck_bound']:,.0f} samples/s = {e['efficiency']:.3f}")
+    print(f"2-stage plan vs single process: {e['speedup_vs_1_thread']:.2f}x (1 thread, "
+          f"{e['single_process_1_thread']:,.0f}/s), {e['speedup_vs_2_threads']:.2f}x "
+          f"(2 threads, {e['single_process_2_threads']:,.0f}/s)")
+
+
+if __name__ == "__main__":
+    main()

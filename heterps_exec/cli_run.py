@@ -1,0 +1,148 @@
+"""Run a plan for real: pipeline stages x data-parallel replicas, one torchrun rank each.
+
+examples:
+  heterps-exec run plan.json --scenario scenarios/exec-tiny.yaml --steps 30 --json
+  heterps-exec run plan.json --scenario S.yaml --binding binding.yaml --trace trace.json
+  heterps-exec run plan.json --scenario S.yaml --checkpoint-dir ckpt --checkpoint-every 5 \
+      --max-restarts 2
+  # two machines (run on each, node rank 0 and 1):
+  heterps-exec run plan.json --scenario S.yaml --nnodes 2 --node-rank 0 \
+      --rdzv-endpoint host0:29400
+
+The run folder (--out, default runs/exec-<time>) keeps the plan, the spec every rank read,
+the generated data, torchrun's log, ranks.json (raw measurements), result.json and the trace.
+Resuming: with --checkpoint-dir, a run starts from the directory's latest checkpoint, also
+under a different plan (elastic re-planning). Exit 2: bad input (nothing started); 1: the run
+failed (the log's tail is printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("plan", metavar="PLAN.json")
+    p.add_argument("--scenario", required=True, metavar="INPUT",
+                   help="scenario YAML naming a zoo model (the plan's layers)")
+    p.add_argument("--binding", default="cpu", metavar="FILE|cpu",
+                   help="resource type -> device YAML, or 'cpu' (default: everything on the CPU)")
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="", metavar="DIR", help="run folder")
+    p.add_argument("--data", default="", metavar="DIR",
+                   help="an existing dataset folder (default: generate one in the run folder)")
+    p.add_argument("--num-samples", type=int, default=0, help="size of a generated dataset")
+    p.add_argument("--table-scale", type=float, default=1.0,
+                   help="multiply every embedding table's rows (big zoo models on small hosts)")
+    p.add_argument("--optimizer", choices=("sgd", "adagrad"), default="sgd")
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--warmup-steps", type=int, default=1,
+                   help="steps left out of the measured throughput")
+    p.add_argument("--save-state", metavar="PATH", help="write the whole model's state dict")
+    p.add_argument("--checkpoint-dir", default="", metavar="DIR")
+    p.add_argument("--checkpoint-every", type=int, default=0, metavar="N")
+    p.add_argument("--max-restarts", type=int, default=0)
+    p.add_argument("--trace", metavar="trace.json", help="Chrome/Perfetto trace of real spans")
+    p.add_argument("--json", action="store_true", help="print the RunResult as JSON")
+    p.add_argument("--nnodes", type=int, default=1)
+    p.add_argument("--node-rank", type=int, default=0)
+    p.add_argument("--rdzv-endpoint", default="", metavar="HOST:PORT")
+    p.add_argument("--rdzv-id", default="heterps")
+    p.add_argument("--rank-timeout", type=float, default=120.0, metavar="S",
+                   help="a rank waiting longer than this on a peer fails the run")
+    p.add_argument("--timeout", type=float, default=1800.0, metavar="S",
+                   help="wall-clock limit of the whole run")
+    p.add_argument("--inject-fault", default="", metavar="RANK:STEP[:hang]",
+                   help="testing: kill (or hang) that rank at the start of that step, on the "
+                   "first attempt only")
+
+
+def _fault(text: str) -> dict:
+    from heterps_exec.cli import ExecCliError
+    if not text:
+        return {}
+    parts = text.split(":")
+    try:
+        if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] not in ("kill", "hang")):
+            raise ValueError
+        return {"rank": int(parts[0]), "step": int(parts[1]),
+                "mode": parts[2] if len(parts) == 3 else "kill"}
+    except ValueError:
+        raise ExecCliError(f"--inject-fault: expected RANK:STEP[:kill|hang], got {text!r}") from None
+
+
+def run(args) -> int:
+    from heterps_exec.cli import ExecCliError
+    from heterps_exec.launch import LaunchOptions, RunRequest, launch, prepare
+    from heterps_sim.userfiles import UserFileError
+    if args.nnodes > 1 and not args.rdzv_endpoint:
+        raise ExecCliError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT")
+    req = RunRequest(plan=args.plan, scenario=args.scenario, binding=args.binding,
+                     steps=args.steps, seed=args.seed, out_dir=args.out, data_dir=args.data,
+                     num_samples=args.num_samples, table_scale=args.table_scale,
+                     optimizer=args.optimizer, lr=args.lr, warmup_steps=args.warmup_steps,
+                     timeout_s=args.rank_timeout, checkpoint_dir=args.checkpoint_dir,
+                     checkpoint_every=args.checkpoint_every, save_state=bool(args.save_state),
+                     trace=bool(args.trace), fault=_fault(args.inject_fault))
+    try:
+        spec, problem = prepare(req)
+    except UserFileError as exc:
+        raise ExecCliError(str(exc)) from None
+    opts = LaunchOptions(nnodes=args.nnodes, node_rank=args.node_rank,
+                         rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id,
+                         max_restarts=args.max_restarts, timeout_s=args.timeout)
+    outcome = launch(spec, opts)
+    if outcome.returncode != 0:
+        why = "timed out" if outcome.timed_out else f"failed (exit {outcome.returncode})"
+        print(f"heterps-exec run: {why} after {outcome.wall_s:.1f} s; last lines of "
+              f"{outcome.log}:\n{outcome.tail()}", file=sys.stderr)
+        return 1
+    if not (Path(spec.out_dir) / "ranks.json").exists():
+        print(f"node {args.node_rank}: ranks finished; the node that ran rank 0 reports the "
+              "result", file=sys.stderr)
+        return 0
+    return _report(args, spec, problem)
+
+
+def _report(args, spec, problem) -> int:
+    from heterps_exec.measure import exec_result, exec_spans, load_ranks
+    from heterps_sim.result import save_result
+    from heterps_sim.trace import save_trace
+    parts = load_ranks(spec)
+    result = exec_result(spec, problem, parts)
+    out = Path(spec.out_dir)
+    save_result(result, out / "result.json")
+    if args.trace:
+        save_trace(exec_spans(spec, parts), args.trace,
+                   {"source": "exec", "plan": spec.plan, "emulated": result.extra["emulated"]})
+    if args.save_state:
+        tmp = Path(args.save_state).with_name(f".{Path(args.save_state).name}.tmp")
+        shutil.copyfile(out / "state.pt", tmp)
+        os.replace(tmp, args.save_state)
+    if args.json:
+        print(json.dumps(result.to_json_dict(), indent=1))
+    else:
+        print(_table(result, spec))
+    return 0
+
+
+def _table(result, spec) -> str:
+    emulated = result.extra["emulated"]
+    lines = [f"throughput {result.throughput:,.0f} samples/s   step {result.step_time_s * 1e3:.1f} ms"
+             f"   final loss {result.extra['final_loss']:.4f}   steps {spec.steps} "
+             f"({result.extra['measured_steps']} measured)   ranks {result.extra['world_size']}",
+             f"{'stage':>5} {'type':22} {'k':>3} {'compute ms':>10} {'comm ms':>8} "
+             f"{'idle ms':>8}  layers"]
+    for g, (s, e) in enumerate(zip(result.stages, result.extra["stages"], strict=True)):
+        tag = " (emulated)" if s.resource in emulated else ""
+        lines.append(f"{g:>5} {s.resource + tag:22} {s.num_replicas:>3} "
+                     f"{e['compute_s'] * 1e3:>10.2f} {e['communication_s'] * 1e3:>8.2f} "
+                     f"{e['idle_s'] * 1e3:>8.2f}  {s.layers[0]}..{s.layers[-1]}")
+    lines.append(f"run folder: {spec.out_dir}")
+    return "\n".join(lines)

@@ -1,0 +1,98 @@
+"""Rank measurements (the run folder's ranks.json) -> RunResult(source="exec") and a trace.
+
+Throughput = batch size x measured steps / the slowest rank's wall time over those steps (the
+first `warmup_steps` are left out). Per stage, averaged over its replicas, per measured step:
+compute (forward + backward + optimizer, emulated dilation included), communication (waiting
+for a boundary tensor, draining sends, the all-reduce) and idle (the rest of the step: pipeline
+bubbles and waiting for a slower stage). StageStats fields that only the cost model defines
+are filled with their measured counterparts, named in each field's comment below.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from heterps_exec.layout import RunSpec
+from heterps_sim.result import RunResult, StageStats
+from heterps_sim.trace import Span
+
+
+class MissingMeasurements(RuntimeError):
+    pass
+
+
+def load_ranks(spec: RunSpec) -> list[dict]:
+    path = Path(spec.out_dir) / "ranks.json"
+    try:
+        return json.loads(path.read_text())["ranks"]
+    except (OSError, ValueError, KeyError):
+        raise MissingMeasurements(f"{path}: no measurements (the run did not finish)") from None
+
+
+def _per_step(parts: list[dict], key: str) -> float:
+    return float(np.mean([p["totals"].get(key, 0.0) / max(p["measured_steps"], 1)
+                          for p in parts]))
+
+
+def exec_result(spec: RunSpec, problem, parts: list[dict]) -> RunResult:
+    plan = spec.plan_obj()
+    steps = min(p["measured_steps"] for p in parts)
+    wall = max(p["wall_s"] for p in parts)
+    throughput = spec.batch_size * steps / wall if wall > 0 else 0.0
+    step_time = wall / steps if steps else float("inf")
+    price = dict(zip(problem.type_names, problem.price_per_hour, strict=True))
+    units: dict[str, int] = {}
+    stages, extra_stages = [], []
+    for g, stage in enumerate(plan.stages):
+        mine = [p for p in parts if p["stage"] == g]
+        compute = sum(_per_step(mine, k) for k in ("compute", "optimizer"))
+        comm = sum(_per_step(mine, k) for k in ("transfer", "allreduce"))
+        idle = max(step_time - compute - comm, 0.0)
+        k = stage.num_replicas
+        units[stage.resource] = units.get(stage.resource, 0) + k
+        busy = compute + comm
+        stages.append(StageStats(
+            layers=stage.layers, resource=stage.resource, num_replicas=k,
+            oct_s=compute * k,          # measured compute per step, as if on one unit
+            odt_s=comm * k,             # measured communication per step, as if on one unit
+            alpha=1.0,                  # not measured: the engine splits every sample evenly
+            exec_time_s=busy,           # measured busy seconds per step of one replica
+            throughput=spec.batch_size / busy if busy > 0 else float("inf"),
+            utilisation=compute / step_time if steps else 0.0,
+            cost_per_hour=float(price[stage.resource]) * k,
+            bubble=idle / step_time if steps else 0.0,
+            comm_share=comm / busy if busy > 0 else 0.0))
+        extra_stages.append({"compute_s": compute, "communication_s": comm, "idle_s": idle,
+                             "devices": sorted({p["device"] for p in mine})})
+    cost_per_hour = sum(s.cost_per_hour for s in stages)
+    hours = problem.num_samples / throughput / 3600 if throughput > 0 else float("inf")
+    last = [p for p in parts if p["stage"] == len(plan.stages) - 1 and p["replica"] == 0][0]
+    losses = [x / spec.batch_size for x in last["losses"]]
+    emulated = sorted({s.resource for s, b in zip(plan.stages, spec.bindings, strict=True)
+                       if b.emulated})
+    return RunResult(
+        source="exec", feasible=True, reason="", throughput=throughput, step_time_s=step_time,
+        cost_usd=hours * cost_per_hour, hours=hours, cost_per_hour=cost_per_hour,
+        provisioning="fixed", throughput_limit=problem.throughput_limit,
+        bottleneck_stage=int(np.argmax([s.exec_time_s for s in stages])),
+        stages=tuple(stages), units_per_type=units,
+        extra={"final_loss": losses[-1] if losses else None, "losses": losses,
+               "first_step": last["start_step"], "measured_steps": steps,
+               "emulated": emulated, "slowdowns": [b.slowdown for b in spec.bindings],
+               "stages": extra_stages, "schedule": plan.schedule,
+               "num_microbatches": plan.num_microbatches, "world_size": len(parts)})
+
+
+def exec_spans(spec: RunSpec, parts: list[dict]) -> list[Span]:
+    """Every rank's measured spans on the simulator's tracks ("stage g / replica r (type)")."""
+    plan = spec.plan_obj()
+    spans = []
+    for p in sorted(parts, key=lambda p: p["rank"]):
+        resource = plan.stages[p["stage"]].resource
+        track = f"stage {p['stage']} / replica {p['replica']} ({resource})"
+        spans += [Span(group="stages", track=track, name=name, category=cat, start_s=s, end_s=e,
+                       args={"rank": p["rank"]}) for name, cat, s, e in p["spans"]]
+    return spans

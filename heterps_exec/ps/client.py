@@ -1,0 +1,206 @@
+"""PSClient: a trainer rank's handle on the PS ranks (pull, push, prefetch, steps, checkpoints).
+
+A pull de-duplicates its ids, splits them by shard (id % num_shards), sends every shard its
+part at once and assembles the rows in the caller's order; `prefetch` returns the same
+request as a handle to wait on later, so the next microbatch's rows travel while the current
+one computes. Pushes are asynchronous: their acknowledgements are collected at `end_step`,
+which also waits for the step to end on every shard (see server.py for the semantics).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import deque
+
+import numpy as np
+import torch
+
+from heterps_exec.ps import protocol
+from heterps_exec.ps.protocol import PSError, Reply, send_request
+from heterps_exec.ps.spec import TableSpec
+
+
+class PullHandle:
+    """Rows of one pull in flight; `wait()` -> FloatTensor[len(ids), dim]."""
+
+    def __init__(self, client, name, uniq, inverse, parts, t0):
+        self.client, self.name, self.t0 = client, name, t0
+        self.uniq, self.inverse, self.parts = uniq, inverse, parts
+        self._result = None
+
+    def wait(self) -> torch.Tensor:
+        if self._result is None:
+            dim = self.client.tables[self.name][1].dim
+            rows = torch.empty(self.uniq.numel(), dim, dtype=torch.float32)
+            errors = []
+            for mask, reply, part in self.parts:
+                out = torch.empty(part.numel() * dim, dtype=torch.float32)
+                try:
+                    reply.wait(out.view(torch.uint8))
+                except PSError as exc:  # keep receiving: every reply must be consumed
+                    errors.append(str(exc))
+                    continue
+                if mask is None:
+                    rows = out.view(-1, dim)
+                else:
+                    rows[mask] = out.view(-1, dim)
+            if errors:
+                raise PSError("; ".join(errors))
+            self.rows = rows
+            self._result = rows[self.inverse]
+            self.client._count(self.name, "pull", self.inverse.numel(), self.uniq.numel(),
+                               time.perf_counter() - self.t0)
+        return self._result
+
+
+class PSClient:
+    """Client of the PS ranks `server_ranks` (global ranks) over process group `group`."""
+
+    def __init__(self, group, server_ranks, tables=(), *, max_in_flight: int = 256):
+        self.group, self.servers = group, list(server_ranks)
+        self.tables: dict[str, tuple[int, TableSpec]] = {}
+        self._tag = 0
+        self._acks: deque = deque()
+        self._max_in_flight = max_in_flight
+        self._counters: dict[str, dict] = {}
+        for spec in tables:
+            self.declare(spec)
+
+    def _next_tag(self) -> int:
+        self._tag = self._tag % (1 << 20) + 1
+        return self._tag
+
+    def _call(self, dst, op, **kw):
+        tag = self._next_tag()
+        keep = send_request(self.group, dst, op, reply_tag=tag, **kw)
+        reply = Reply(self.group, dst, tag)
+        reply.request = keep  # a send's tensors and work must outlive it (gloo)
+        return reply, keep
+
+    def _all(self, op, **kw) -> list[tuple[int, torch.Tensor]]:
+        calls = [self._call(dst, op, **kw) for dst in self.servers]
+        out, errors = [], []
+        for reply, _ in calls:
+            try:
+                out.append(reply.wait())
+            except PSError as exc:
+                errors.append(str(exc))
+        if errors:
+            raise PSError("; ".join(errors))
+        return out
+
+    def declare(self, spec: TableSpec) -> None:
+        """Create table `spec` on every shard (or check it matches the one there)."""
+        index = {v for v, _ in self._all(protocol.DECLARE,
+                                         payload=protocol.text_bytes(spec.to_dict()))}
+        if len(index) != 1:
+            raise PSError(f"table {spec.name!r} has different indexes on the shards: {index}")
+        self.tables[spec.name] = (index.pop(), spec)
+
+    def _spec(self, table: str) -> tuple[int, TableSpec]:
+        try:
+            return self.tables[table]
+        except KeyError:
+            raise PSError(f"unknown table {table!r} (declared: {', '.join(self.tables)})") \
+                from None
+
+    def _split(self, ids: torch.Tensor):
+        """[(mask or None, server, ids)] for every shard that gets ids."""
+        n = len(self.servers)
+        if n == 1:
+            return [(None, self.servers[0], ids)]
+        shard = ids % n
+        out = []
+        for s, dst in enumerate(self.servers):
+            mask = shard == s
+            part = ids[mask]
+            if part.numel():  # a shard with nothing to do gets no request
+                out.append((mask, dst, part))
+        return out
+
+    def prefetch(self, table: str, ids: torch.Tensor) -> PullHandle:
+        """Start pulling the rows of `ids` (any shape, int64); `.wait()` returns them."""
+        t0 = time.perf_counter()
+        index, _ = self._spec(table)
+        ids = ids.reshape(-1)
+        if ids.dtype != torch.int64:
+            raise PSError(f"table {table!r}: ids must be int64, got {ids.dtype}")
+        uniq, inverse = torch.unique(ids, sorted=True, return_inverse=True)
+        parts = []
+        for mask, dst, part in self._split(uniq):
+            reply, keep = self._call(dst, protocol.PULL, table=index, ids=part)
+            parts.append((mask, reply, part))
+        return PullHandle(self, table, uniq, inverse, parts, t0)
+
+    def pull(self, table: str, ids: torch.Tensor) -> torch.Tensor:
+        """FloatTensor[len(ids), dim]: rows of `ids` (flattened) as of the step's start."""
+        return self.prefetch(table, ids).wait()
+
+    def push(self, table: str, ids: torch.Tensor, grads: torch.Tensor) -> None:
+        """Send gradients (rows of `grads` belong to `ids`; repeated ids are summed here)."""
+        t0 = time.perf_counter()
+        index, spec = self._spec(table)
+        ids = ids.reshape(-1)
+        grads = grads.detach().reshape(ids.numel(), spec.dim).to(torch.float32)
+        uniq, inverse = torch.unique(ids, sorted=True, return_inverse=True)
+        if uniq.numel() != ids.numel():
+            grads = torch.zeros(uniq.numel(), spec.dim).index_add_(0, inverse, grads)
+        for mask, dst, part in self._split(uniq):
+            g = grads if mask is None else grads[mask]
+            self._acks.append(self._call(dst, protocol.PUSH, table=index, ids=part, values=g))
+        while len(self._acks) > self._max_in_flight:
+            self._acks.popleft()[0].wait()
+        self._count(table, "push", ids.numel(), uniq.numel(), time.perf_counter() - t0)
+
+    def _drain(self) -> None:
+        errors = []
+        while self._acks:
+            try:
+                self._acks.popleft()[0].wait()
+            except PSError as exc:
+                errors.append(str(exc))
+        if errors:
+            raise PSError("; ".join(errors))
+
+    def end_step(self, step: int) -> None:
+        """This client finished step `step`: returns when the PS lets it start the next."""
+        self._drain()
+        self._all(protocol.END_STEP, step=step)
+
+    def checkpoint(self, step: int, directory: str) -> None:
+        """Every shard writes its rows as of the end of `step` under `directory` (atomic)."""
+        self._drain()
+        self._all(protocol.CHECKPOINT, step=step, payload=protocol.text_bytes(str(directory)))
+
+    def stats(self) -> dict:
+        """{"client": per-table pull/push counters, "servers": [per-shard, per-table tiers]}."""
+        self._drain()
+        servers = [json.loads(bytes(p.numpy())) for _, p in self._all(protocol.STATS)]
+        client = {}
+        for name, c in self._counters.items():
+            out = {k: v for k, v in c.items() if not k.endswith("_lat")}
+            for op in ("pull", "push"):
+                lat = np.array(c[f"{op}_lat"] or [0.0])
+                out[f"{op}_p50_s"] = float(np.percentile(lat, 50))
+                out[f"{op}_p99_s"] = float(np.percentile(lat, 99))
+                out[f"{op}_rows_per_s"] = c[f"{op}_rows"] / max(c[f"{op}_s"], 1e-12)
+            client[name] = out
+        return {"client": client, "servers": servers}
+
+    def _count(self, table, op, rows, unique, seconds) -> None:
+        c = self._counters.setdefault(table, {
+            f"{o}_{k}": (deque(maxlen=4096) if k == "lat" else 0)
+            for o in ("pull", "push") for k in ("calls", "rows", "unique_rows", "s", "lat")})
+        c[f"{op}_calls"] += 1
+        c[f"{op}_rows"] += rows
+        c[f"{op}_unique_rows"] += unique
+        c[f"{op}_s"] += seconds
+        c[f"{op}_lat"].append(seconds)
+
+    def close(self) -> None:
+        """Leave: the PS ranks stop once every client has closed."""
+        try:
+            self._drain()
+        finally:
+            self._all(protocol.CLOSE)

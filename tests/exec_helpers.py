@@ -1,0 +1,56 @@
+"""Shared by the engine tests: plans for exec-tiny, running `heterps-exec run`, the oracle."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import torch
+
+from heterps_exec.cli import main as exec_main
+from heterps_exec.layout import RunSpec
+from heterps_exec.reference import train_reference
+from heterps_sim.zoo import get_model
+
+SCENARIO = str(Path(__file__).resolve().parents[1] / "scenarios" / "exec-tiny.yaml")
+LAYERS = [la.name for la in get_model("tiny-ctr").layers]
+CPU_TYPE = "xeon-icelake-16vcpu"
+
+
+def tiny_plan(path: Path, cuts: list[int], replicas: list[int], *, schedule: str = "1f1b",
+              m: int = 4, types: list[str] | None = None) -> Path:
+    """A plan for exec-tiny cutting after the given layer counts."""
+    bounds = [0, *cuts, len(LAYERS)]
+    stages = [{"layers": LAYERS[lo:hi], "resource": (types or [CPU_TYPE] * len(replicas))[g],
+               "num_replicas": k}
+              for g, (lo, hi, k) in enumerate(zip(bounds[:-1], bounds[1:], replicas, strict=True))]
+    path.write_text(json.dumps({"format_version": 1, "stages": stages,
+                                "num_microbatches": m, "schedule": schedule}))
+    return path
+
+
+def run_exec(*args: str) -> tuple[int, str, str]:
+    """`heterps-exec` in this process (it spawns torchrun): (exit code, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = exec_main(list(args))
+    return code, out.getvalue(), err.getvalue()
+
+
+def assert_matches_reference(run_dir: Path, state_path: Path, result: dict | None = None,
+                             atol: float = 1e-5) -> None:
+    """Weights (and the losses, when given) equal single-process training on the batches."""
+    spec = RunSpec.load(run_dir / "spec.json")
+    losses, want = train_reference(spec)
+    got = torch.load(state_path)
+    assert sorted(got) == sorted(want)
+    worst = max(float((got[k] - want[k]).abs().max()) for k in want)
+    assert worst <= atol, f"max abs weight difference {worst}"
+    if result is not None:
+        measured = result["extra"]["losses"]
+        first = result["extra"]["first_step"]
+        expected = [x / spec.batch_size for x in losses[first:]]
+        assert len(measured) == len(expected)
+        assert max(abs(a - b) for a, b in zip(measured, expected, strict=True)) <= atol
