@@ -48,11 +48,11 @@ def _scenario(path: Path, model: str, batch: int) -> str:
     return str(path)
 
 
-def _plan(path: Path, layers: list[str], cut: int | None, m: int) -> str:
+def _plan(path: Path, layers: list[str], cut: int | None, m: int, schedule: str = "1f1b") -> str:
     parts = [layers] if cut is None else [layers[:cut], layers[cut:]]
     path.write_text(json.dumps({"stages": [{"layers": p, "resource": CPU, "num_replicas": 1}
                                            for p in parts],
-                                "num_microbatches": m, "schedule": "1f1b"}))
+                                "num_microbatches": m, "schedule": schedule}))
     return str(path)
 
 
@@ -85,8 +85,7 @@ def _stage_compute(spec: RunSpec, repeats: int = 5) -> list[float]:
                     env = {**env, **getattr(whole, layer).run(env)}
                 if g:
                     b = boundary_after(graph, plan.stages[g - 1].layers[-1])
-                    env = b.unpack({k: v.clone().requires_grad_(k == "grad")
-                                    for k, v in b.pack(env).items()})
+                    env, _ = b.decode(b.encode(env)[0])
                 inputs.append(env)
         last = g == len(plan.stages) - 1
         nxt = None if last else boundary_after(graph, stage.layers[-1])
@@ -98,7 +97,7 @@ def _stage_compute(spec: RunSpec, repeats: int = 5) -> list[float]:
                 if last:
                     (loss / spec.batch_size).backward()
                 else:
-                    grad_out = nxt.pack(res)["grad"]
+                    grad_out = nxt.encode(res)[1]
                     grad_out.backward(torch.ones_like(grad_out))
             times.append(time.perf_counter() - t0)
         out.append(statistics.median(times))
@@ -124,27 +123,36 @@ def _single_process(spec: RunSpec, threads: int, steps: int) -> float:
     return spec.batch_size / statistics.mean(times[warm:])
 
 
+def _stock_step(spec_path: Path, steps: int) -> float:
+    out = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+         str(ROOT / "benchmarks" / "exec_stock_pipeline.py"), str(spec_path), str(steps)],
+        capture_output=True, text=True, timeout=600, cwd=ROOT)
+    if out.returncode:
+        raise SystemExit(f"stock pipelining baseline failed:\n{out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])["step_s"]
+
+
 def overhead(tmp: Path, steps: int) -> dict:
     from heterps_sim.zoo import get_model
     layers = [la.name for la in get_model("tiny-ctr").layers]
     m = 32
     scn = _scenario(tmp / "tiny.yaml", "tiny-ctr", 8 * m)
-    plan = _plan(tmp / "tiny2.json", layers, layers.index("concat") + 1, m)
-    ours = _engine(plan, scn, tmp / "tiny2", steps)
-    spec = RunSpec.load(tmp / "tiny2" / "spec.json")
-    compute = _stage_compute(spec)
-    stock_out = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-         str(ROOT / "benchmarks" / "exec_stock_pipeline.py"), str(tmp / "tiny2" / "spec.json"),
-         str(steps)], capture_output=True, text=True, timeout=600, cwd=ROOT)
-    if stock_out.returncode:
-        raise SystemExit(f"stock pipelining baseline failed:\n{stock_out.stderr[-2000:]}")
-    stock_step = json.loads(stock_out.stdout.strip().splitlines()[-1])["step_s"]
-    slots = m + 2 - 1
-    return {"microbatches": m, "microbatch_samples": 8, "stage_compute_ms": [c * 1e3 for c in compute],
-            "ours_step_ms": ours["step_time_s"] * 1e3, "stock_step_ms": stock_step * 1e3,
+    res = {"microbatches": m, "microbatch_samples": 8}
+    for schedule in ("gpipe", "1f1b"):
+        plan = _plan(tmp / f"tiny-{schedule}.json", layers, layers.index("concat") + 1, m,
+                     schedule)
+        ours = _engine(plan, scn, tmp / schedule, steps)
+        spec_path = tmp / schedule / "spec.json"
+        compute = _stage_compute(RunSpec.load(spec_path))
+        stock = _stock_step(spec_path, steps)
+        slots = m + 2 - 1
+        res[schedule] = {
+            "stage_compute_ms": [c * 1e3 for c in compute],
+            "ours_step_ms": ours["step_time_s"] * 1e3, "stock_step_ms": stock * 1e3,
             "ours_overhead_ms": (ours["step_time_s"] - max(compute)) / slots * 1e3,
-            "stock_overhead_ms": (stock_step - max(compute)) / slots * 1e3}
+            "stock_overhead_ms": (stock - max(compute)) / slots * 1e3}
+    return res
 
 
 def efficiency(tmp: Path, steps: int) -> dict:
@@ -180,10 +188,13 @@ def main() -> None:
     o, e = res["overhead"], res["efficiency"]
     print(f"boundary overhead per microbatch ({o['microbatches']} x {o['microbatch_samples']} "
           f"samples, 2 stages, gloo loopback):")
-    print(f"  heterps runtime  {o['ours_overhead_ms']:.3f} ms   (step {o['ours_step_ms']:.1f} ms)")
-    print(f"  stock pipelining {o['stock_overhead_ms']:.3f} ms   (step {o['stock_step_ms']:.1f} ms)"
-          f"   ratio stock/ours {o['stock_overhead_ms'] / o['ours_overhead_ms']:.2f}x")
-    print(f"  stage compute per step {', '.join(f'{c:.1f}' for c in o['stage_compute_ms'])} ms")
+    for schedule in ("gpipe", "1f1b"):
+        r = o[schedule]
+        print(f"  {schedule:5s} heterps {r['ours_overhead_ms']:.3f} ms (step "
+              f"{r['ours_step_ms']:.1f} ms)   stock pipelining {r['stock_overhead_ms']:.3f} ms "
+              f"(step {r['stock_step_ms']:.1f} ms)   stock/heterps "
+              f"{r['stock_overhead_ms'] / r['ours_overhead_ms']:.2f}x   stage compute "
+              f"{', '.join(f'{c:.1f}' for c in r['stage_compute_ms'])} ms/step")
     print(f"pipeline efficiency (ctr-dnn, 2 stages, microbatch compute "
           f"{', '.join(f'{c:.1f}' for c in e['microbatch_compute_ms'])} ms): "
           f"{e['throughput']:,.0f} / {e['bottleneck_bound']:,.0f} samples/s = {e['efficiency']:.3f}")

@@ -1,6 +1,6 @@
 """Baseline for bench_exec.py: the same 2-stage tiny-ctr split on torch's stock pipelining.
 
-Run by bench_exec.py under torchrun (2 ranks): hand-built `PipelineStage`s + `Schedule1F1B`
+Run by bench_exec.py under torchrun (2 ranks): hand-built `PipelineStage`s + `Schedule1F1B` / `ScheduleGPipe` (the plan's schedule)
 over exactly the layers, microbatches and batches heterps' engine runs, so the two step
 times differ only by the runtime. Prints one JSON line (rank 0): seconds per step.
     torchrun --standalone --nproc-per-node 2 benchmarks/exec_stock_pipeline.py SPEC.json STEPS
@@ -15,7 +15,7 @@ import time
 
 import torch
 import torch.distributed as dist
-from torch.distributed.pipelining import PipelineStage, Schedule1F1B
+from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
 from heterps_exec.data import BatchStream
 from heterps_exec.layout import RunSpec
@@ -69,7 +69,8 @@ def main() -> None:
         return torch.nn.functional.binary_cross_entropy_with_logits(
             logit.reshape(-1), target.reshape(-1), reduction="sum") / batch_size
 
-    schedule = Schedule1F1B(stage, plan.num_microbatches, loss_fn=loss_fn, scale_grads=False)
+    kind = {"1f1b": Schedule1F1B, "gpipe": ScheduleGPipe}[plan.schedule]
+    schedule = kind(stage, plan.num_microbatches, loss_fn=loss_fn, scale_grads=False)
     optimizer = torch.optim.SGD(module.parameters(), lr=spec.lr)
     stream = BatchStream(spec.data_dir, batch_size=batch_size, seed=spec.seed)
     times = []

@@ -5,10 +5,10 @@
     b = boundary_after(graph, "emb_7")                        # tensors a cut there must ship
 
 A stage's parameters keep their original names ("fc_0.weight"), so a state dict saved under
-one plan loads under another. The `Boundary` packs the live tensors of a cut into at most three
-contiguous buffers - float tensors that carry a gradient (sent forward, their gradient comes
-back), float tensors that do not (raw features) and int64 tensors (ids, class labels) - so a
-microbatch crosses a cut in one to three point-to-point messages whatever the model.
+one plan loads under another. The `Boundary` packs the live tensors of a cut - float tensors
+that carry a gradient (their gradient comes back), float tensors that do not (raw features)
+and int64 tensors (ids, class labels) - into one message, so a microbatch crosses a cut in
+one point-to-point message forward and at most one backward, whatever the model.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ import torch
 
 from heterps_exec.data import raw_tensors
 from heterps_exec.models import GraphModel, build_model
-from heterps_sim.zoo_layers import F32, ModelGraph
+from heterps_sim.zoo_layers import F32, ID_BYTES, ModelGraph
 
 KINDS = ("grad", "plain", "int")
-"""Buffer kinds, in the order they are sent."""
+"""Tensor kinds at a cut: float32 with a gradient, float32 without, int64."""
 
 
 def stage_model(graph: ModelGraph, layers: Sequence[str], *, seed: int = 0,
@@ -55,7 +55,14 @@ class BoundaryTensor:
 
 @dataclass(frozen=True, slots=True)
 class Boundary:
-    """The tensors live across one cut, grouped into the buffers that carry them."""
+    """The tensors live across one cut, and their wire format.
+
+    Forward, one uint8 message per microbatch, each row one sample's bytes: int64 tensors
+    first, then the float32 tensors that carry a gradient, then those that do not, padded to
+    8 bytes (so every section can be viewed back in place). Backward, the gradient of the
+    grad section as one float32 [batch, width("grad")] message. One message each way keeps
+    the per-microbatch cost of a cut to one gloo round of latency.
+    """
 
     tensors: tuple[BoundaryTensor, ...]
 
@@ -63,34 +70,53 @@ class Boundary:
         return sum(t.width for t in self.tensors if t.kind == kind)
 
     @property
-    def kinds(self) -> tuple[str, ...]:
-        """The buffer kinds this cut sends (empty ones are skipped)."""
-        return tuple(k for k in KINDS if self.width(k))
+    def has_grad(self) -> bool:
+        return self.width("grad") > 0
 
-    def pack(self, env: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """{kind: [batch, width] buffer}; the grad buffer stays in the autograd graph."""
-        out = {}
-        for kind in self.kinds:
-            parts = [env[t.name].reshape(env[t.name].shape[0], -1) for t in self.tensors
-                     if t.kind == kind]
-            buf = torch.cat(parts, 1) if len(parts) > 1 else parts[0]
-            out[kind] = buf if kind == "grad" else buf.detach().contiguous()
+    def _sections(self) -> dict[str, tuple[int, int]]:
+        """Byte [lo, hi) of each kind in a row."""
+        out, lo = {}, 0
+        for kind in ("int", "grad", "plain"):
+            hi = lo + self.width(kind) * (ID_BYTES if kind == "int" else F32)
+            out[kind] = (lo, int(hi))
+            lo = int(hi)
         return out
 
-    def unpack(self, buffers: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Views of the received buffers, one per tensor name."""
+    @property
+    def row_bytes(self) -> int:
+        return -(-self._sections()["plain"][1] // 8) * 8
+
+    def encode(self, env: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(the forward message, the grad section still in the autograd graph, or None)."""
+        batch = next(iter(env.values())).shape[0]
+        by_kind = {k: [env[t.name].reshape(batch, -1) for t in self.tensors if t.kind == k]
+                   for k in KINDS}
+        grad = torch.cat(by_kind["grad"], 1) if by_kind["grad"] else None
+        parts = [x.detach().contiguous().view(torch.uint8)
+                 for k in ("int", "grad", "plain") for x in by_kind[k]]
+        pad = self.row_bytes - self._sections()["plain"][1]
+        if pad:
+            parts.append(torch.zeros(batch, pad, dtype=torch.uint8, device=parts[0].device))
+        return torch.cat(parts, 1), grad
+
+    def decode(self, message: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
+        """(tensor name -> view, the grad section as a fresh leaf that collects the gradient)."""
+        sec = self._sections()
+        views = {k: message[:, lo:hi].view(torch.int64 if k == "int" else torch.float32)
+                 for k, (lo, hi) in sec.items() if hi > lo}
+        leaf = views["grad"].clone().requires_grad_(True) if "grad" in views else None
+        if leaf is not None:
+            views["grad"] = leaf
         env, offset = {}, dict.fromkeys(KINDS, 0)
         for t in self.tensors:
             lo = offset[t.kind]
-            env[t.name] = buffers[t.kind][:, lo:lo + t.width]
+            env[t.name] = views[t.kind][:, lo:lo + t.width]
             offset[t.kind] = lo + t.width
-        return env
+        return env, leaf
 
-    def empty(self, batch: int, device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
-        """Receive buffers for a microbatch of `batch` samples."""
-        return {k: torch.empty(batch, self.width(k), device=device,
-                               dtype=torch.int64 if k == "int" else torch.float32)
-                for k in self.kinds}
+    def empty(self, batch: int, device: str | torch.device = "cpu") -> torch.Tensor:
+        """A receive buffer for one microbatch's forward message."""
+        return torch.empty(batch, self.row_bytes, dtype=torch.uint8, device=device)
 
 
 def boundary_after(graph: ModelGraph, layer: str) -> Boundary:

@@ -8,8 +8,8 @@
 Point-to-point, not torch.distributed.pipelining: HeterPS plans give stages different replica
 counts, so one replica exchanges microbatches with several peers (mu goes to replica
 mu mod k of the next stage); the stock stage objects bind one peer per side and cost
-1.4-2.9 ms per boundary here. The messages are torch.distributed isend / irecv, one to three
-per microbatch and cut (partition.Boundary), each with its own tag, all receives of a step
+1.4-2.9 ms per boundary here. The messages are torch.distributed isend / irecv, one per
+microbatch and cut each way (partition.Boundary), each with its own tag, all receives of a step
 posted when it starts so transfers overlap compute. Replicas of a stage sum their gradients
 (and the step's loss) in ONE all-reduce over the stage's own group, then step the optimizer:
 each microbatch's loss is its per-sample sum divided by the global batch size, so the result
@@ -25,7 +25,7 @@ import torch
 import torch.distributed as dist
 
 from heterps_exec.layout import Layout, RunSpec, microbatch_bounds
-from heterps_exec.partition import KINDS, Boundary
+from heterps_exec.partition import Boundary
 from heterps_exec.timeline import Recorder
 from heterps_sim.lanes import B, F
 
@@ -40,6 +40,8 @@ class StageContext:
     stage: int
     replica: int
     device: torch.device
+    comm_device: torch.device
+    """Where messages live: the compute device under NCCL, the CPU under gloo."""
     group: dist.ProcessGroup | None
     """The stage's data-parallel group (None with one replica)."""
     in_boundary: Boundary | None
@@ -48,8 +50,8 @@ class StageContext:
     recorder: Recorder
 
 
-def _tag(mu: int, kind: str, backward: bool) -> int:
-    return mu * 8 + (4 if backward else 0) + KINDS.index(kind)
+def _tag(mu: int, backward: bool) -> int:
+    return 2 * mu + int(backward)
 
 
 class StageRunner:
@@ -74,28 +76,23 @@ class StageRunner:
         for code, mu in actions:
             size = self._size(mu)
             if code == F and c.in_boundary is not None:
+                buf = c.in_boundary.empty(size, c.comm_device)
                 src = c.layout.rank_of(c.stage - 1, mu)
-                bufs = c.in_boundary.empty(size)
-                works = [dist.irecv(bufs[k], src=src, tag=_tag(mu, k, False))
-                         for k in c.in_boundary.kinds]
-                self.inbox["F", mu] = (bufs, works)
-            elif code == B and c.out_boundary is not None and "grad" in c.out_boundary.kinds:
+                self.inbox["F", mu] = (buf, dist.irecv(buf, src=src, tag=_tag(mu, False)))
+            elif code == B and c.out_boundary is not None and c.out_boundary.has_grad:
+                buf = torch.empty(size, c.out_boundary.width("grad"), device=c.comm_device)
                 src = c.layout.rank_of(c.stage + 1, mu)
-                buf = torch.empty(size, c.out_boundary.width("grad"))
-                self.inbox["B", mu] = ({"grad": buf},
-                                       [dist.irecv(buf, src=src, tag=_tag(mu, "grad", True))])
+                self.inbox["B", mu] = (buf, dist.irecv(buf, src=src, tag=_tag(mu, True)))
 
-    def _receive(self, key: tuple[str, int]) -> dict[str, torch.Tensor]:
-        bufs, works = self.inbox.pop(key)
+    def _receive(self, key: tuple[str, int]) -> torch.Tensor:
+        buf, work = self.inbox.pop(key)
         with self.ctx.recorder.span(f"recv {key[0]}{key[1]}", "transfer"):
-            for w in works:
-                w.wait()
-        return {k: v.to(self.ctx.device) for k, v in bufs.items()}
+            work.wait()
+        return buf.to(self.ctx.device)
 
-    def _send(self, bufs: dict[str, torch.Tensor], dst: int, mu: int, backward: bool) -> None:
-        for kind, buf in bufs.items():
-            cpu = buf.detach().to("cpu").contiguous()
-            self.sends.append((cpu, dist.isend(cpu, dst=dst, tag=_tag(mu, kind, backward))))
+    def _send(self, buf: torch.Tensor, dst: int, mu: int, backward: bool) -> None:
+        msg = buf.detach().to(self.ctx.comm_device).contiguous()
+        self.sends.append((msg, dist.isend(msg, dst=dst, tag=_tag(mu, backward))))
 
     def _size(self, mu: int) -> int:
         lo, hi = self.bounds[mu % self.m]
@@ -120,18 +117,14 @@ class StageRunner:
             env = {k: torch.from_numpy(v[lo:hi]).to(c.device) for k, v in batch.items()}
             leaf = None
         else:
-            bufs = self._receive(("F", mu))
-            leaf = bufs.get("grad")
-            if leaf is not None:
-                leaf.requires_grad_(True)
-            env = c.in_boundary.unpack(bufs)
+            env, leaf = c.in_boundary.decode(self._receive(("F", mu)))
         out_env, loss = self._compute(f"F{mu}", lambda: self.module(env))
         if self.last:
             self.stash[mu] = (leaf, loss)
             return
-        packed = c.out_boundary.pack(out_env)
-        self.stash[mu] = (leaf, packed.get("grad"))
-        self._send(packed, c.layout.rank_of(c.stage + 1, mu), mu, backward=False)
+        message, grad_out = c.out_boundary.encode(out_env)
+        self.stash[mu] = (leaf, grad_out)
+        self._send(message, c.layout.rank_of(c.stage + 1, mu), mu, backward=False)
 
     def backward(self, mu: int) -> None:
         c = self.ctx
@@ -140,12 +133,12 @@ class StageRunner:
             self.loss_sum += float(out.detach())
             self._compute(f"B{mu}", lambda: (out / c.spec.batch_size).backward())
         elif out is not None:
-            grad = self._receive(("B", mu))["grad"]
+            grad = self._receive(("B", mu))
             if out.requires_grad:
                 self._compute(f"B{mu}", lambda: torch.autograd.backward([out], [grad]))
         if leaf is not None:
             g = leaf.grad if leaf.grad is not None else torch.zeros_like(leaf)
-            self._send({"grad": g}, c.layout.rank_of(c.stage - 1, mu), mu, backward=True)
+            self._send(g, c.layout.rank_of(c.stage - 1, mu), mu, backward=True)
 
     # -- step end ------------------------------------------------------------------------
     def end_step(self) -> float:
@@ -157,15 +150,15 @@ class StageRunner:
             with c.recorder.span("allreduce", "allreduce"):
                 grads = [p.grad if p.grad is not None else torch.zeros_like(p)
                          for p in self.params]
-                flat = torch.cat([g.reshape(-1).to("cpu", torch.float32) for g in grads]
-                                 + [loss])
+                flat = torch.cat([g.reshape(-1).to(c.comm_device, torch.float32)
+                                  for g in grads] + [loss.to(c.comm_device)])
                 dist.all_reduce(flat, group=c.group)
                 offset = 0
                 for p, g in zip(self.params, grads, strict=True):
                     n = g.numel()
                     p.grad = flat[offset:offset + n].reshape(g.shape).to(p.device, p.dtype)
                     offset += n
-                loss = flat[-1:]
+                loss = flat[-1:].cpu()
         with c.recorder.span("optimizer", "optimizer"):
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)

@@ -67,9 +67,12 @@ def build_context(spec: RunSpec, rank: int) -> tuple[StageContext, torch.nn.Modu
     graph = graph_for(spec)
     binding = spec.bindings[stage]
     device = torch.device(binding.device)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
     module = stage_model(graph, plan.stages[stage].layers, seed=spec.seed, device=device)
     ctx = StageContext(
         spec=spec, layout=layout, rank=rank, stage=stage, replica=replica, device=device,
+        comm_device=device if dist.get_backend() == "nccl" else torch.device("cpu"),
         group=groups[stage],
         in_boundary=boundary_after(graph, plan.stages[stage - 1].layers[-1]) if stage else None,
         out_boundary=(boundary_after(graph, plan.stages[stage].layers[-1])

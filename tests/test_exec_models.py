@@ -9,7 +9,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from heterps_exec.data import BatchStream, DatasetError, generate_dataset, raw_tensors
 from heterps_exec.models import build_model, scale_tables
-from heterps_exec.partition import KINDS, boundary_after, cut, stage_model
+from heterps_exec.partition import boundary_after, cut, stage_model
 from heterps_exec.rows import initial_rows
 from heterps_sim import zoo
 from heterps_sim.zoo_layers import F32, ID_BYTES
@@ -106,8 +106,14 @@ def test_stages_compose_to_the_whole_model(tmp_path):
         env, loss = part(env)
         if k < len(cuts) - 1:  # ship only what the boundary carries, through its buffers
             b = boundary_after(graph, layers[-1])
-            env = b.unpack({kind: buf.detach() for kind, buf in b.pack(env).items()})
-            assert set(b.kinds) <= set(KINDS)
+            message, grad = b.encode(env)
+            assert message.dtype == torch.uint8 and message.shape == (16, b.row_bytes)
+            assert (grad is None) == (not b.has_grad)
+            decoded, leaf = b.decode(message.clone())
+            assert decoded.keys() == {t.name for t in b.tensors}
+            for name, value in decoded.items():  # bit-exact through the wire format
+                assert torch.equal(value, env[name].reshape(16, -1)), name
+            env = decoded
     assert torch.allclose(loss, expected, rtol=0, atol=1e-5)
     sliced = cut(whole, names[10:12])
     assert [n for n, _ in sliced.named_children()] == names[10:12]

@@ -60,7 +60,8 @@ def text_bytes(obj) -> torch.Tensor:
 def send_request(group, dst: int, op: int, *, table: int = 0, step: int = 0,
                  ids: torch.Tensor | None = None, values: torch.Tensor | None = None,
                  payload: torch.Tensor | None = None, reply_tag: int = 1) -> list:
-    """Post a request to global rank `dst`; returns the works and the tensors to keep alive."""
+    """Post a request to global rank `dst`; returns [works, header, body], which the caller
+    must keep referenced until the reply arrives (gloo drops a send whose work is freed)."""
     empty = torch.empty(0, dtype=torch.int64)
     ids = empty if ids is None else ids
     values = torch.empty(0, dtype=torch.float32) if values is None else values
