@@ -134,14 +134,17 @@ def _report(args, spec, problem) -> int:
 
 def _table(result, spec) -> str:
     emulated = result.extra["emulated"]
+    slow = result.extra["slowdowns"]
+    names = [s.resource + (" (emulated)" if s.resource in emulated else "")
+             for s in result.stages]
+    w = max(len(n) for n in [*names, "type"])
     lines = [f"throughput {result.throughput:,.0f} samples/s   step {result.step_time_s * 1e3:.1f} ms"
              f"   final loss {result.extra['final_loss']:.4f}   steps {spec.steps} "
              f"({result.extra['measured_steps']} measured)   ranks {result.extra['world_size']}",
-             f"{'stage':>5} {'type':22} {'k':>3} {'compute ms':>10} {'comm ms':>8} "
-             f"{'idle ms':>8}  layers"]
+             f"{'stage':>5} {'type':{w}} {'k':>3} {'slowdown':>8} {'compute ms':>10} "
+             f"{'comm ms':>8} {'idle ms':>8}  layers"]
     for g, (s, e) in enumerate(zip(result.stages, result.extra["stages"], strict=True)):
-        tag = " (emulated)" if s.resource in emulated else ""
-        lines.append(f"{g:>5} {s.resource + tag:22} {s.num_replicas:>3} "
+        lines.append(f"{g:>5} {names[g]:{w}} {s.num_replicas:>3} {slow[g]:>8.2f} "
                      f"{e['compute_s'] * 1e3:>10.2f} {e['communication_s'] * 1e3:>8.2f} "
                      f"{e['idle_s'] * 1e3:>8.2f}  {s.layers[0]}..{s.layers[-1]}")
     lines.append(f"run folder: {spec.out_dir}")

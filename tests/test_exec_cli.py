@@ -91,3 +91,20 @@ def test_emulated_types_keep_their_peak_speed_ratios():
     fixed = BindingFile(types={"t4": TypeBinding(slowdown=3.0)}, default=TypeBinding())
     cpu, gpu = stage_bindings(fixed, plan, types, "b.yaml", num_gpus=0)
     assert (cpu.slowdown, cpu.emulated, gpu.slowdown, gpu.emulated) == (1.0, False, 3.0, True)
+
+
+def test_shipped_bindings_validate_against_the_shipped_plan():
+    from pathlib import Path
+
+    from heterps_exec.binding import BindingError, load_binding
+    root = Path(__file__).resolve().parents[1]
+    types = {t.name: t for t in load_catalog()}
+    plan = plan_from_dict(json.loads((root / "scenarios/plans/exec-tiny-pipeline.json").read_text()))
+    emulated = stage_bindings(load_binding(str(root / "scenarios/bindings/emulated.yaml")), plan,
+                              types, "emulated.yaml", num_gpus=0)
+    assert all(b.emulated and b.device == "cpu" for b in emulated)
+    gpu = load_binding(str(root / "scenarios/bindings/cpu-and-gpu.yaml"))
+    assert [b.device for b in stage_bindings(gpu, plan, types, "g.yaml", num_gpus=1)] == \
+        ["cpu", "cuda:0", "cpu"]
+    with pytest.raises(BindingError, match="cuda:0 but this machine has 0"):
+        stage_bindings(gpu, plan, types, "g.yaml", num_gpus=0)

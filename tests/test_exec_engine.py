@@ -9,11 +9,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from heterps_sim.trace import CATEGORIES
 from tests.exec_helpers import SCENARIO, assert_matches_reference, run_exec, tiny_plan
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # (cut after these layer counts, replicas per stage, schedule, microbatches, optimizer).
 # Adagrad divides by the root of the summed squared gradients, so it amplifies the rounding
@@ -109,20 +112,24 @@ def test_two_node_launch_over_loopback(tmp_path):
 
 
 @pytest.mark.timeout(240)
-def test_trace_has_every_microbatch_on_every_replica(tmp_path):
-    plan = tiny_plan(tmp_path / "plan.json", [10], [2, 1], m=4)
+def test_shipped_plan_on_emulated_types_traces_every_microbatch(tmp_path):
     trace = tmp_path / "trace.json"
-    code, _, err = run_exec("run", str(plan), "--scenario", SCENARIO, "--steps", "3",
-                            "--out", str(tmp_path / "run"), "--trace", str(trace))
+    code, out, err = run_exec("run", str(ROOT / "scenarios/plans/exec-tiny-pipeline.json"),
+                              "--scenario", SCENARIO, "--binding",
+                              str(ROOT / "scenarios/bindings/emulated.yaml"), "--steps", "3",
+                              "--out", str(tmp_path / "run"), "--trace", str(trace), "--json")
     assert code == 0, err
+    result = json.loads(out)
+    assert result["extra"]["emulated"] == ["epyc-milan-32vcpu", "t4", "xeon-icelake-16vcpu"]
+    assert result["extra"]["slowdowns"][1] == 1.0 and min(result["extra"]["slowdowns"]) == 1.0
     doc = json.loads(trace.read_text())
     events = [e for e in doc["traceEvents"] if e["ph"] == "X"]
     names = {e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "thread_name"}
     assert names == {"stage 0 / replica 0 (xeon-icelake-16vcpu)",
                      "stage 0 / replica 1 (xeon-icelake-16vcpu)",
-                     "stage 1 / replica 0 (xeon-icelake-16vcpu)"}
+                     "stage 1 / replica 0 (t4)", "stage 2 / replica 0 (epyc-milan-32vcpu)"}
     forwards = [e["name"] for e in events if e["name"].startswith("F")]
-    assert sorted(forwards) == sorted(f"F{mu}" for mu in range(12) for _ in range(2))
+    assert sorted(forwards) == sorted(f"F{mu}" for mu in range(12) for _ in range(3))
     assert {e["cat"] for e in events} <= set(CATEGORIES)
     assert all(e["dur"] >= 0 for e in events)
 

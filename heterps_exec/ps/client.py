@@ -14,11 +14,20 @@ import time
 from collections import deque
 
 import numpy as np
+import pandas as pd
 import torch
 
 from heterps_exec.ps import protocol
 from heterps_exec.ps.protocol import PSError, Reply, send_request
 from heterps_exec.ps.spec import TableSpec
+
+
+def dedup(ids: torch.Tensor) -> tuple[torch.Tensor, np.ndarray]:
+    """(distinct ids in order of first appearance, inverse: ids == uniq[inverse]).
+
+    A hash table (pandas.factorize), about 3x faster than torch.unique's sort at 4096 ids."""
+    codes, uniq = pd.factorize(ids.numpy())
+    return torch.from_numpy(np.ascontiguousarray(uniq, dtype=np.int64)), codes.astype(np.int64)
 
 
 class PullHandle:
@@ -48,8 +57,8 @@ class PullHandle:
             if errors:
                 raise PSError("; ".join(errors))
             self.rows = rows
-            self._result = rows[self.inverse]
-            self.client._count(self.name, "pull", self.inverse.numel(), self.uniq.numel(),
+            self._result = torch.from_numpy(np.take(rows.numpy(), self.inverse, axis=0))
+            self.client._count(self.name, "pull", self.inverse.size, self.uniq.numel(),
                                time.perf_counter() - self.t0)
         return self._result
 
@@ -126,7 +135,7 @@ class PSClient:
         ids = ids.reshape(-1)
         if ids.dtype != torch.int64:
             raise PSError(f"table {table!r}: ids must be int64, got {ids.dtype}")
-        uniq, inverse = torch.unique(ids, sorted=True, return_inverse=True)
+        uniq, inverse = dedup(ids)
         parts = []
         for mask, dst, part in self._split(uniq):
             reply, keep = self._call(dst, protocol.PULL, table=index, ids=part)
@@ -143,9 +152,10 @@ class PSClient:
         index, spec = self._spec(table)
         ids = ids.reshape(-1)
         grads = grads.detach().reshape(ids.numel(), spec.dim).to(torch.float32)
-        uniq, inverse = torch.unique(ids, sorted=True, return_inverse=True)
+        uniq, inverse = dedup(ids)
         if uniq.numel() != ids.numel():
-            grads = torch.zeros(uniq.numel(), spec.dim).index_add_(0, inverse, grads)
+            grads = torch.zeros(uniq.numel(), spec.dim).index_add_(
+                0, torch.from_numpy(inverse), grads)
         for mask, dst, part in self._split(uniq):
             g = grads if mask is None else grads[mask]
             self._acks.append(self._call(dst, protocol.PUSH, table=index, ids=part, values=g))

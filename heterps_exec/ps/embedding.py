@@ -61,4 +61,5 @@ class PSEmbeddingBag(nn.Module):
         if torch.is_grad_enabled():
             rows = _PushOnBackward.apply(rows.requires_grad_(), self.client, self.table,
                                          handle.uniq)
-        return F.embedding_bag(handle.inverse.view(ids.shape), rows, mode="sum")
+        bags = torch.from_numpy(handle.inverse).view(ids.shape)
+        return F.embedding_bag(bags, rows, mode="sum")

@@ -54,8 +54,21 @@ def _push_front(s, prev, nxt, meta):
 
 
 @njit(cache=True)
-def _lru_access(keys, slot_of, key_of, prev, nxt, free, meta, seen, now, evk, evs):
-    """meta = [head, tail, num_free]; returns the number of evictions written to evk/evs."""
+def _move(i, rows, s, data, n_ev, vrows, evicting):
+    """Row i of the batch enters slot s; an evicted occupant's row is saved first."""
+    if evicting:
+        for c in range(data.shape[1]):
+            vrows[n_ev, c] = data[s, c]
+    for c in range(data.shape[1]):
+        data[s, c] = rows[i, c]
+
+
+@njit(cache=True)
+def _lru_access(keys, slot_of, key_of, prev, nxt, free, meta, seen, now, evk, evs,
+                rows, data, vrows):
+    """meta = [head, tail, num_free]; returns the number of evictions written to evk/evs.
+    Moves row data as it decides (rows of the batch -> data, evicted rows -> vrows), so a
+    row admitted and evicted within one batch is never lost."""
     n_ev = 0
     for i in range(keys.size):
         k = keys[i]
@@ -65,6 +78,7 @@ def _lru_access(keys, slot_of, key_of, prev, nxt, free, meta, seen, now, evk, ev
         elif meta[2] > 0:
             meta[2] -= 1
             s = free[meta[2]]
+            _move(i, rows, s, data, n_ev, vrows, False)
         else:
             s = meta[1]
             _unlink(s, prev, nxt, meta)
@@ -72,6 +86,7 @@ def _lru_access(keys, slot_of, key_of, prev, nxt, free, meta, seen, now, evk, ev
             slot_of[old] = -1
             evk[n_ev] = old
             evs[n_ev] = s
+            _move(i, rows, s, data, n_ev, vrows, True)
             n_ev += 1
         key_of[s] = k
         slot_of[k] = s
@@ -128,7 +143,8 @@ def _sift_up(i, heap, hpos, freq, key_of, stamp):
 
 
 @njit(cache=True)
-def _lfu_access(keys, slot_of, key_of, freq, heap, hpos, stamp, meta, admit, evk, evs):
+def _lfu_access(keys, slot_of, key_of, freq, heap, hpos, stamp, meta, admit, evk, evs,
+                rows, data, vrows):
     """meta = [size, capacity, clock]; heap of slots ordered by (freq of its key, stamp)."""
     n_ev = 0
     for i in range(keys.size):
@@ -148,6 +164,7 @@ def _lfu_access(keys, slot_of, key_of, freq, heap, hpos, stamp, meta, admit, evk
             key_of[s] = k
             slot_of[k] = s
             stamp[s] = meta[2]
+            _move(i, rows, s, data, n_ev, vrows, False)
             _sift_up(hpos[s], heap, hpos, freq, key_of, stamp)
             continue
         s = heap[0]
@@ -157,6 +174,7 @@ def _lfu_access(keys, slot_of, key_of, freq, heap, hpos, stamp, meta, admit, evk
         slot_of[old] = -1
         evk[n_ev] = old
         evs[n_ev] = s
+        _move(i, rows, s, data, n_ev, vrows, True)
         n_ev += 1
         key_of[s] = k
         slot_of[k] = s
@@ -196,7 +214,26 @@ class Policy:
             self._evs = np.empty(2 * n, dtype=np.int64)
         return self._evk, self._evs
 
-    def access(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def access(self, keys, rows=None, data=None):
+        """Record an access of `keys` (one batch, in order). With `rows` (the batch's current
+        rows) and `data` (the tier's slots) it also moves the data. Returns (evicted keys,
+        their slots, their rows), in eviction order."""
+        keys = np.ascontiguousarray(keys, dtype=np.int64)
+        if data is None:
+            data = np.empty((max(self.capacity, 1), 0), dtype=np.float32)
+            rows = np.empty((keys.size, 0), dtype=np.float32)
+        vrows = np.empty((keys.size, data.shape[1]), dtype=np.float32)
+        if self.capacity == 0 or keys.size == 0:
+            self._miss_only(keys)
+            return self._evk[:0].copy(), self._evs[:0].copy(), vrows[:0]
+        evk, evs = self._buffers(keys.size)
+        n = self._kernel(keys, evk, evs, rows, data, vrows)
+        return evk[:n].copy(), evs[:n].copy(), vrows[:n]
+
+    def _miss_only(self, keys) -> None:
+        pass
+
+    def _kernel(self, keys, evk, evs, rows, data, vrows) -> int:
         raise NotImplementedError
 
     def end_pass(self) -> tuple[np.ndarray, np.ndarray]:
@@ -223,14 +260,9 @@ class LRU(Policy):
         self.seen = np.zeros(c, dtype=np.int64)
         self.now = 0
 
-    def access(self, keys):
-        keys = np.ascontiguousarray(keys, dtype=np.int64)
-        if self.capacity == 0 or keys.size == 0:
-            return self._evk[:0].copy(), self._evs[:0].copy()
-        evk, evs = self._buffers(keys.size)
-        n = _lru_access(keys, self.slot_of, self.key_of, self.prev, self.next, self.free,
-                        self.meta, self.seen, self.now, evk, evs)
-        return evk[:n].copy(), evs[:n].copy()
+    def _kernel(self, keys, evk, evs, rows, data, vrows):
+        return _lru_access(keys, self.slot_of, self.key_of, self.prev, self.next, self.free,
+                           self.meta, self.seen, self.now, evk, evs, rows, data, vrows)
 
     def remove(self, keys) -> None:
         """Forget `keys` (they moved to another tier); their slots become free."""
@@ -275,15 +307,12 @@ class LFU(Policy):
         if self.slot_of.size > self.freq.size:
             self.freq = _grow(self.freq, self.slot_of.size, 0)
 
-    def access(self, keys):
-        keys = np.ascontiguousarray(keys, dtype=np.int64)
-        if self.capacity == 0 or keys.size == 0:
-            self.freq[keys] += 1
-            return self._evk[:0].copy(), self._evs[:0].copy()
-        evk, evs = self._buffers(keys.size)
-        n = _lfu_access(keys, self.slot_of, self.key_of, self.freq, self.heap, self.hpos,
-                        self.stamp, self.meta, self.admit, evk, evs)
-        return evk[:n].copy(), evs[:n].copy()
+    def _miss_only(self, keys) -> None:
+        np.add.at(self.freq, keys, 1)
+
+    def _kernel(self, keys, evk, evs, rows, data, vrows):
+        return _lfu_access(keys, self.slot_of, self.key_of, self.freq, self.heap, self.hpos,
+                           self.stamp, self.meta, self.admit, evk, evs, rows, data, vrows)
 
 
 def make_policy(name: str, capacity: int, key_space: int, *, passes: int = 4,

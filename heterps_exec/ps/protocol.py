@@ -67,8 +67,9 @@ def send_request(group, dst: int, op: int, *, table: int = 0, step: int = 0,
     values = torch.empty(0, dtype=torch.float32) if values is None else values
     body = payload if payload is not None else as_bytes(ids, values)
     width = values.shape[-1] if values.dim() >= 2 else 0
-    header = torch.tensor([op, table, ids.numel(), step, dtype_code(ids), dtype_code(values),
-                           width, body.numel(), reply_tag, 0], dtype=torch.int64)
+    header = torch.from_numpy(np.array([op, table, ids.numel(), step, dtype_code(ids),
+                                        dtype_code(values), width, body.numel(), reply_tag, 0],
+                                       dtype=np.int64))
     works = [dist.isend(header, dst, group=group)]
     if body.numel():
         works.append(dist.isend(body, dst, group=group))

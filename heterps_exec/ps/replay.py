@@ -40,13 +40,19 @@ def zipf_ids(num: int, num_rows: int, alpha: float, seed: int = 0) -> np.ndarray
     return perm[ranks].astype(np.int64)
 
 
+def first_seen_unique(a: np.ndarray) -> np.ndarray:
+    """Distinct values of `a` in order of first appearance (the order PSClient sends them)."""
+    _, first = np.unique(a, return_index=True)
+    return a[np.sort(first)]
+
+
 def shard_batches(id_stream, batch_size: int, num_shards: int):
     """Per shard, the list of per-batch distinct local keys (dense), as the servers see them."""
     ids = np.asarray(id_stream, dtype=np.int64).reshape(-1)
     uniq, inverse = np.unique(ids, return_inverse=True)
     out: list[list[np.ndarray]] = [[] for _ in range(num_shards)]
     for start in range(0, ids.size, batch_size):
-        batch = np.unique(inverse[start:start + batch_size])  # dense keys, sorted like ids
+        batch = first_seen_unique(inverse[start:start + batch_size])  # dense keys
         shard = uniq[batch] % num_shards
         for s in range(num_shards):
             out[s].append(batch[shard == s])

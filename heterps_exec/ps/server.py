@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -50,7 +51,7 @@ class _Server:
 
     def reply(self, dst: int, tag: int, *, status=OK, value=0, payload=None) -> None:
         payload = torch.empty(0, dtype=torch.uint8) if payload is None else payload
-        header = torch.tensor([status, payload.numel(), value, 0], dtype=torch.int64)
+        header = torch.from_numpy(np.array([status, payload.numel(), value, 0], dtype=np.int64))
         works = [dist.isend(header, dst, group=self.group, tag=tag)]
         if payload.numel():
             works.append(dist.isend(payload, dst, group=self.group, tag=tag))

@@ -158,12 +158,11 @@ class Shard:
             if c.num_shards > 1 and np.any(ids % c.num_shards != c.shard):
                 raise PSRequestError(f"table {t.spec.name!r}: id not owned by shard {c.shard} "
                                      f"of {c.num_shards} (id % shards must equal it)")
-            if np.unique(ids).size != ids.size:
-                raise PSRequestError(f"table {t.spec.name!r}: ids of one request must be distinct")
         return ids
 
     def pull(self, index: int, ids) -> np.ndarray:
-        """float32 (len(ids), dim): the rows of distinct `ids` (counted, promoted)."""
+        """float32 (len(ids), dim): the rows of `ids` (counted, promoted; clients send each id
+        once per request, a repeated one is served and counted twice)."""
         t = self.table(index)
         ids = self._check_ids(t, ids)
         rows = t.tiers.read(t.keys_of(ids))[:, :t.spec.dim]
@@ -173,7 +172,7 @@ class Shard:
         return rows
 
     def push(self, index: int, ids, grads) -> None:
-        """Gradients of distinct `ids`, float32 (len(ids), dim)."""
+        """Gradients of `ids`, float32 (len(ids), dim); a repeated id's gradients add up."""
         t = self.table(index)
         ids = self._check_ids(t, ids)
         want = (ids.size, t.spec.dim)
@@ -187,7 +186,7 @@ class Shard:
         if self.config.staleness == 0:
             t.pending.append((keys, grads.copy()))
         else:
-            t.apply(keys, grads)
+            t.apply(*sum_by_key(keys, grads))
 
     def end_step(self, step: int) -> None:
         """Step `step` is over for every client: apply its pushes, advance the policies."""

@@ -21,10 +21,28 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+from numba import njit
 
 from heterps_exec.ps.policies import LRU, Policy
 
 TIERS = ("hot", "warm", "cold", "new")
+
+
+@njit(cache=True)
+def _gather(keys, hot_slot, hot_data, warm_slot, warm_data, out, where):
+    """Rows of `keys` found in hot or warm into `out`; where = 0 hot, 1 warm, 2 neither."""
+    for i in range(keys.size):
+        s = hot_slot[keys[i]]
+        if s >= 0:
+            out[i, :] = hot_data[s]
+            where[i] = 0
+            continue
+        s = warm_slot[keys[i]]
+        if s >= 0:
+            out[i, :] = warm_data[s]
+            where[i] = 1
+        else:
+            where[i] = 2
 
 
 class CacheTier:
@@ -34,24 +52,16 @@ class CacheTier:
         self.policy = policy
         self.data = np.zeros((max(policy.capacity, 1), width), dtype=np.float32)
 
-    def admit(self, keys, rows, start_slots):
-        """Record an access of distinct `keys` whose current values are `rows`; keys resident
-        before hold `start_slots` >= 0. Returns (keys, rows) pushed out of the tier."""
-        evk, evs = self.policy.access(keys)
-        out_rows = rows[:0]
+    def admit(self, keys, rows):
+        """Record an access of `keys` whose current values are `rows`; returns (keys, rows)
+        pushed out of the tier (rows evicted and not re-admitted within the batch)."""
+        evk, _, vrows = self.policy.access(keys, rows, self.data)
         if evk.size:
-            order = np.argsort(keys, kind="stable")
-            pos = np.searchsorted(keys[order], evk).clip(0, max(len(keys) - 1, 0))
-            in_batch = (keys[order][pos] == evk) if len(keys) else np.zeros(evk.size, bool)
-            idx = order[pos]
-            out_rows = np.where(in_batch[:, None], rows[idx], self.data[evs])
-            gone = self.policy.slot_of[evk] < 0  # evicted and not re-admitted since
-            evk, first = np.unique(evk[gone], return_index=True)
-            out_rows = out_rows[gone][first]
-        final = self.policy.slot_of[keys]
-        new = (final >= 0) & (final != start_slots)
-        self.data[final[new]] = rows[new]
-        return evk, out_rows
+            gone = self.policy.slot_of[evk] < 0
+            evk, vrows = evk[gone][::-1], vrows[gone][::-1]
+            evk, last = np.unique(evk, return_index=True)  # the latest copy of each row
+            vrows = vrows[last]
+        return evk, vrows
 
 
 class TieredRows:
@@ -68,39 +78,34 @@ class TieredRows:
         self.warm.policy.grow(key_space)
 
     def _locate(self, keys):
-        hs = self.hot.policy.slot_of[keys]
-        ws = self.warm.policy.slot_of[keys]
+        """(rows, where): where = 0 hot, 1 warm, 2 cold (written before), 3 new."""
         rows = np.empty((len(keys), self.width), dtype=np.float32)
-        in_hot, in_warm = hs >= 0, ws >= 0
-        rows[in_hot] = self.hot.data[hs[in_hot]]
-        rows[in_warm] = self.warm.data[ws[in_warm]]
-        rest = ~(in_hot | in_warm)
-        found = np.zeros(len(keys), dtype=bool)
-        if rest.any():
-            cold_rows, found_rest = self.cold.read(keys[rest])
-            missing = ~found_rest
-            if missing.any():
-                cold_rows[missing] = self.init(keys[rest][missing])
+        where = np.empty(len(keys), dtype=np.int64)
+        _gather(keys, self.hot.policy.slot_of, self.hot.data, self.warm.policy.slot_of,
+                self.warm.data, rows, where)
+        rest = np.flatnonzero(where == 2)
+        if rest.size:
+            cold_rows, found = self.cold.read(keys[rest])
+            if not found.all():
+                missing = ~found
+                cold_rows[missing] = self.init(keys[rest[missing]])
+                where[rest[missing]] = 3
             rows[rest] = cold_rows
-            found[rest] = found_rest
-        return rows, hs, in_hot, in_warm, found
+        return rows, where
 
     def peek(self, keys) -> np.ndarray:
         """Current rows of `keys`, no counting, no movement."""
         return self._locate(keys)[0]
 
     def read(self, keys) -> np.ndarray:
-        """Rows of distinct `keys`, counted per tier; the hot policy promotes and demotes."""
-        rows, hs, in_hot, in_warm, found = self._locate(keys)
-        n_hot, n_warm, n_cold = int(in_hot.sum()), int(in_warm.sum()), int(found.sum())
-        c = self.counts
-        c["hot"] += n_hot
-        c["warm"] += n_warm
-        c["cold"] += n_cold
-        c["new"] += len(keys) - n_hot - n_warm - n_cold
-        out_keys, out_rows = self.hot.admit(keys, rows, hs)
-        promoted = in_warm & (self.hot.policy.slot_of[keys] >= 0)
-        self.warm.policy.remove(keys[promoted])
+        """Rows of `keys`, counted per tier; the hot policy promotes and demotes."""
+        rows, where = self._locate(keys)
+        for tier, n in zip(TIERS, np.bincount(where, minlength=4).tolist()):
+            self.counts[tier] += n
+        out_keys, out_rows = self.hot.admit(keys, rows)
+        promoted = (where == 1) & (self.hot.policy.slot_of[keys] >= 0)
+        if promoted.any():
+            self.warm.policy.remove(keys[promoted])
         if out_keys.size:  # rows still in warm (not promoted) need no demotion
             keep = self.warm.policy.slot_of[out_keys] < 0
             self._demote(out_keys[keep], out_rows[keep])
@@ -110,7 +115,7 @@ class TieredRows:
         if self.warm.policy.capacity == 0:
             self.cold.write(keys, rows)
             return
-        spill_keys, spill_rows = self.warm.admit(keys, rows, np.full(len(keys), -1))
+        spill_keys, spill_rows = self.warm.admit(keys, rows)
         self.cold.write(spill_keys, spill_rows)
 
     def end_pass(self) -> None:
@@ -119,7 +124,7 @@ class TieredRows:
             self._demote(keys, self.hot.data[slots].copy())
 
     def write(self, keys, rows) -> None:
-        """Overwrite rows of distinct `keys` wherever they live."""
+        """Overwrite rows of `keys` (distinct) wherever they live."""
         hs = self.hot.policy.slot_of[keys]
         ws = self.warm.policy.slot_of[keys]
         in_hot, in_warm = hs >= 0, ws >= 0
