@@ -32,6 +32,7 @@ bench: setup
 	$(PY) benchmarks/bench_exact.py
 	$(PY) benchmarks/des_speed.py
 	$(PY) benchmarks/bench_headline.py
+	$(PY) benchmarks/bench_exec.py
 
 lint: setup
 	$(VENV)/bin/ruff check heterps_sim heterps_exec tests benchmarks
