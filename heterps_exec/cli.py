@@ -18,6 +18,8 @@ COMMANDS = {
     # name: (module, one-line help)
     "run": ("heterps_exec.cli_run",
             "launch PLAN.json through torchrun (pipeline + data parallel) and measure it"),
+    "profile": ("heterps_exec.cli_profile",
+                "measure per-layer times and gloo link speed -> traces/profiles/"),
     "ps-bench": ("heterps_exec.ps.cli",
                  "parameter-server pull/push throughput and tier hit rates"),
 }
