@@ -93,7 +93,7 @@ def profile_layers(graph: ModelGraph, *, batches=(8, 64, 256), device: str = "cp
             if i < len(names) - 1:
                 b = boundary_after(graph, name)
                 message = b.encode(env)[0]
-                enc_s = _timed(lambda b=b: b.encode(env), repeats, warmup, device)
+                enc_s = _timed(lambda b=b, e=env: b.encode(e), repeats, warmup, device)
                 dec_s = _timed(lambda b=b, m=message: b.decode(m), repeats, warmup, device)
             rows.append({"model": graph.name, "layer": name, "batch_size": batch,
                          "forward_s": fwd_s, "backward_s": bwd_s, "encode_s": enc_s,
