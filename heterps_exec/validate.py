@@ -1,0 +1,155 @@
+"""Predicted vs measured: diverse plans, each predicted (analytic, DES) and run for real.
+
+    report = validate(ValidateRequest(scenario="scenarios/exec-tiny.yaml", num_plans=20))
+
+Plans are drawn deterministically from the seed over stage counts (1-4), replica counts
+(at most `max_ranks` ranks), schedules (gpipe, 1f1b), microbatches and the scenario's types
+(emulated by the binding). Each is predicted by the analytic model and by the simulator
+(`bubbles`, `transfers`, `allreduce` on) on a problem calibrated to this machine
+(calibrate.py), then run by the engine. Per plan: throughputs, step-time split (compute,
+transfer, bubble/idle) at the bottleneck stage; in total: MAPE and Kendall's tau of the
+plan ranking for each predictor.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from heterps_sim.plan import Plan, Stage
+
+SCHEDULES = ("gpipe", "1f1b")
+
+
+def diverse_plans(layers: list[str], types: list[str], n: int, *, seed: int = 0,
+                  max_ranks: int = 6) -> list[Plan]:
+    """n distinct plans covering stage counts, replica counts, schedules and types."""
+    rng = random.Random(seed)
+    plans, seen = [], set()
+    attempts = 0
+    while len(plans) < n and attempts < 100 * n:
+        attempts += 1
+        s = 1 + len(plans) % min(4, len(layers))  # cycle stage counts 1..4
+        cuts = sorted(rng.sample(range(1, len(layers)), s - 1))
+        bounds = [0, *cuts, len(layers)]
+        replicas = [1] * s
+        for _ in range(rng.randint(0, max_ranks - s)):
+            replicas[rng.randrange(s)] += 1
+        m = rng.choice([k for k in (1, 2, 4, 8) if k >= max(replicas)] or [max(replicas)])
+        stages = tuple(Stage(layers=tuple(layers[lo:hi]), resource=rng.choice(types),
+                             num_replicas=k)
+                       for lo, hi, k in zip(bounds[:-1], bounds[1:], replicas, strict=True))
+        plan = Plan(stages=stages, num_microbatches=m, schedule=rng.choice(SCHEDULES))
+        if plan not in seen:
+            seen.add(plan)
+            plans.append(plan)
+    return plans
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ValidateRequest:
+    scenario: str
+    num_plans: int = 20
+    binding: str = ""
+    """Default: every type emulated on the CPU at its relative peak speed."""
+    steps: int = 12
+    seed: int = 0
+    max_ranks: int = 6
+    out_dir: str = "runs/validate"
+    profile_rows: list | None = None
+    links: dict | None = None
+
+
+def mape(predicted: list[float], measured: list[float]) -> float:
+    return 100.0 * sum(abs(p - m) / m for p, m in zip(predicted, measured, strict=True)) / len(measured)
+
+
+def kendall_tau(a: list[float], b: list[float]) -> float:
+    from scipy.stats import kendalltau
+    tau = kendalltau(a, b).statistic
+    return float(tau) if not math.isnan(tau) else 0.0
+
+
+def _split(stats: list[dict], bottleneck: int) -> dict:
+    s = stats[bottleneck]
+    return {"compute_s": s["compute_s"], "transfer_s": s["communication_s"], "idle_s": s["idle_s"]}
+
+
+def validate(req: ValidateRequest, progress=None) -> dict:
+    """Run the whole comparison; returns the report dict (also written by the CLI)."""
+    from heterps_exec import binding as bindings
+    from heterps_exec.calibrate import LayerFit, calibrated_problem
+    from heterps_exec.launch import LaunchOptions, RunRequest, launch, prepare
+    from heterps_exec.measure import exec_result, load_ranks
+    from heterps_sim.cost import evaluate_plan
+    from heterps_sim.des import DesOptions, simulate
+    from heterps_sim.inputs import load_input
+    from heterps_sim.plan import save_plan
+    from heterps_sim.scenario import build_cluster
+    from heterps_sim.zoo import model_graph
+
+    loaded = load_input(req.scenario)
+    scn, base = loaded.scenario, loaded.problem
+    graph = model_graph(scn.model.name, **scn.model.params)
+    fit = LayerFit.from_rows(req.profile_rows)
+    latency, bandwidth = req.links["latency_s"], req.links["bytes_per_s"]
+    plans = diverse_plans(list(base.layer_names), list(base.type_names), req.num_plans,
+                          seed=req.seed, max_ranks=req.max_ranks)
+    out = Path(req.out_dir)
+    (out / "plans").mkdir(parents=True, exist_ok=True)
+    binding_src = req.binding or "emulated"
+    binding_file = (bindings.BindingFile(default=bindings.TypeBinding(emulate=True))
+                    if not req.binding else bindings.load_binding(req.binding))
+    types = {t.name: t for t in build_cluster(scn.cluster, req.scenario).types}
+    data_dir = ""
+    rows = []
+    for n, plan in enumerate(plans):
+        plan_path = out / "plans" / f"{n:03d}.json"
+        save_plan(plan, plan_path)
+        slow = [b.slowdown for b in bindings.stage_bindings(binding_file, plan, types,
+                                                            binding_src, 0)]
+        analytic = evaluate_plan(calibrated_problem(base, graph, plan, fit, slow, latency,
+                                                    bandwidth, for_des=False), plan)
+        des = simulate(calibrated_problem(base, graph, plan, fit, slow, latency, bandwidth,
+                                          for_des=True), plan, seed=req.seed,
+                       options=DesOptions(effects={"bubbles", "transfers", "allreduce"},
+                                          num_steps=req.steps), record_spans=False).result
+        spec, problem = prepare(RunRequest(
+            plan=str(plan_path), scenario=req.scenario, binding=req.binding or "cpu",
+            steps=req.steps, seed=req.seed, out_dir=str(out / f"run{n:03d}"),
+            data_dir=data_dir, warmup_steps=2))
+        if req.binding == "":  # the emulated binding, applied by hand (no file)
+            spec = _with_bindings(spec, bindings.stage_bindings(binding_file, plan, types,
+                                                                binding_src, 0))
+        data_dir = data_dir or spec.data_dir
+        outcome = launch(spec, LaunchOptions(timeout_s=600))
+        if outcome.returncode != 0:
+            raise RuntimeError(f"plan {n} failed to run; see {outcome.log}")
+        measured = exec_result(spec, problem, load_ranks(spec))
+        rows.append({
+            "plan": n, "stages": len(plan.stages),
+            "replicas": "-".join(str(s.num_replicas) for s in plan.stages),
+            "schedule": plan.schedule, "microbatches": plan.num_microbatches,
+            "slowdowns": "-".join(f"{x:.2f}" for x in slow),
+            "measured": measured.throughput, "analytic": analytic.throughput,
+            "des": des.throughput,
+            "measured_split": _split(measured.extra["stages"], measured.bottleneck_stage),
+            "des_bubble": des.extra.get("bubble_fraction", 0.0)})
+        if progress:
+            progress(n, rows[-1])
+    meas = [r["measured"] for r in rows]
+    return {"num_plans": len(rows),
+            "mape_des": mape([r["des"] for r in rows], meas),
+            "mape_analytic": mape([r["analytic"] for r in rows], meas),
+            "kendall_tau_des": kendall_tau([r["des"] for r in rows], meas),
+            "kendall_tau_analytic": kendall_tau([r["analytic"] for r in rows], meas),
+            "links": {"latency_s": latency, "bytes_per_s": bandwidth}, "plans": rows}
+
+
+def _with_bindings(spec, stage_bindings):
+    from dataclasses import replace
+    spec = replace(spec, bindings=list(stage_bindings))
+    Path(spec.out_dir, "spec.json").write_text(spec.to_json())
+    return spec

@@ -1,0 +1,85 @@
+"""Calibrated problems and the validation plan set (no processes)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from heterps_exec.calibrate import LayerFit, calibrated_problem
+from heterps_exec.profiler import fit_linear
+from heterps_exec.validate import diverse_plans, kendall_tau, mape
+from heterps_sim.cost import evaluate_plan
+from heterps_sim.inputs import load_input
+from heterps_sim.plan import Plan, Stage
+from heterps_sim.zoo import model_graph
+from tests.exec_helpers import CPU_TYPE, LAYERS, SCENARIO
+
+
+def _rows(a=1e-4, c=2e-6, enc=3e-5, dec=2e-5):
+    """A synthetic profile: every layer costs a + c b (split 1:2), encode/decode fixed."""
+    return [{"layer": name, "batch_size": b, "forward_s": (a + c * b) / 3,
+             "backward_s": 2 * (a + c * b) / 3, "encode_s": enc, "decode_s": dec}
+            for name in LAYERS for b in (8, 64, 256)]
+
+
+def test_fit_linear_recovers_fixed_and_per_sample_cost():
+    a, c = fit_linear([8, 64, 256], [1e-4 + 2e-6 * b for b in (8, 64, 256)])
+    assert a == pytest.approx(1e-4) and c == pytest.approx(2e-6)
+    assert fit_linear([10, 10], [1.0, 3.0]) == (0.0, 0.2)
+
+
+def test_calibrated_one_stage_plan_runs_at_the_profiled_speed():
+    base = load_input(SCENARIO).problem
+    graph = model_graph("tiny-ctr")
+    m, k, slow = 4, 2, 1.5
+    plan = Plan(stages=(Stage(layers=tuple(LAYERS), resource=CPU_TYPE, num_replicas=k),),
+                num_microbatches=m)
+    p = calibrated_problem(base, graph, plan, LayerFit.from_rows(_rows()), [slow], 1e-4, 1e9,
+                           for_des=False)
+    per_step = slow * len(LAYERS) * (m * 1e-4 + 2e-6 * base.batch_size)
+    j = base.type_index(CPU_TYPE)
+    assert p.oct_s[:, j].sum() == pytest.approx(per_step)
+    assert all(math.isnan(x) for x in p.oct_s[:, 1 - j if j == 0 else 0])
+    result = evaluate_plan(p, plan)
+    assert result.throughput == pytest.approx(base.batch_size * k / per_step)
+
+
+def test_cuts_add_encode_and_decode_per_microbatch():
+    base = load_input(SCENARIO).problem
+    graph = model_graph("tiny-ctr")
+    m = 3
+    plan = Plan(stages=(Stage(layers=tuple(LAYERS[:5]), resource=CPU_TYPE, num_replicas=1),
+                        Stage(layers=tuple(LAYERS[5:]), resource=CPU_TYPE, num_replicas=1)),
+                num_microbatches=m)
+    fit = LayerFit.from_rows(_rows())
+    p = calibrated_problem(base, graph, plan, fit, [1.0, 1.0], 1e-4, 1e9, for_des=True)
+    q = calibrated_problem(base, graph, Plan(stages=(Stage(layers=tuple(LAYERS),
+                                                           resource=CPU_TYPE),),
+                                             num_microbatches=m),
+                           fit, [1.0], 1e-4, 1e9, for_des=True)
+    j = base.type_index(CPU_TYPE)
+    assert p.oct_s[4, j] - q.oct_s[4, j] == pytest.approx(m * 3e-5)
+    assert p.oct_s[5, j] - q.oct_s[5, j] == pytest.approx(m * 2e-5)
+    assert p.latency_s == 1e-4
+    assert calibrated_problem(base, graph, plan, fit, [1.0, 1.0], 1e-4, 1e9,
+                              for_des=False).latency_s == pytest.approx(2 * m * 1e-4)
+
+
+def test_validation_plans_are_diverse_and_valid():
+    base = load_input(SCENARIO).problem
+    plans = diverse_plans(list(base.layer_names), list(base.type_names), 20, seed=1)
+    assert len(plans) == len(set(plans)) == 20
+    assert {len(p.stages) for p in plans} == {1, 2, 3, 4}
+    assert {p.schedule for p in plans} == {"gpipe", "1f1b"}
+    for p in plans:
+        assert p.layer_names == base.layer_names
+        assert sum(s.num_replicas for s in p.stages) <= 6
+        assert p.num_microbatches >= max(s.num_replicas for s in p.stages)
+    assert diverse_plans(list(base.layer_names), list(base.type_names), 20, seed=1) == plans
+
+
+def test_error_metrics():
+    assert mape([110, 90], [100, 100]) == pytest.approx(10.0)
+    assert kendall_tau([1, 2, 3], [10, 20, 30]) == pytest.approx(1.0)
+    assert kendall_tau([1, 2, 3], [30, 20, 10]) == pytest.approx(-1.0)
