@@ -5,7 +5,7 @@
 Plans are drawn deterministically from the seed over stage counts (1-4), replica counts
 (at most `max_ranks` ranks), schedules (gpipe, 1f1b), microbatches and the scenario's types
 (emulated by the binding). Each is predicted by the analytic model and by the simulator
-(`bubbles`, `transfers`, `allreduce` on) on a problem calibrated to this machine
+(`bubbles`, `transfers`, `allreduce`, and `cores`: every rank shares this host's cores) on a problem calibrated to this machine
 (calibrate.py), then run by the engine. Per plan: throughputs, step-time split (compute,
 transfer, bubble/idle) at the bottleneck stage; in total: MAPE and Kendall's tau of the
 plan ranking for each predictor.
@@ -14,6 +14,7 @@ plan ranking for each predictor.
 from __future__ import annotations
 
 import math
+import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,8 +115,10 @@ def validate(req: ValidateRequest, progress=None) -> dict:
                                                     bandwidth, for_des=False), plan)
         des = simulate(calibrated_problem(base, graph, plan, fit, slow, latency, bandwidth,
                                           for_des=True), plan, seed=req.seed,
-                       options=DesOptions(effects={"bubbles", "transfers", "allreduce"},
-                                          num_steps=req.steps), record_spans=False).result
+                       options=DesOptions(effects={"bubbles", "transfers", "allreduce", "cores"},
+                                          num_steps=req.steps, host_cores=os.cpu_count() or 1,
+                                          cpu_share=tuple(1.0 / x for x in slow)),
+                       record_spans=False).result
         spec, problem = prepare(RunRequest(
             plan=str(plan_path), scenario=req.scenario, binding=req.binding or "cpu",
             steps=req.steps, seed=req.seed, out_dir=str(out / f"run{n:03d}"),

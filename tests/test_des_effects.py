@@ -160,3 +160,30 @@ def test_barriers_never_stall_a_pipeline():
                           num_microbatches=int(rng.integers(1, 13)), num_steps=3)
         r = simulate(p, chain_plan(p, replicas), options=opts, record_spans=False).result
         assert r.throughput > 0
+
+
+def test_cores_serialise_compute_on_a_shared_host():
+    """One core: every replica's compute queues for it, so a step costs all the work."""
+    p = chain_problem([0.6, 0.4], batch_size=64)
+    plan = chain_plan(p, [1, 1], microbatches=4)
+    free = throughput(p, plan, "none")
+    assert free == pytest.approx(64 / 0.6)
+    assert throughput(p, plan, "cores", host_cores=1) == pytest.approx(64 / 1.0, rel=1e-3)
+    assert throughput(p, plan, "cores", host_cores=2) == pytest.approx(free)
+    replicated = chain_plan(p, [2, 2], microbatches=4)
+    assert throughput(p, replicated, "cores", host_cores=1) == pytest.approx(64 / 1.0, rel=1e-3)
+    assert throughput(p, replicated, "cores", host_cores=4) == pytest.approx(64 / 0.3)
+
+
+def test_cores_ignore_the_sleeping_part_of_emulated_compute():
+    """A stage dilated 4x holds a core a quarter of its time, so two of them share one core
+    with little loss: in the steady pipeline both start each microbatch together and one
+    waits for the other's CPU part (0.025 s), so a 0.1 s slot takes 0.125 s."""
+    p = chain_problem([0.8, 0.8], batch_size=64)
+    plan = chain_plan(p, [1, 1], microbatches=8)
+    quarter = throughput(p, plan, "cores", host_cores=1, cpu_share=(0.25, 0.25))
+    assert quarter == pytest.approx(64 / (0.8 * 1.125), rel=1e-3)
+    full = throughput(p, plan, "cores", host_cores=1)
+    assert full == pytest.approx(64 / 1.6, rel=1e-3)
+    with pytest.raises(ValueError, match="cpu_share"):
+        DesOptions(cpu_share=(0.0, 1.0))

@@ -15,6 +15,9 @@ model (see des/__init__.py). `effects` names the mechanisms switched on:
     jitter      every operation's duration x a log-normal factor (mean 1, CV `jitter_cv`)
     stragglers  a fraction of the units run slower by a factor
     preemption  units are preempted (Poisson), down for a restart delay, and redo lost work
+    cores       every replica runs on ONE host with `host_cores` cores (the engine on a single
+                machine): the CPU part of each computation waits for a free core (FIFO); the
+                rest of it (an emulated slower type sleeps, `cpu_share`) does not hold one
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 EFFECTS = ("bubbles", "allreduce", "transfers", "contention", "ps", "jitter", "stragglers",
-           "preemption")
+           "preemption", "cores")
 """Every effect the simulator can switch on, in the order the effects table lists them."""
 VARIABILITY = frozenset({"jitter", "stragglers", "preemption"})
 """Effects drawn from the seed: with none of them on, every seed gives the same result."""
@@ -158,6 +161,11 @@ class DesOptions(_Strict):
         default=None, description="allreduce: dense parameter bytes per layer; None = "
         "problem.param_bytes (0 when the problem has none).")
     ps: PsOptions = Field(default_factory=PsOptions, description="ps: shards and tiers.")
+    host_cores: int = Field(default=2, ge=1, description="cores: CPU cores of the one host "
+                            "every replica shares.")
+    cpu_share: tuple[float, ...] | None = Field(
+        default=None, description="cores: per stage, the share of its compute that holds a "
+        "core (1 / slowdown for a type emulated by dilation); None = 1 for every stage.")
     batch: bool = Field(
         default=True, description="Let a replica run ahead through operations whose inputs are "
         "already known, without a SimPy timeout each (exactly the same timeline); only used when "
@@ -167,6 +175,13 @@ class DesOptions(_Strict):
     @classmethod
     def _known_effects(cls, v):
         return parse_effects(v)
+
+    @field_validator("cpu_share")
+    @classmethod
+    def _share(cls, v):
+        if v is not None and any(not 0 < x <= 1 for x in v):
+            raise ValueError("every cpu_share must lie in (0, 1]")
+        return v
 
     @field_validator("param_bytes")
     @classmethod

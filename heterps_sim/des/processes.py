@@ -4,6 +4,7 @@
                    (activation from the stage before, gradient from the stage after), computes,
                    hands the output to the next / previous stage; at each step end: all-reduce
                    barrier (allreduce effect) and the non-splitting work.
+    on_core        (cores) a computation's CPU part waits for one of the host's cores
     step_end       the stage's all-reduce barrier (the last replica to arrive starts the ring;
                    see step_end for who waits for it when), then the non-splitting work.
     (des/comms.py: messages, rings under contention, parameter-server requests)
@@ -69,9 +70,13 @@ def replica(world: World, rep: Replica):
             if not batched and start > env.now:
                 yield timeout(delay_to(env.now, start))
             rep.step_work_s += d
-        if not batched:
-            yield timeout(d)
-        clock = start + d
+        if world.cores is not None:  # (never batched)
+            start = yield from on_core(world, rep, d)
+            clock = env.now
+        else:
+            if not batched:
+                yield timeout(d)
+            clock = start + d
         worked = True
         record((rid, code, mu, start, clock))
         if code == F:
@@ -135,14 +140,33 @@ def step_end(world: World, rep: Replica, i: int, step: int, clock: float, worked
             start = rep.preempt.start(start, d, rep.step_work_s)
             if not world.batched and start > env.now:
                 yield env.timeout(delay_to(env.now, start))
-        if not world.batched and d > 0:
-            yield env.timeout(d)
-        clock = start + d
+        if world.cores is not None and d > 0:
+            start = yield from on_core(world, rep, d)
+            clock = env.now
+        else:
+            if not world.batched and d > 0:
+                yield env.timeout(d)
+            clock = start + d
         if d > 0:
             rep.ops.append((rep.id, OPTIMIZER, step, start, clock))
     rep.step_ends.append(clock)
     rep.step_work_s = 0.0
     return clock
+
+
+def on_core(world: World, rep: Replica, d: float):
+    """cores: run d seconds of work whose CPU part (cpu_share x d) holds one of the host's
+    cores, queueing FIFO for it; the rest (an emulated type's dilation) sleeps without one.
+    Returns when the work started (got its core)."""
+    shares = world.options.cpu_share
+    cpu = d * (1.0 if shares is None else shares[rep.stage.index])
+    with world.cores.request() as req:
+        yield req
+        start = world.env.now
+        yield world.env.timeout(cpu)
+    if d > cpu:
+        yield world.env.timeout(d - cpu)
+    return start
 
 
 def _arrive(world: World, rep: Replica, step: int, clock: float) -> simpy.Event:

@@ -57,6 +57,9 @@ def simulate(problem: Problem, plan: Plan, *, seed: int = 0, options: DesOptions
     """
     options = options or DesOptions()
     terms = plan_stages(problem, plan)
+    if options.cpu_share is not None and len(options.cpu_share) != len(plan.stages):
+        raise ValueError(f"cpu_share has {len(options.cpu_share)} entries for "
+                         f"{len(plan.stages)} stages")
     analytic = evaluate_plan(problem, plan, mode="least")
     reason = _cannot_run(problem, terms, analytic)
     if reason:
@@ -69,7 +72,8 @@ def simulate(problem: Problem, plan: Plan, *, seed: int = 0, options: DesOptions
     works, notes = stage_work(problem, terms, ks, m, options, flush)
     if m > problem.batch_size:
         notes.append(f"{m} microbatches of a {problem.batch_size}-sample batch: under one sample each")
-    uses_resources = options.on("contention") or any(w.ps_bytes > 0 for w in works)
+    uses_resources = (options.on("contention") or options.on("cores")
+                      or any(w.ps_bytes > 0 for w in works))
     lanes = num_lanes(ks, flush)
     steps = options.num_steps + cooldown_steps(len(ks), lanes, m, flush)
     env = simpy.Environment()

@@ -69,6 +69,9 @@ class World:
         self.contention = options.on("contention")
         self.transfers = options.on("transfers")
         self.nics: list[simpy.Resource] = []
+        self.cores = (simpy.Resource(env, capacity=options.host_cores)
+                      if options.on("cores") else None)
+        """cores: the one host's CPU cores, shared by every replica's compute."""
         self.ps: simpy.Resource | None = None
         """ps: the shards (in lockstep, see ps_request)."""
         self.by_id: list[Replica] = []
