@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import simpy
 
+from ..lanes import B, F
 from .comms import ps_request, ring_with_interfaces, send, start_pulls
 from .effects import delay_to
-from ..lanes import B, F
 from .world import OPTIMIZER, Replica, World
 
 

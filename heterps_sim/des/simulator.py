@@ -15,11 +15,6 @@ import numpy as np
 import simpy
 
 from ..cost import StageTerms, evaluate_plan, plan_stages
-from ..plan import Plan
-from ..problem import Problem
-from ..result import RunResult
-from ..trace import Span
-from .effects import JITTER, Preemptions, choose_stragglers, jitter_factors, stream
 from ..lanes import (
     F,
     cooldown_steps,
@@ -28,6 +23,11 @@ from ..lanes import (
     replica_actions,
     stage_orders,
 )
+from ..plan import Plan
+from ..problem import Problem
+from ..result import RunResult
+from ..trace import Span
+from .effects import JITTER, Preemptions, choose_stragglers, jitter_factors, stream
 from .options import DesOptions
 from .processes import replica
 from .stats import build_result, build_spans, not_run

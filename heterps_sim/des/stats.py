@@ -31,11 +31,11 @@ from itertools import chain
 
 import numpy as np
 
+from ..lanes import B, F
 from ..plan import Plan
 from ..problem import Problem
 from ..result import RunResult, StageStats
 from ..trace import Span
-from ..lanes import B, F
 from .options import DesOptions
 from .world import ALLREDUCE, OPTIMIZER, World
 
