@@ -24,7 +24,8 @@ transfers are folded into the sender's work as the analytic model does: the thro
 analytic min_g B / ET_g(k_g) (tests: within 1% on every shipped scenario and on random plans).
 Each effect (options.EFFECTS) replaces one approximation by a mechanism: `bubbles` (gpipe/1f1b
 flush every step), `allreduce`, `transfers`, `contention`, `ps`, `jitter`, `stragglers`,
-`preemption` (des/options.py, des/effects.py). Deterministic per seed.
+`preemption` (des/options.py, des/effects.py); `cores` (not in "all") puts every replica on
+one host's cores, as when the engine runs a plan on one machine. Deterministic per seed.
 
 Files: options.py (DesOptions), work.py (stage work), ../lanes.py (routing, order), effects.py
 (random draws), world.py (shared state), processes.py (replicas, step ends), comms.py
@@ -32,8 +33,8 @@ Files: options.py (DesOptions), work.py (stage work), ../lanes.py (routing, orde
 (simulate). Only this package imports simpy.
 """
 
-from .options import EFFECTS, DesOptions, PsOptions, TierOptions, parse_effects
+from .options import EFFECTS, HOST_EFFECTS, DesOptions, PsOptions, TierOptions, parse_effects
 from .simulator import DesRun, simulate
 
-__all__ = ["EFFECTS", "DesOptions", "DesRun", "PsOptions", "TierOptions", "parse_effects",
+__all__ = ["EFFECTS", "HOST_EFFECTS", "DesOptions", "DesRun", "PsOptions", "TierOptions", "parse_effects",
            "simulate"]

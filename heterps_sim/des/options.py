@@ -15,7 +15,7 @@ model (see des/__init__.py). `effects` names the mechanisms switched on:
     jitter      every operation's duration x a log-normal factor (mean 1, CV `jitter_cv`)
     stragglers  a fraction of the units run slower by a factor
     preemption  units are preempted (Poisson), down for a restart delay, and redo lost work
-    cores       every replica runs on ONE host with `host_cores` cores (the engine on a single
+    cores       (not in "all") every replica runs on ONE host with `host_cores` cores (the engine on a single
                 machine): the CPU part of each computation waits for a free core (FIFO); the
                 rest of it (an emulated slower type sleeps, `cpu_share`) does not hold one
 """
@@ -28,8 +28,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 EFFECTS = ("bubbles", "allreduce", "transfers", "contention", "ps", "jitter", "stragglers",
-           "preemption", "cores")
-"""Every effect the simulator can switch on, in the order the effects table lists them."""
+           "preemption")
+"""The cluster effects ("all"), in the order the effects table lists them."""
+HOST_EFFECTS = ("cores",)
+"""Effects of running every replica on one machine (validating the engine); never in "all"."""
 VARIABILITY = frozenset({"jitter", "stragglers", "preemption"})
 """Effects drawn from the seed: with none of them on, every seed gives the same result."""
 
@@ -47,10 +49,10 @@ def parse_effects(text: str | frozenset | set | list | tuple | None) -> frozense
         names = [t.strip() for t in text.split(",") if t.strip()]
     else:
         names = list(text)
-    unknown = sorted(set(names) - set(EFFECTS))
+    unknown = sorted(set(names) - set(EFFECTS) - set(HOST_EFFECTS))
     if unknown:
         raise ValueError(f"unknown effect(s) {', '.join(unknown)} "
-                         f"(known: none, all, {', '.join(EFFECTS)})")
+                         f"(known: none, all, {', '.join(EFFECTS + HOST_EFFECTS)})")
     return frozenset(names)
 
 
