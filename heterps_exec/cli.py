@@ -20,6 +20,8 @@ COMMANDS = {
             "launch PLAN.json through torchrun (pipeline + data parallel) and measure it"),
     "profile": ("heterps_exec.cli_profile",
                 "measure per-layer times and gloo link speed -> traces/profiles/"),
+    "validate": ("heterps_exec.cli_validate",
+                 "predicted (analytic, simulator) vs measured throughput over many plans"),
     "ps-bench": ("heterps_exec.ps.cli",
                  "parameter-server pull/push throughput and tier hit rates"),
 }

@@ -83,3 +83,43 @@ def test_error_metrics():
     assert mape([110, 90], [100, 100]) == pytest.approx(10.0)
     assert kendall_tau([1, 2, 3], [10, 20, 30]) == pytest.approx(1.0)
     assert kendall_tau([1, 2, 3], [30, 20, 10]) == pytest.approx(-1.0)
+
+
+@pytest.mark.timeout(300)
+def test_validate_command_writes_report_csv_and_figure(tmp_path):
+    import json as _json
+
+    from PIL import Image
+
+    from tests.exec_helpers import run_exec
+    profile = tmp_path / "profile.csv"
+    header = "model,layer,resource,batch_size,oct_s,odt_s,forward_s,backward_s,encode_s,decode_s\n"
+    profile.write_text(header + "".join(
+        f"tiny-ctr,{r['layer']},local-cpu,{r['batch_size']},{r['forward_s'] + r['backward_s']},,"
+        f"{r['forward_s']},{r['backward_s']},{r['encode_s']},{r['decode_s']}\n" for r in _rows()))
+    links = tmp_path / "links.json"
+    links.write_text(_json.dumps({"latency_s": 2e-4, "bytes_per_s": 1e9}))
+    out = tmp_path / "val"
+    code, stdout, err = run_exec("validate", "--plans", "2", "--scenario", SCENARIO,
+                                 "--profile", str(profile), "--links", str(links),
+                                 "--steps", "3", "--max-ranks", "2", "--out", str(out), "--json")
+    assert code == 0, err
+    report = _json.loads(stdout)
+    assert report["num_plans"] == 2 and len(report["plans"]) == 2
+    for key in ("mape_des", "mape_analytic", "kendall_tau_des", "kendall_tau_analytic"):
+        assert math.isfinite(report[key])
+    for row in report["plans"]:
+        assert row["measured"] > 0 and row["des"] > 0 and row["analytic"] > 0
+    assert (out / "validate.csv").read_text().startswith("plan,")
+    import numpy as np
+    image = np.asarray(Image.open(out / "scatter.png").convert("L"))
+    assert image.shape[1] >= 400 and len(np.unique(image)) > 10  # drawn, not blank
+
+
+def test_validate_refuses_bad_input(tmp_path):
+    from tests.exec_helpers import run_exec
+    code, _, err = run_exec("validate", "--plans", "1")
+    assert code == 2 and "--plans" in err
+    code, _, err = run_exec("validate", "--profile", str(tmp_path / "none.csv"),
+                            "--links", str(tmp_path / "none.json"))
+    assert code == 2 and "none.csv: cannot read" in err
