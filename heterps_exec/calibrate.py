@@ -6,7 +6,8 @@ batch B, cuts), from a profile (profiler.profile_layers rows) and the link fit:
 
     oct_s[i][j] = slowdown_j * (m * a_i + c_i * B)     a_i + c_i b = layer i's F+B at b samples
                   + m * (encode at a cut after i, decode at a cut before i)
-    alpha = 1   every microbatch goes to one replica, so all the work splits over replicas
+    + slowdown_j * u_i                                  u_i = one update of layer i's parameters
+    alpha_i = 1 - u_i / oct_i   microbatches split over replicas; every replica updates once
     odt_s = 0   local embeddings: lookups are compute; data loading is prefetched
     boundary: bytes over the loopback bandwidth, latency L per message (the simulator's
     `transfers`); the analytic model has one latency per batch, so it gets 2 m L (a forward
@@ -34,6 +35,8 @@ class LayerFit:
     compute: dict[str, tuple[float, float]]
     encode: dict[str, tuple[float, float]]
     decode: dict[str, tuple[float, float]]
+    optimizer: dict[str, float]
+    """Seconds of one update of the layer's parameters (once per step and replica)."""
 
     @staticmethod
     def from_rows(rows: list[dict]) -> LayerFit:
@@ -48,7 +51,9 @@ class LayerFit:
         compute = {name: fit_linear([float(r["batch_size"]) for r in rs],
                                     [float(r["forward_s"]) + float(r["backward_s"]) for r in rs])
                    for name, rs in by_layer.items()}
-        return LayerFit(compute, fit("encode_s"), fit("decode_s"))
+        optimizer = {name: float(np.median([float(r.get("optimizer_s") or 0.0) for r in rs]))
+                     for name, rs in by_layer.items()}
+        return LayerFit(compute, fit("encode_s"), fit("decode_s"), optimizer)
 
 
 def _at(fit: tuple[float, float], samples: float, times: int) -> float:
@@ -74,17 +79,20 @@ def calibrated_problem(base: Problem, graph: ModelGraph, plan: Plan, fit: LayerF
             per_layer[i] += _at(fit.encode[name], batch, m)
         if i and layers[i - 1] in cuts and name in starts:
             per_layer[i] += _at(fit.decode[layers[i - 1]], batch, m)
+    update = np.array([fit.optimizer.get(n, 0.0) for n in layers])
     oct_s = np.full((len(layers), base.num_types), np.nan)
+    alpha = np.full_like(oct_s, np.nan)
     for stage, slow in zip(plan.stages, slowdowns, strict=True):
         j = base.type_index(stage.resource)
         for name in stage.layers:
             i = layers.index(name)
-            oct_s[i, j] = per_layer[i] * slow
+            oct_s[i, j] = (per_layer[i] + update[i]) * slow
+            alpha[i, j] = per_layer[i] / (per_layer[i] + update[i]) if oct_s[i, j] > 0 else 1.0
     runnable = ~np.isnan(oct_s)
     params = np.array([_param_bytes(graph, n) for n in layers])
     return replace(
         base, oct_s=oct_s, odt_s=np.where(runnable, 0.0, np.nan),
-        alpha=np.where(runnable, 1.0, np.nan), odt_parallel=True,
+        alpha=alpha, odt_parallel=True,
         network_bytes_per_s=np.full(base.num_types, bytes_per_s),
         latency_s=latency_s if for_des else 2 * m * latency_s, param_bytes=params,
         sparse_bytes=None, available=(None,) * base.num_types)

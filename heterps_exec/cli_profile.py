@@ -6,7 +6,8 @@ examples:
 
 Writes OUT/<host>-<device>-<model>.csv, one row per layer x batch size, in the trace format
 heterps-sim reads (model, layer, resource, batch_size, oct_s, odt_s; oct_s = forward +
-backward on one unit) plus forward_s, backward_s, encode_s / decode_s (the boundary after
+backward on one unit) plus forward_s, backward_s, optimizer_s (one SGD update of the layer's
+parameters), encode_s / decode_s (the boundary after
 the layer, packed into and unpacked from the engine's wire format), device, threads, host,
 torch version and date; and OUT/<host>-links.json: gloo loopback latency and bandwidth
 between two ranks (skip with --no-links). `--resource NAME` names the resource type the rows
@@ -24,7 +25,7 @@ import time
 from pathlib import Path
 
 COLUMNS = ("model", "layer", "resource", "batch_size", "oct_s", "odt_s", "forward_s",
-           "backward_s", "encode_s", "decode_s", "device", "threads", "host", "torch",
+           "backward_s", "optimizer_s", "encode_s", "decode_s", "device", "threads", "host", "torch",
            "measured_at")
 
 

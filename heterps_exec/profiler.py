@@ -59,7 +59,8 @@ def _leafify(env: dict, graph: ModelGraph) -> dict:
 
 def profile_layers(graph: ModelGraph, *, batches=(8, 64, 256), device: str = "cpu",
                    repeats: int = 15, warmup: int = 3, seed: int = 0) -> list[dict]:
-    """One row per (layer, batch): forward_s, backward_s, encode_s, decode_s, output_bytes."""
+    """One row per (layer, batch): forward_s, backward_s, optimizer_s (one SGD update of the
+    layer's parameters, per step), encode_s, decode_s."""
     device = torch.device(device)
     model = build_model(graph, seed=seed, device=device)
     rows = []
@@ -87,6 +88,17 @@ def profile_layers(graph: ModelGraph, *, batches=(8, 64, 256), device: str = "cp
                     torch.autograd.backward(tensors, grads, retain_graph=True)
 
             bwd_s = _timed(backward, repeats, warmup, device)
+            params = [p for p in layer.parameters() if p.grad is not None]
+            opt_s = 0.0
+            if params:  # the per-step update of this layer's parameters (SGD, as the engine)
+                sgd = torch.optim.SGD(params, lr=1e-9)
+
+                def update(sgd=sgd, params=params):
+                    sgd.step()
+                    for p in params:  # the engine drops grads (set_to_none); put them back
+                        p.grad = torch.zeros_like(p)
+
+                opt_s = _timed(update, repeats, warmup, device)
             with torch.no_grad():
                 env = {**env, **{k: v.detach() for k, v in layer.run(env).items()}}
             enc_s = dec_s = 0.0
@@ -96,7 +108,8 @@ def profile_layers(graph: ModelGraph, *, batches=(8, 64, 256), device: str = "cp
                 enc_s = _timed(lambda b=b, e=env: b.encode(e), repeats, warmup, device)
                 dec_s = _timed(lambda b=b, m=message: b.decode(m), repeats, warmup, device)
             rows.append({"model": graph.name, "layer": name, "batch_size": batch,
-                         "forward_s": fwd_s, "backward_s": bwd_s, "encode_s": enc_s,
+                         "forward_s": fwd_s, "backward_s": bwd_s, "optimizer_s": opt_s,
+                         "encode_s": enc_s,
                          "decode_s": dec_s, "device": str(device),
                          "threads": torch.get_num_threads()})
     return rows

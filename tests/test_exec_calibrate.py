@@ -16,11 +16,11 @@ from heterps_sim.zoo import model_graph
 from tests.exec_helpers import CPU_TYPE, LAYERS, SCENARIO
 
 
-def _rows(a=1e-4, c=2e-6, enc=3e-5, dec=2e-5):
+def _rows(a=1e-4, c=2e-6, enc=3e-5, dec=2e-5, opt=0.0):
     """A synthetic profile: every layer costs a + c b (split 1:2), encode/decode fixed."""
     return [{"layer": name, "batch_size": b, "forward_s": (a + c * b) / 3,
-             "backward_s": 2 * (a + c * b) / 3, "encode_s": enc, "decode_s": dec}
-            for name in LAYERS for b in (8, 64, 256)]
+             "backward_s": 2 * (a + c * b) / 3, "encode_s": enc, "decode_s": dec,
+             "optimizer_s": opt} for name in LAYERS for b in (8, 64, 256)]
 
 
 def test_fit_linear_recovers_fixed_and_per_sample_cost():
@@ -43,6 +43,18 @@ def test_calibrated_one_stage_plan_runs_at_the_profiled_speed():
     assert all(math.isnan(x) for x in p.oct_s[:, 1 - j if j == 0 else 0])
     result = evaluate_plan(p, plan)
     assert result.throughput == pytest.approx(base.batch_size * k / per_step)
+
+
+def test_parameter_updates_do_not_split_over_replicas():
+    base = load_input(SCENARIO).problem
+    m, k, u = 2, 3, 5e-5
+    plan = Plan(stages=(Stage(layers=tuple(LAYERS), resource=CPU_TYPE, num_replicas=k),),
+                num_microbatches=m)
+    p = calibrated_problem(base, model_graph("tiny-ctr"), plan,
+                           LayerFit.from_rows(_rows(opt=u)), [1.0], 1e-4, 1e9, for_des=False)
+    split = len(LAYERS) * (m * 1e-4 + 2e-6 * base.batch_size)
+    step = split / k + len(LAYERS) * u  # every replica updates every layer once per step
+    assert evaluate_plan(p, plan).throughput == pytest.approx(base.batch_size / step)
 
 
 def test_cuts_add_encode_and_decode_per_microbatch():

@@ -106,11 +106,27 @@ def load(path: str) -> tuple[int, list[tuple[TableSpec, np.ndarray, np.ndarray]]
     return meta["step"], tables
 
 
-def restore(shard: Shard, root: str) -> int | None:
-    """Load the last checkpoint of `shard` under `root` into it; the step, or None if none."""
-    path = latest(root, shard.config.shard)
-    if path is None:
-        return None
+def common_step(root: str, num_shards: int) -> int | None:
+    """The newest step every shard has a complete checkpoint of (shards write in parallel, so
+    a crash can leave one shard a checkpoint ahead; it keeps the previous one too)."""
+    steps = []
+    for s in range(num_shards):
+        path = latest(root, s)
+        if path is None:
+            return None
+        steps.append(int(os.path.basename(path).split("-")[1]))
+    return min(steps)
+
+
+def restore(shard: Shard, root: str, step: int | None = None) -> int | None:
+    """Load the last checkpoint (or that of `step`) of `shard` under `root` into it; returns
+    the step, or None when there is none."""
+    if step is None:
+        path = latest(root, shard.config.shard)
+        if path is None:
+            return None
+    else:
+        path = os.path.join(shard_dir(root, shard.config.shard), f"step-{step:09d}")
     step, tables = load(path)
     for spec, ids, rows in tables:
         t = shard.tables[shard.declare(spec)]

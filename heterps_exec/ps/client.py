@@ -44,9 +44,8 @@ class PullHandle:
             rows = torch.empty(self.uniq.numel(), dim, dtype=torch.float32)
             errors = []
             for mask, reply, part in self.parts:
-                out = torch.empty(part.numel() * dim, dtype=torch.float32)
                 try:
-                    reply.wait(out.view(torch.uint8))
+                    out = reply.wait()[1].view(torch.float32)
                 except PSError as exc:  # keep receiving: every reply must be consumed
                     errors.append(str(exc))
                     continue
@@ -80,10 +79,10 @@ class PSClient:
         self._tag = self._tag % (1 << 20) + 1
         return self._tag
 
-    def _call(self, dst, op, **kw):
+    def _call(self, dst, op, expect=0, **kw):
         tag = self._next_tag()
-        keep = send_request(self.group, dst, op, reply_tag=tag, **kw)
-        reply = Reply(self.group, dst, tag)
+        reply = Reply(self.group, dst, tag, expect)  # posted before the request goes out
+        keep = send_request(self.group, dst, op, reply_tag=tag, expect=expect, **kw)
         reply.request = keep  # a send's tensors and work must outlive it (gloo)
         return reply, keep
 
@@ -138,7 +137,8 @@ class PSClient:
         uniq, inverse = dedup(ids)
         parts = []
         for mask, dst, part in self._split(uniq):
-            reply, keep = self._call(dst, protocol.PULL, table=index, ids=part)
+            reply, _ = self._call(dst, protocol.PULL, table=index, ids=part,
+                                  expect=part.numel() * self.tables[table][1].dim * 4)
             parts.append((mask, reply, part))
         return PullHandle(self, table, uniq, inverse, parts, t0)
 

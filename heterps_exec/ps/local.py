@@ -20,7 +20,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 
-def _entry(rank, world, init_file, num_servers, config_kw, restore_dir, fn, args, results):
+def _entry(rank, world, init_file, num_servers, config_kw, restore, fn, args, results):
     torch.set_num_threads(1)
     if os.environ.get("HETERPS_PS_DEBUG"):  # stacks of a hung rank, for debugging
         import faulthandler
@@ -37,7 +37,8 @@ def _entry(rank, world, init_file, num_servers, config_kw, restore_dir, fn, args
         servers, clients = list(range(num_servers)), list(range(num_servers, world))
         if rank < num_servers:
             cfg = ShardConfig(shard=rank, num_shards=num_servers, **config_kw)
-            results.put((rank, "ok", serve(group, clients, cfg, restore_dir=restore_dir)))
+            results.put((rank, "ok", serve(group, clients, cfg, restore_dir=restore[0],
+                                           restore_step=restore[1])))
         else:
             client = PSClient(group, servers)
             out = fn(client, rank - num_servers, *args)
@@ -52,7 +53,7 @@ class LocalWorld:
     """Running PS + client processes; `join()` -> {rank: result}."""
 
     def __init__(self, fn, args=(), *, num_servers=1, num_clients=1, config=None,
-                 restore_dir=None, work_dir=None):
+                 restore_dir=None, restore_step=None, work_dir=None):
         ctx = mp.get_context("spawn")
         self._tmp = tempfile.TemporaryDirectory(prefix="heterps-ps-")
         config = dict(config or {})
@@ -61,7 +62,8 @@ class LocalWorld:
         self.world = num_servers + num_clients
         self.results = ctx.Queue()
         self.procs = [ctx.Process(target=_entry, daemon=True, args=(
-            r, self.world, init_file, num_servers, config, restore_dir, fn, args, self.results))
+            r, self.world, init_file, num_servers, config, (restore_dir, restore_step), fn, args,
+            self.results))
             for r in range(self.world)]
         for p in self.procs:
             p.start()
@@ -93,9 +95,9 @@ class LocalWorld:
 
 
 def run_local(fn, args=(), *, num_servers=1, num_clients=1, config=None, restore_dir=None,
-              timeout_s=90.0) -> list:
+              restore_step=None, timeout_s=90.0) -> list:
     """Results of `fn(client, client_index, *args)` on each client, in client order."""
     world = LocalWorld(fn, args, num_servers=num_servers, num_clients=num_clients,
-                       config=config, restore_dir=restore_dir)
+                       config=config, restore_dir=restore_dir, restore_step=restore_step)
     out = world.join(timeout_s)
     return [out[r] for r in range(num_servers, num_servers + num_clients)]

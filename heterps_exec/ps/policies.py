@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-POLICIES = ("lru", "lfu", "paddle")
+from heterps_exec.ps.spec import POLICIES
 
 
 @njit(cache=True)

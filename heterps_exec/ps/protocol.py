@@ -3,10 +3,13 @@
 A request is two messages on tag 0: a header of `REQUEST_LEN` int64, then (when nbytes > 0)
 one uint8 payload: the ids' bytes followed by the values' bytes (gradients, JSON, a path).
 ```
-request header: op, table, n, step, id_dtype, value_dtype, value_width, nbytes, reply_tag, 0
+request header: op, table, n, step, id_dtype, value_dtype, value_width, nbytes, reply_tag,
+                expect (reply payload bytes the client expects; 0 = unknown)
 reply header:   status (0 ok, 1 error), nbytes, value (e.g. a table index), 0
 ```
-The reply (header, then a payload of nbytes: rows, JSON or an error message) travels on the
+With `expect` > 0 (pulls: n x dim x 4) the reply is one message of 32 + expect bytes: its
+header, then the rows (an error pads it and sends its message after). Otherwise the reply is
+a header, then a payload of nbytes (JSON, an error message). Every reply travels on the
 request's own `reply_tag`, so a client can have several requests in flight to one server
 (prefetches, asynchronous pushes) without their replies being confused. The header carries
 dtype and width so that a server can refuse a wrong dtype or shape after reading exactly the
@@ -59,7 +62,8 @@ def text_bytes(obj) -> torch.Tensor:
 
 def send_request(group, dst: int, op: int, *, table: int = 0, step: int = 0,
                  ids: torch.Tensor | None = None, values: torch.Tensor | None = None,
-                 payload: torch.Tensor | None = None, reply_tag: int = 1) -> list:
+                 payload: torch.Tensor | None = None, reply_tag: int = 1,
+                 expect: int = 0) -> list:
     """Post a request to global rank `dst`; returns [works, header, body], which the caller
     must keep referenced until the reply arrives (gloo drops a send whose work is freed)."""
     empty = torch.empty(0, dtype=torch.int64)
@@ -68,7 +72,8 @@ def send_request(group, dst: int, op: int, *, table: int = 0, step: int = 0,
     body = payload if payload is not None else as_bytes(ids, values)
     width = values.shape[-1] if values.dim() >= 2 else 0
     header = torch.from_numpy(np.array([op, table, ids.numel(), step, dtype_code(ids),
-                                        dtype_code(values), width, body.numel(), reply_tag, 0],
+                                        dtype_code(values), width, body.numel(), reply_tag,
+                                        expect],
                                        dtype=np.int64))
     works = [dist.isend(header, dst, group=group)]
     if body.numel():
@@ -76,22 +81,26 @@ def send_request(group, dst: int, op: int, *, table: int = 0, step: int = 0,
     return [works, header, body]
 
 
+HEAD_BYTES = REPLY_LEN * 8
+
+
 class Reply:
-    """A reply being received from `src` on `tag`; `wait()` -> (value, payload bytes)."""
+    """A reply being received from `src` on `tag` (`expect` as in the request);
+    `wait()` -> (value, payload bytes)."""
 
-    def __init__(self, group, src: int, tag: int):
+    def __init__(self, group, src: int, tag: int, expect: int = 0):
         self.group, self.src, self.tag = group, src, tag
-        self.header = torch.empty(REPLY_LEN, dtype=torch.int64)
-        self.work = dist.irecv(self.header, src, group=group, tag=tag)
+        self.buffer = torch.empty(HEAD_BYTES + expect, dtype=torch.uint8)
+        self.header = self.buffer[:HEAD_BYTES].view(torch.int64)
+        self.work = dist.irecv(self.buffer, src, group=group, tag=tag)
 
-    def wait(self, out: torch.Tensor | None = None) -> tuple[int, torch.Tensor]:
-        """Payload into `out` (uint8 view of the expected result) when it fits, else new."""
+    def wait(self) -> tuple[int, torch.Tensor]:
         self.work.wait()
         status, nbytes, value, _ = self.header.tolist()
-        payload = torch.empty(0, dtype=torch.uint8)
+        if status == OK and self.buffer.numel() > HEAD_BYTES:
+            return value, self.buffer[HEAD_BYTES:]
+        payload = torch.empty(nbytes, dtype=torch.uint8)
         if nbytes:
-            payload = out if (out is not None and status == OK and out.numel() == nbytes) \
-                else torch.empty(nbytes, dtype=torch.uint8)
             dist.recv(payload, self.src, group=self.group, tag=self.tag)
         if status != OK:
             raise PSError(bytes(payload.numpy()).decode(errors="replace"))
@@ -113,12 +122,12 @@ def decode_request(header: list[int], body: torch.Tensor):
 
 def check_header(header: list[int]) -> str | None:
     """Why a header cannot be decoded, or None."""
-    op, _, n, _, id_code, val_code, width, nbytes, tag, _ = header
+    op, _, n, _, id_code, val_code, width, nbytes, tag, expect = header
     if op not in OP_NAMES:
         return f"unknown op {op}"
     if not (0 <= id_code < len(DTYPES) and 0 <= val_code < len(DTYPES)):
         return f"unknown dtype code {id_code}/{val_code}"
-    if n < 0 or width < 0 or nbytes < 0 or tag < 1:
+    if n < 0 or width < 0 or nbytes < 0 or tag < 1 or expect < 0:
         return f"bad header {header}"
     if op in (PULL, PUSH):
         id_size = np.dtype(NUMPY[id_code]).itemsize

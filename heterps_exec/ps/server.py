@@ -35,13 +35,15 @@ from heterps_exec.ps.protocol import (
 )
 from heterps_exec.ps.shard import Shard
 from heterps_exec.ps.spec import PSRequestError, ShardConfig, TableSpec
+from heterps_exec.ps.tiers import compile_kernels
 
 
 class _Server:
-    def __init__(self, group, client_ranks, config: ShardConfig, restore_dir):
+    def __init__(self, group, client_ranks, config: ShardConfig, restore_dir, restore_step):
         self.group = group
         self.shard = Shard(config)
-        self.restored_step = checkpoint.restore(self.shard, restore_dir) if restore_dir else None
+        self.restored_step = (checkpoint.restore(self.shard, restore_dir, restore_step)
+                              if restore_dir else None)
         start = -1 if self.restored_step is None else self.restored_step
         self.done = dict.fromkeys(client_ranks, start)  # open clients -> last step ended
         self.applied = start
@@ -49,18 +51,25 @@ class _Server:
         self.sends: list = []
         self.requests = 0
 
-    def reply(self, dst: int, tag: int, *, status=OK, value=0, payload=None) -> None:
+    def reply(self, dst: int, tag: int, *, status=OK, value=0, payload=None, expect=0) -> None:
+        """Answer on `tag`; with `expect` > 0 in one message of exactly 32 + expect bytes."""
         payload = torch.empty(0, dtype=torch.uint8) if payload is None else payload
-        header = torch.from_numpy(np.array([status, payload.numel(), value, 0], dtype=np.int64))
-        works = [dist.isend(header, dst, group=self.group, tag=tag)]
-        if payload.numel():
-            works.append(dist.isend(payload, dst, group=self.group, tag=tag))
-        self.sends.append((works, header, payload))
+        head = np.array([status, payload.numel(), value, 0], dtype=np.int64)
+        if expect and status == OK and payload.numel() == expect:
+            messages = [torch.cat([torch.from_numpy(head).view(torch.uint8), payload])]
+        elif expect:
+            first = torch.zeros(protocol.HEAD_BYTES + expect, dtype=torch.uint8)
+            first[:protocol.HEAD_BYTES] = torch.from_numpy(head).view(torch.uint8)
+            messages = [first, payload] if payload.numel() else [first]
+        else:
+            messages = [torch.from_numpy(head)] + ([payload] if payload.numel() else [])
+        works = [dist.isend(m, dst, group=self.group, tag=tag) for m in messages]
+        self.sends.append((works, messages))
         if len(self.sends) > 64:
             self.sends = [s for s in self.sends if not all(w.is_completed() for w in s[0])]
 
-    def error(self, dst: int, tag: int, message: str) -> None:
-        self.reply(dst, tag, status=ERROR, payload=protocol.text_bytes(message))
+    def error(self, dst: int, tag: int, message: str, expect: int = 0) -> None:
+        self.reply(dst, tag, status=ERROR, payload=protocol.text_bytes(message), expect=expect)
 
     def advance(self) -> None:
         """Apply finished steps and release the clients allowed to go on."""
@@ -81,7 +90,8 @@ class _Server:
             t0 = time.perf_counter()
             ids, _ = protocol.decode_request(header, body)
             rows = self.shard.pull(table, ids)
-            self.reply(src, tag, payload=torch.from_numpy(rows).reshape(-1).view(torch.uint8))
+            self.reply(src, tag, payload=torch.from_numpy(rows).reshape(-1).view(torch.uint8),
+                       expect=header[9])
             self.shard.tables[table].latency_s["pull"].append(time.perf_counter() - t0)
         elif op == PUSH:
             t0 = time.perf_counter()
@@ -121,16 +131,17 @@ class _Server:
             body = torch.empty(max(h[7], 0), dtype=torch.uint8)
             if body.numel():
                 dist.recv(body, src, group=self.group)
+            expect = max(h[9], 0)
             if problem is not None:
-                self.error(src, max(h[8], 1), f"bad request from rank {src}: {problem}")
+                self.error(src, max(h[8], 1), f"bad request from rank {src}: {problem}", expect)
                 continue
             if src not in self.done and h[0] != CLOSE:
-                self.error(src, h[8], f"rank {src} is not an open client of this PS")
+                self.error(src, h[8], f"rank {src} is not an open client of this PS", expect)
                 continue
             try:
                 self.handle(src, h, body)
             except (PSRequestError, ValueError, KeyError, TypeError) as exc:
-                self.error(src, h[8], f"{protocol.OP_NAMES[h[0]]}: {exc}")
+                self.error(src, h[8], f"{protocol.OP_NAMES[h[0]]}: {exc}", expect)
         deadline = time.monotonic() + 10.0  # replies to clients that never listen: give up
         while time.monotonic() < deadline and not all(
                 w.is_completed() for works, *_ in self.sends for w in works):
@@ -140,11 +151,14 @@ class _Server:
         return stats
 
 
-def serve(group, client_ranks, config: ShardConfig, *, restore_dir: str | None = None) -> dict:
+def serve(group, client_ranks, config: ShardConfig, *, restore_dir: str | None = None,
+          restore_step: int | None = None) -> dict:
     """Serve shard `config.shard` to `client_ranks` (global ranks in `group`) until all of
     them have called `PSClient.close()`; returns the final per-table counters.
 
     `restore_dir`: the trainer's checkpoint directory; the shard starts from its last
-    checkpoint there (if any) and clients continue at the step after it."""
+    checkpoint there (if any; `restore_step`: that step's, see `checkpoint.common_step`) and
+    clients continue at the step after it."""
     torch.set_num_threads(1)
-    return _Server(group, list(client_ranks), config, restore_dir).run()
+    compile_kernels()
+    return _Server(group, list(client_ranks), config, restore_dir, restore_step).run()

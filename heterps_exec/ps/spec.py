@@ -10,9 +10,9 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from heterps_exec.ps.policies import POLICIES
-
 OPTIMIZERS = ("sgd", "adagrad")
+POLICIES = ("lru", "lfu", "paddle")
+"""Hot-tier policies (`policies.py`)."""
 
 
 class PSRequestError(ValueError):

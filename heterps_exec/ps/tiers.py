@@ -103,12 +103,16 @@ class TieredRows:
         for tier, n in zip(TIERS, np.bincount(where, minlength=4).tolist()):
             self.counts[tier] += n
         out_keys, out_rows = self.hot.admit(keys, rows)
-        promoted = (where == 1) & (self.hot.policy.slot_of[keys] >= 0)
+        in_hot = self.hot.policy.slot_of[keys] >= 0
+        promoted = (where == 1) & in_hot
         if promoted.any():
             self.warm.policy.remove(keys[promoted])
         if out_keys.size:  # rows still in warm (not promoted) need no demotion
             keep = self.warm.policy.slot_of[out_keys] < 0
             self._demote(out_keys[keep], out_rows[keep])
+        bypassed = ~in_hot & (where != 0)  # not admitted to hot: the warm tier keeps them,
+        if bypassed.any():  # so their updates land in RAM, not on a disk page each
+            self._demote(keys[bypassed], rows[bypassed])
         return rows
 
     def _demote(self, keys, rows) -> None:
@@ -143,3 +147,17 @@ class TieredRows:
         rows = np.concatenate([p[1] for p in parts]).reshape(-1, self.width)
         last = len(keys) - 1 - np.unique(keys[::-1], return_index=True)[1]
         return keys[last], rows[last]
+
+
+def compile_kernels() -> None:
+    """Run every numba kernel once on a toy table, so that no request pays for compiling
+    (cached on disk after the first process; still ~0.1 s per process to load)."""
+    from heterps_exec.ps.policies import make_policy
+    from heterps_exec.ps.store import NullStore
+
+    for name in ("lru", "lfu", "paddle"):
+        tiers = TieredRows(make_policy(name, 2, 16, passes=1), 2, 2, NullStore(2),
+                           lambda k: np.zeros((len(k), 2), np.float32))
+        for keys in ([1, 2, 3], [4, 5, 1, 6, 7], [8, 9]):
+            tiers.read(np.array(keys, dtype=np.int64))
+            tiers.end_pass()
