@@ -47,11 +47,16 @@ def step_dir(ckpt_dir: str | Path, step: int) -> Path:
 
 
 def save(ckpt_dir: str | Path, step: int, module: torch.nn.Module,
-         optimizer: torch.optim.Optimizer, *, rank: int) -> None:
-    """Collective: every rank saves its part; rank 0 then moves `latest` to this step."""
+         optimizer: torch.optim.Optimizer, *, rank: int, group=None,
+         before_commit=None) -> None:
+    """Collective over `group` (the trainers): every rank saves its part, `before_commit`
+    runs on the rank that passes one (the parameter server's checkpoint of the same step),
+    then rank 0 moves `latest` to this step."""
     path = step_dir(ckpt_dir, step)
-    dcp.save(_state(module, optimizer), checkpoint_id=path)
-    dist.barrier()
+    dcp.save(_state(module, optimizer), checkpoint_id=path, process_group=group)
+    if before_commit is not None:
+        before_commit()
+    dist.barrier(group=group)
     if rank == 0:
         fd, tmp = tempfile.mkstemp(dir=ckpt_dir, prefix=".latest.")
         with os.fdopen(fd, "w") as fh:
@@ -59,12 +64,12 @@ def save(ckpt_dir: str | Path, step: int, module: torch.nn.Module,
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, Path(ckpt_dir) / LATEST)
-    dist.barrier()
+    dist.barrier(group=group)
 
 
 def load(ckpt_dir: str | Path, step: int, module: torch.nn.Module,
-         optimizer: torch.optim.Optimizer) -> None:
-    """Collective: fill this rank's parameters and optimizer state in place from `step`."""
+         optimizer: torch.optim.Optimizer, *, group=None) -> None:
+    """Collective over `group`: fill this rank's parameters and optimizer state in place."""
     state = _state(module, optimizer)
-    dcp.load(state, checkpoint_id=step_dir(ckpt_dir, step))
+    dcp.load(state, checkpoint_id=step_dir(ckpt_dir, step), process_group=group)
     module.load_state_dict(state["model"])

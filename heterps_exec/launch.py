@@ -56,6 +56,9 @@ class RunRequest:
     checkpoint_every: int = 0
     save_state: bool = False
     trace: bool = False
+    ps_shards: int = 0
+    ps_policy: str = "lfu"
+    ps_hot_fraction: float = 0.05
     fault: dict = field(default_factory=dict)
 
 
@@ -112,6 +115,13 @@ def prepare(req: RunRequest) -> tuple[RunSpec, object]:
                              req.checkpoint_every >= 0)):
         if not ok:
             raise ExecError(f"{name}: invalid value {value}")
+    from heterps_exec.ps.spec import POLICIES
+    if req.ps_shards < 0 or req.ps_shards > 16:
+        raise ExecError(f"--ps-shards: expected 0..16, got {req.ps_shards}")
+    if req.ps_policy not in POLICIES:
+        raise ExecError(f"--ps-policy: expected one of {', '.join(POLICIES)}, got {req.ps_policy!r}")
+    if not 0 <= req.ps_hot_fraction <= 1:
+        raise ExecError(f"--ps-hot-fraction: expected a share in [0, 1], got {req.ps_hot_fraction}")
     if req.checkpoint_every and not req.checkpoint_dir:
         raise ExecError("--checkpoint-every needs --checkpoint-dir")
     if req.checkpoint_dir:
@@ -140,7 +150,8 @@ def prepare(req: RunRequest) -> tuple[RunSpec, object]:
                    warmup_steps=min(req.warmup_steps, req.steps - 1),
                    checkpoint_dir=str(Path(req.checkpoint_dir).resolve()) if req.checkpoint_dir else "",
                    checkpoint_every=req.checkpoint_every, save_state=req.save_state,
-                   trace=req.trace, fault=dict(req.fault))
+                   trace=req.trace, ps_shards=req.ps_shards, ps_policy=req.ps_policy,
+                   ps_hot_fraction=req.ps_hot_fraction, fault=dict(req.fault))
     _ensure_data(spec, req)
     (out / "plan.json").write_text(_json(spec.plan))
     (out / "spec.json").write_text(spec.to_json())
@@ -167,10 +178,10 @@ def _ensure_data(spec: RunSpec, req: RunRequest) -> None:
 
 
 def torchrun_command(spec: RunSpec, opts: LaunchOptions) -> list[str]:
-    world = sum(s["num_replicas"] for s in spec.plan["stages"])
+    world = sum(s["num_replicas"] for s in spec.plan["stages"]) + spec.ps_shards
     if world % opts.nnodes:
-        raise ExecError(f"--nnodes {opts.nnodes}: the plan's {world} ranks do not split evenly "
-                        "over the nodes")
+        raise ExecError(f"--nnodes {opts.nnodes}: the run's {world} ranks (PS included) do not "
+                        "split evenly over the nodes")
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--max-restarts={opts.max_restarts}",
            "--monitor-interval=0.2", f"--nproc-per-node={world // opts.nnodes}"]
     if opts.nnodes == 1:

@@ -54,6 +54,10 @@ class RunSpec:
     checkpoint_every: int = 0
     save_state: bool = False
     trace: bool = False
+    ps_shards: int = 0
+    """Parameter-server ranks serving the embedding tables (0: local tables)."""
+    ps_policy: str = "lfu"
+    ps_hot_fraction: float = 0.05
     fault: dict = field(default_factory=dict)
     """Testing aid: {"rank": r, "step": s, "mode": "kill" | "hang"} kills (or hangs) rank r at
     the start of step s on the first attempt only (torchrun then restarts everyone from the

@@ -38,6 +38,8 @@ def _per_step(parts: list[dict], key: str) -> float:
 
 
 def exec_result(spec: RunSpec, problem, parts: list[dict]) -> RunResult:
+    ps_parts = [p for p in parts if p.get("role") == "ps"]
+    parts = [p for p in parts if p.get("role", "trainer") == "trainer"]
     plan = spec.plan_obj()
     steps = min(p["measured_steps"] for p in parts)
     wall = max(p["wall_s"] for p in parts)
@@ -83,7 +85,16 @@ def exec_result(spec: RunSpec, problem, parts: list[dict]) -> RunResult:
                "first_step": last["start_step"], "measured_steps": steps,
                "emulated": emulated, "slowdowns": [b.slowdown for b in spec.bindings],
                "stages": extra_stages, "schedule": plan.schedule,
-               "num_microbatches": plan.num_microbatches, "world_size": len(parts)})
+               "num_microbatches": plan.num_microbatches, "world_size": len(parts),
+               "ps_shards": len(ps_parts),
+               "ps": _ps_summary(parts, ps_parts) if ps_parts else None})
+
+
+def _ps_summary(trainers: list[dict], servers: list[dict]) -> dict:
+    """Rank 0's client counters and every shard's per-table tier counters."""
+    client = next((p["ps"] for p in trainers if p.get("ps")), None)
+    return {"client": client["client"] if client else {},
+            "servers": [p["stats"] for p in sorted(servers, key=lambda p: p["rank"])]}
 
 
 def exec_spans(spec: RunSpec, parts: list[dict]) -> list[Span]:
@@ -91,6 +102,8 @@ def exec_spans(spec: RunSpec, parts: list[dict]) -> list[Span]:
     plan = spec.plan_obj()
     spans = []
     for p in sorted(parts, key=lambda p: p["rank"]):
+        if p.get("role") == "ps":
+            continue
         resource = plan.stages[p["stage"]].resource
         track = f"stage {p['stage']} / replica {p['replica']} ({resource})"
         spans += [Span(group="stages", track=track, name=name, category=cat, start_s=s, end_s=e,

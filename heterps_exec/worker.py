@@ -15,6 +15,7 @@ import os
 import signal
 import sys
 import time
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
@@ -58,12 +59,31 @@ def make_optimizer(spec: RunSpec, module: torch.nn.Module) -> torch.optim.Optimi
     raise ValueError(f"unknown optimizer {spec.optimizer!r}")
 
 
-def build_context(spec: RunSpec, rank: int) -> tuple[StageContext, torch.nn.Module]:
-    plan = spec.plan_obj()
-    layout = Layout(tuple(s.num_replicas for s in plan.stages))
-    stage, replica = layout.role(rank)
-    groups = [dist.new_group(layout.ranks(g)) if k > 1 else None  # every rank, same order
+@dataclass
+class Groups:
+    """Every process group of the run, created by every rank in the same order."""
+
+    stages: list
+    """Per stage: its replicas' group (None with one replica)."""
+    trainers: object
+    """All trainer ranks: start barrier, checkpoints (PS ranks are busy serving)."""
+    ps: object | None
+    """PS ranks + trainers (gloo), or None without a parameter server."""
+
+
+def make_groups(spec: RunSpec, layout: Layout) -> Groups:
+    stages = [dist.new_group(layout.ranks(g)) if k > 1 else None
               for g, k in enumerate(layout.replicas)]
+    trainers = dist.new_group(list(range(layout.world_size)))
+    ps = (dist.new_group(list(range(layout.world_size + spec.ps_shards)), backend="gloo")
+          if spec.ps_shards else None)
+    return Groups(stages, trainers, ps)
+
+
+def build_context(spec: RunSpec, rank: int, layout: Layout, groups: Groups
+                  ) -> tuple[StageContext, torch.nn.Module]:
+    plan = spec.plan_obj()
+    stage, replica = layout.role(rank)
     graph = graph_for(spec)
     binding = spec.bindings[stage]
     device = torch.device(binding.device)
@@ -73,7 +93,7 @@ def build_context(spec: RunSpec, rank: int) -> tuple[StageContext, torch.nn.Modu
     ctx = StageContext(
         spec=spec, layout=layout, rank=rank, stage=stage, replica=replica, device=device,
         comm_device=device if dist.get_backend() == "nccl" else torch.device("cpu"),
-        group=groups[stage],
+        group=groups.stages[stage],
         in_boundary=boundary_after(graph, plan.stages[stage - 1].layers[-1]) if stage else None,
         out_boundary=(boundary_after(graph, plan.stages[stage].layers[-1])
                       if stage < layout.num_stages - 1 else None),
@@ -81,37 +101,50 @@ def build_context(spec: RunSpec, rank: int) -> tuple[StageContext, torch.nn.Modu
     return ctx, module
 
 
-def train(spec: RunSpec, rank: int) -> dict:
-    ctx, module = build_context(spec, rank)
-    optimizer = make_optimizer(spec, module)
-    start = 0
-    if spec.checkpoint_dir and (found := checkpoint.latest_step(spec.checkpoint_dir)) is not None:
-        checkpoint.load(spec.checkpoint_dir, found, module, optimizer)
-        start = found
-    runner = StageRunner(ctx, module, optimizer)
+def _steps(ctx: StageContext, spec: RunSpec) -> list[list]:
+    """This replica's (code, mu) actions, grouped by step."""
     plan = spec.plan_obj()
-    actions = ctx.layout.actions(plan.schedule, ctx.stage, ctx.replica, plan.num_microbatches,
-                                 spec.steps)
     per_step: list[list] = [[] for _ in range(spec.steps)]
     step = 0
-    for code, mu in actions:
+    for code, mu in ctx.layout.actions(plan.schedule, ctx.stage, ctx.replica,
+                                       plan.num_microbatches, spec.steps):
         if code == STEP:
             step = mu + 1
         else:
             per_step[step].append((code, mu))
+    return per_step
+
+
+def _maybe_fail(spec: RunSpec, rank: int, step: int) -> None:
+    if spec.fault and spec.fault["rank"] == rank and spec.fault["step"] == step and \
+            os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0":
+        if spec.fault.get("mode", "kill") == "hang":
+            time.sleep(10 * spec.timeout_s)  # peers must give up after timeout_s
+        os.kill(os.getpid(), signal.SIGKILL)  # an abrupt failure, as in a lost machine
+
+
+def train(spec: RunSpec, rank: int, layout: Layout, groups: Groups) -> dict:
+    ctx, module = build_context(spec, rank, layout, groups)
+    client = None
+    if groups.ps is not None:
+        from heterps_exec import ps_bridge
+        client = ps_bridge.attach(module, spec, groups.ps, layout.world_size)
+    optimizer = make_optimizer(spec, module)
+    start = 0
+    if spec.checkpoint_dir and (found := checkpoint.latest_step(spec.checkpoint_dir)) is not None:
+        checkpoint.load(spec.checkpoint_dir, found, module, optimizer, group=groups.trainers)
+        start = found
+    runner = StageRunner(ctx, module, optimizer)
+    per_step = _steps(ctx, spec)
     stream = None
     if ctx.stage == 0:
         stream = BatchStream(spec.data_dir, batch_size=spec.batch_size, seed=spec.seed)
         stream.prefetch(start, spec.steps)
-    dist.barrier()
+    dist.barrier(group=groups.trainers)
     ctx.recorder.restart_clock()
     losses, step_ends, measure_from = [], [], None
     for step in range(start, spec.steps):
-        if spec.fault and spec.fault["rank"] == rank and spec.fault["step"] == step and \
-                os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0":
-            if spec.fault.get("mode", "kill") == "hang":
-                time.sleep(10 * spec.timeout_s)  # peers must give up after timeout_s
-            os.kill(os.getpid(), signal.SIGKILL)  # an abrupt failure, as in a lost machine
+        _maybe_fail(spec, rank, step)
         if step == start + spec.warmup_steps or (measure_from is None and step == spec.steps - 1):
             measure_from = ctx.recorder.now()
             ctx.recorder.measuring = True
@@ -123,17 +156,31 @@ def train(spec: RunSpec, rank: int) -> dict:
             elif code == B:
                 runner.backward(mu)
         losses.append(runner.end_step())
+        if client is not None:
+            with ctx.recorder.span("ps step", "ps"):
+                client.end_step(step)
         step_ends.append(ctx.recorder.now())
         if spec.checkpoint_dir and spec.checkpoint_every and (step + 1) % spec.checkpoint_every == 0:
-            checkpoint.save(spec.checkpoint_dir, step + 1, module, optimizer, rank=rank)
+            checkpoint.save(spec.checkpoint_dir, step + 1, module, optimizer, rank=rank,
+                            group=groups.trainers, before_commit=(
+                                (lambda s=step + 1: ps_bridge.checkpoint(client, spec, s))
+                                if client is not None and rank == 0 else None))
     wall = step_ends[-1] - (measure_from or 0.0) if step_ends else 0.0
     measured = sum(1 for t in step_ends if measure_from is not None and t > measure_from)
+    state = None
+    if spec.save_state and ctx.replica == 0:
+        state = {k: v.detach().cpu() for k, v in module.state_dict().items()}
+        if client is not None:
+            state.update(ps_bridge.table_state(module, client))
+    ps_stats = None
+    if client is not None:
+        ps_stats = client.stats() if rank == 0 else None
+        client.close()
     return {
-        "rank": rank, "stage": ctx.stage, "replica": ctx.replica, "device": str(ctx.device),
-        "start_step": start, "losses": losses, "measured_steps": measured, "wall_s": wall,
-        "totals": dict(ctx.recorder.totals), "spans": ctx.recorder.spans,
-        "state": ({k: v.detach().cpu() for k, v in module.state_dict().items()}
-                  if spec.save_state and ctx.replica == 0 else None),
+        "role": "trainer", "rank": rank, "stage": ctx.stage, "replica": ctx.replica,
+        "device": str(ctx.device), "start_step": start, "losses": losses,
+        "measured_steps": measured, "wall_s": wall, "totals": dict(ctx.recorder.totals),
+        "spans": ctx.recorder.spans, "state": state, "ps": ps_stats,
     }
 
 
@@ -144,8 +191,18 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(spec.threads_per_rank)
     backend = "nccl" if all(b.device.startswith("cuda") for b in spec.bindings) else "gloo"
     init_distributed(spec, rank, world, backend)
+    layout = Layout(tuple(s["num_replicas"] for s in spec.plan["stages"]))
     try:
-        part = train(spec, rank)
+        groups = make_groups(spec, layout)
+        if rank < layout.world_size:
+            part = train(spec, rank, layout, groups)
+        else:
+            from heterps_exec import ps_bridge
+            restore = (checkpoint.latest_step(spec.checkpoint_dir)
+                       if spec.checkpoint_dir else None)
+            part = {"role": "ps", "rank": rank,
+                    "stats": ps_bridge.serve_shard(spec, rank, layout.world_size, groups.ps,
+                                                   restore)}
         parts = [None] * world if rank == 0 else None
         dist.gather_object(part, parts, dst=0)
         if rank == 0:
@@ -160,7 +217,7 @@ def write_outputs(spec: RunSpec, parts: list[dict]) -> None:
     out = Path(spec.out_dir)
     state = {}
     for p in parts:
-        state.update(p.pop("state") or {})
+        state.update(p.pop("state", None) or {})
     if spec.save_state:
         torch.save(state, out / "state.pt")
     tmp = out / ".ranks.json.tmp"
