@@ -92,6 +92,17 @@ class EmbeddingOp(Op):
     def _table(self, slot: int):
         return self.tables[0 if self.shared else slot]
 
+    def prefetch(self, env: dict[str, torch.Tensor]) -> None:
+        """Start fetching the rows a later forward on `env` will read, where the tables can
+        (parameter-server tables; a shared table fetches for its first ids tensor only)."""
+        started = set()
+        for j, name in enumerate(self.consumes):
+            table = self._table(j)
+            if name in env and hasattr(table, "prefetch") and id(table) not in started:
+                started.add(id(table))
+                ids = env[name]
+                table.prefetch(ids.reshape(-1, 1) if self.pooling == "none" else ids)
+
     def forward(self, *ids: torch.Tensor):
         if self.pooling == "none":  # every id its own vector
             return torch.cat([self._table(j)(x.reshape(-1, 1)).reshape(x.shape[0], -1)

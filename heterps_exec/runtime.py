@@ -68,11 +68,17 @@ class StageRunner:
         self.inbox: dict[tuple[str, int], tuple[dict, list]] = {}
         self.sends: list = []
         self.loss_sum = 0.0
+        self.embeddings = [m for m in module.modules() if hasattr(m, "prefetch")
+                           and any(hasattr(t, "client") for t in getattr(m, "tables", ()))]
+        """Embedding layers on a parameter server: their next rows are prefetched."""
+        self.next_forward: dict[int, int] = {}
 
     # -- messages ------------------------------------------------------------------------
     def post_receives(self, actions) -> None:
         """Post every receive this step will need, in action order (overlaps compute)."""
         c = self.ctx
+        forwards = [mu for code, mu in actions if code == F]
+        self.next_forward = dict(zip(forwards, forwards[1:]))
         for code, mu in actions:
             size = self._size(mu)
             if code == F and c.in_boundary is not None:
@@ -119,12 +125,31 @@ class StageRunner:
         else:
             env, leaf = c.in_boundary.decode(self._receive(("F", mu)))
         out_env, loss = self._compute(f"F{mu}", lambda: self.module(env))
+        if self.embeddings:
+            self._prefetch(self.next_forward.get(mu), batch)
         if self.last:
             self.stash[mu] = (leaf, loss)
             return
         message, grad_out = c.out_boundary.encode(out_env)
         self.stash[mu] = (leaf, grad_out)
         self._send(message, c.layout.rank_of(c.stage + 1, mu), mu, backward=False)
+
+    def _prefetch(self, mu: int | None, batch: dict | None) -> None:
+        """Pull microbatch mu's rows now (they travel while this replica does other work),
+        when its ids are already here: always at stage 0, else once its message arrived."""
+        c = self.ctx
+        if mu is None:
+            return
+        if c.in_boundary is None:
+            lo, hi = self.bounds[mu % self.m]
+            env = {k: torch.from_numpy(v[lo:hi]) for k, v in batch.items()}
+        else:
+            buf, work = self.inbox.get(("F", mu), (None, None))
+            if work is None or not work.is_completed():
+                return
+            env = c.in_boundary.decode(buf)[0]
+        for layer in self.embeddings:
+            layer.prefetch(env)
 
     def backward(self, mu: int) -> None:
         c = self.ctx
