@@ -48,6 +48,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint-dir", default="", metavar="DIR")
     p.add_argument("--checkpoint-every", type=int, default=0, metavar="N")
     p.add_argument("--max-restarts", type=int, default=0)
+    p.add_argument("--quantize", default="none", metavar="MODE",
+                   help="boundary activations/gradients on the wire: none, fp16, bf16, int8")
     p.add_argument("--ps-shards", type=int, default=0, metavar="S",
                    help="serve the embedding tables from S parameter-server ranks (0: local)")
     p.add_argument("--ps-policy", default="lfu", help="PS hot-tier policy: lru, lfu, paddle")
@@ -94,7 +96,7 @@ def run(args) -> int:
                      optimizer=args.optimizer, lr=args.lr, warmup_steps=args.warmup_steps,
                      timeout_s=args.rank_timeout, checkpoint_dir=args.checkpoint_dir,
                      checkpoint_every=args.checkpoint_every, save_state=bool(args.save_state),
-                     trace=bool(args.trace), ps_shards=args.ps_shards,
+                     trace=bool(args.trace), quantize=args.quantize, ps_shards=args.ps_shards,
                      ps_policy=args.ps_policy, ps_hot_fraction=args.ps_hot_fraction,
                      fault=_fault(args.inject_fault))
     try:

@@ -56,6 +56,7 @@ class RunRequest:
     checkpoint_every: int = 0
     save_state: bool = False
     trace: bool = False
+    quantize: str = "none"
     ps_shards: int = 0
     ps_policy: str = "lfu"
     ps_hot_fraction: float = 0.05
@@ -116,6 +117,9 @@ def prepare(req: RunRequest) -> tuple[RunSpec, object]:
         if not ok:
             raise ExecError(f"{name}: invalid value {value}")
     from heterps_exec.ps.spec import POLICIES
+    from heterps_exec.quantize import MODES
+    if req.quantize not in MODES:
+        raise ExecError(f"--quantize: expected one of {', '.join(MODES)}, got {req.quantize!r}")
     if req.ps_shards < 0 or req.ps_shards > 16:
         raise ExecError(f"--ps-shards: expected 0..16, got {req.ps_shards}")
     if req.ps_policy not in POLICIES:
@@ -150,7 +154,8 @@ def prepare(req: RunRequest) -> tuple[RunSpec, object]:
                    warmup_steps=min(req.warmup_steps, req.steps - 1),
                    checkpoint_dir=str(Path(req.checkpoint_dir).resolve()) if req.checkpoint_dir else "",
                    checkpoint_every=req.checkpoint_every, save_state=req.save_state,
-                   trace=req.trace, ps_shards=req.ps_shards, ps_policy=req.ps_policy,
+                   trace=req.trace, quantize=req.quantize, ps_shards=req.ps_shards,
+                   ps_policy=req.ps_policy,
                    ps_hot_fraction=req.ps_hot_fraction, fault=dict(req.fault))
     _ensure_data(spec, req)
     (out / "plan.json").write_text(_json(spec.plan))

@@ -54,6 +54,8 @@ class RunSpec:
     checkpoint_every: int = 0
     save_state: bool = False
     trace: bool = False
+    quantize: str = "none"
+    """Boundary activations and gradients on the wire: none, fp16, bf16, int8 (quantize.py)."""
     ps_shards: int = 0
     """Parameter-server ranks serving the embedding tables (0: local tables)."""
     ps_policy: str = "lfu"

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
+from heterps_exec import quantize
 from heterps_exec.data import raw_tensors
 from heterps_exec.models import GraphModel, build_model
 from heterps_sim.zoo_layers import F32, ID_BYTES, ModelGraph
@@ -60,11 +61,13 @@ class Boundary:
     Forward, one uint8 message per microbatch, each row one sample's bytes: int64 tensors
     first, then the float32 tensors that carry a gradient, then those that do not, padded to
     8 bytes (so every section can be viewed back in place). Backward, the gradient of the
-    grad section as one float32 [batch, width("grad")] message. One message each way keeps
-    the per-microbatch cost of a cut to one gloo round of latency.
+    grad section as one message. One message each way keeps the per-microbatch cost of a cut
+    to one gloo round of latency. With `quantize` (quantize.MODES) both float sections and the
+    gradient travel as fp16 / bf16 / int8 with per-row scales; ids always travel exactly.
     """
 
     tensors: tuple[BoundaryTensor, ...]
+    quantize: str = "none"
 
     def width(self, kind: str) -> int:
         return sum(t.width for t in self.tensors if t.kind == kind)
@@ -77,10 +80,26 @@ class Boundary:
         """Byte [lo, hi) of each kind in a row."""
         out, lo = {}, 0
         for kind in ("int", "grad", "plain"):
-            hi = lo + self.width(kind) * (ID_BYTES if kind == "int" else F32)
+            w = self.width(kind)
+            hi = lo + (w * ID_BYTES if kind == "int" else quantize.nbytes(w, self.quantize))
             out[kind] = (lo, int(hi))
             lo = int(hi)
         return out
+
+    @property
+    def grad_bytes(self) -> int:
+        """Bytes per row of the backward message."""
+        return quantize.nbytes(self.width("grad"), self.quantize)
+
+    def encode_grad(self, grad: torch.Tensor) -> torch.Tensor:
+        return quantize.encode(grad, self.quantize)
+
+    def decode_grad(self, message: torch.Tensor) -> torch.Tensor:
+        return quantize.decode(message, self.width("grad"), self.quantize)
+
+    def empty_grad(self, batch: int, device: str | torch.device = "cpu") -> torch.Tensor:
+        """A receive buffer for one microbatch's backward message."""
+        return torch.empty(batch, self.grad_bytes, dtype=torch.uint8, device=device)
 
     @property
     def row_bytes(self) -> int:
@@ -92,8 +111,14 @@ class Boundary:
         by_kind = {k: [env[t.name].reshape(batch, -1) for t in self.tensors if t.kind == k]
                    for k in KINDS}
         grad = torch.cat(by_kind["grad"], 1) if by_kind["grad"] else None
-        parts = [x.detach().contiguous().view(torch.uint8)
-                 for k in ("int", "grad", "plain") for x in by_kind[k]]
+        if self.quantize == "none":
+            parts = [x.detach().contiguous().view(torch.uint8)
+                     for k in ("int", "grad", "plain") for x in by_kind[k]]
+        else:  # quantize each float section as one [batch, width] tensor
+            parts = [x.detach().contiguous().view(torch.uint8) for x in by_kind["int"]]
+            for k in ("grad", "plain"):
+                if by_kind[k]:
+                    parts.append(quantize.encode(torch.cat(by_kind[k], 1), self.quantize))
         pad = self.row_bytes - self._sections()["plain"][1]
         if pad:
             parts.append(torch.zeros(batch, pad, dtype=torch.uint8, device=parts[0].device))
@@ -102,8 +127,13 @@ class Boundary:
     def decode(self, message: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
         """(tensor name -> view, the grad section as a fresh leaf that collects the gradient)."""
         sec = self._sections()
-        views = {k: message[:, lo:hi].view(torch.int64 if k == "int" else torch.float32)
-                 for k, (lo, hi) in sec.items() if hi > lo}
+        if self.quantize == "none":
+            views = {k: message[:, lo:hi].view(torch.int64 if k == "int" else torch.float32)
+                     for k, (lo, hi) in sec.items() if hi > lo}
+        else:
+            views = {k: (message[:, lo:hi].view(torch.int64) if k == "int" else
+                         quantize.decode(message[:, lo:hi], self.width(k), self.quantize))
+                     for k, (lo, hi) in sec.items() if hi > lo}
         leaf = views["grad"].clone().requires_grad_(True) if "grad" in views else None
         if leaf is not None:
             views["grad"] = leaf
@@ -119,7 +149,7 @@ class Boundary:
         return torch.empty(batch, self.row_bytes, dtype=torch.uint8, device=device)
 
 
-def boundary_after(graph: ModelGraph, layer: str) -> Boundary:
+def boundary_after(graph: ModelGraph, layer: str, quantize_mode: str = "none") -> Boundary:
     """The cut after `layer`: every tensor made at or before it that a later layer reads."""
     index = [n.name for n in graph.nodes].index(layer)
     raw = {t.name: t for t in raw_tensors(graph)}
@@ -132,4 +162,4 @@ def boundary_after(graph: ModelGraph, layer: str) -> Boundary:
         else:
             kind = "grad" if graph.tensor_grad.get(name, True) else "plain"
             tensors.append(BoundaryTensor(name, int(graph.tensor_bytes[name] // F32), kind))
-    return Boundary(tuple(tensors))
+    return Boundary(tuple(tensors), quantize_mode)

@@ -67,6 +67,8 @@ class StageRunner:
         self.stash: dict[int, tuple] = {}
         self.inbox: dict[tuple[str, int], tuple[dict, list]] = {}
         self.sends: list = []
+        self.bytes_sent = 0
+        """Boundary message bytes this replica has sent (activations and gradients)."""
         self.loss_sum = 0.0
         self.embeddings = [m for m in module.modules() if hasattr(m, "prefetch")
                            and any(hasattr(t, "client") for t in getattr(m, "tables", ()))]
@@ -86,7 +88,7 @@ class StageRunner:
                 src = c.layout.rank_of(c.stage - 1, mu)
                 self.inbox["F", mu] = (buf, dist.irecv(buf, src=src, tag=_tag(mu, False)))
             elif code == B and c.out_boundary is not None and c.out_boundary.has_grad:
-                buf = torch.empty(size, c.out_boundary.width("grad"), device=c.comm_device)
+                buf = c.out_boundary.empty_grad(size, c.comm_device)
                 src = c.layout.rank_of(c.stage + 1, mu)
                 self.inbox["B", mu] = (buf, dist.irecv(buf, src=src, tag=_tag(mu, True)))
 
@@ -98,6 +100,7 @@ class StageRunner:
 
     def _send(self, buf: torch.Tensor, dst: int, mu: int, backward: bool) -> None:
         msg = buf.detach().to(self.ctx.comm_device).contiguous()
+        self.bytes_sent += msg.numel() * msg.element_size()
         self.sends.append((msg, dist.isend(msg, dst=dst, tag=_tag(mu, backward))))
 
     def _size(self, mu: int) -> int:
@@ -158,12 +161,13 @@ class StageRunner:
             self.loss_sum += float(out.detach())
             self._compute(f"B{mu}", lambda: (out / c.spec.batch_size).backward())
         elif out is not None:
-            grad = self._receive(("B", mu))
+            grad = c.out_boundary.decode_grad(self._receive(("B", mu)))
             if out.requires_grad:
                 self._compute(f"B{mu}", lambda: torch.autograd.backward([out], [grad]))
         if leaf is not None:
             g = leaf.grad if leaf.grad is not None else torch.zeros_like(leaf)
-            self._send(g, c.layout.rank_of(c.stage - 1, mu), mu, backward=True)
+            self._send(c.in_boundary.encode_grad(g), c.layout.rank_of(c.stage - 1, mu), mu,
+                       backward=True)
 
     # -- step end ------------------------------------------------------------------------
     def end_step(self) -> float:

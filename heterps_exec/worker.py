@@ -94,8 +94,9 @@ def build_context(spec: RunSpec, rank: int, layout: Layout, groups: Groups
         spec=spec, layout=layout, rank=rank, stage=stage, replica=replica, device=device,
         comm_device=device if dist.get_backend() == "nccl" else torch.device("cpu"),
         group=groups.stages[stage],
-        in_boundary=boundary_after(graph, plan.stages[stage - 1].layers[-1]) if stage else None,
-        out_boundary=(boundary_after(graph, plan.stages[stage].layers[-1])
+        in_boundary=(boundary_after(graph, plan.stages[stage - 1].layers[-1], spec.quantize)
+                     if stage else None),
+        out_boundary=(boundary_after(graph, plan.stages[stage].layers[-1], spec.quantize)
                       if stage < layout.num_stages - 1 else None),
         slowdown=binding.slowdown, recorder=Recorder(keep_spans=spec.trace))
     return ctx, module
@@ -181,6 +182,7 @@ def train(spec: RunSpec, rank: int, layout: Layout, groups: Groups) -> dict:
         "device": str(ctx.device), "start_step": start, "losses": losses,
         "measured_steps": measured, "wall_s": wall, "totals": dict(ctx.recorder.totals),
         "spans": ctx.recorder.spans, "state": state, "ps": ps_stats,
+        "bytes_sent": runner.bytes_sent, "steps_run": spec.steps - start,
     }
 
 

@@ -187,3 +187,12 @@ def test_cores_ignore_the_sleeping_part_of_emulated_compute():
     assert full == pytest.approx(64 / 1.6, rel=1e-3)
     with pytest.raises(ValueError, match="cpu_share"):
         DesOptions(cpu_share=(0.0, 1.0))
+
+
+def test_quantized_transfers_move_fewer_bytes():
+    """A transfer-bound pipeline runs as fast as its bytes allow: int8 needs a quarter."""
+    p = chain_problem([1e-9, 1e-9], boundary_bytes=8e6, network=1e9, batch_size=64)
+    plan = chain_plan(p, [1, 1], microbatches=4)
+    t = {q: throughput(p, plan, "transfers", quantize=q) for q in ("none", "fp16", "int8")}
+    assert t["fp16"] / t["none"] == pytest.approx(2.0, rel=0.01)
+    assert t["int8"] / t["none"] == pytest.approx(4.0, rel=0.02)

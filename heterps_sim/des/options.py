@@ -163,6 +163,9 @@ class DesOptions(_Strict):
         default=None, description="allreduce: dense parameter bytes per layer; None = "
         "problem.param_bytes (0 when the problem has none).")
     ps: PsOptions = Field(default_factory=PsOptions, description="ps: shards and tiers.")
+    quantize: Literal["none", "fp16", "bf16", "int8"] = Field(
+        default="none", description="transfers: boundary activations and gradients quantized "
+        "on the wire (fp16/bf16: half the bytes, int8: a quarter), as the engine's --quantize.")
     host_cores: int = Field(default=2, ge=1, description="cores: CPU cores of the one host "
                             "every replica shares.")
     cpu_share: tuple[float, ...] | None = Field(

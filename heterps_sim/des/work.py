@@ -21,6 +21,8 @@ S, when odt is serial) and model them explicitly instead:
 
     transfers  the boundary term of ODT, boundary_bytes[b] / min(net_j, net_j') + latency, leaves
                the work; each microbatch sends forward_boundary_share * boundary_bytes / m bytes
+               (x WIRE_BYTES[options.quantize]: fp16/bf16 halve them, int8 quarters them - the
+               per-row scales and exact ids are knowingly left out)
                of activations to the next stage and the rest back as gradients, each message
                taking bytes / min(net_j, net_j') + latency.
     ps         the odt of embedding layers (sparse_bytes[i] > 0) leaves the work; each microbatch
@@ -39,6 +41,9 @@ from dataclasses import dataclass
 from ..cost import StageTerms
 from ..problem import Problem
 from .options import DesOptions
+
+WIRE_BYTES = {"none": 1.0, "fp16": 0.5, "bf16": 0.5, "int8": 0.25}
+"""Share of the float32 boundary bytes that crosses the wire per quantization mode."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,8 +123,9 @@ def stage_work(problem: Problem, terms: list[StageTerms], replicas: list[int], m
         if options.on("transfers") and not last:
             bb = float(problem.boundary_bytes[t.last])
             removed += bb / link_bw + problem.latency_s
-            send_f = bb * options.forward_boundary_share / m
-            send_b = bb * (1.0 - options.forward_boundary_share) / m
+            wire = WIRE_BYTES[options.quantize]
+            send_f = wire * bb * options.forward_boundary_share / m
+            send_b = wire * bb * (1.0 - options.forward_boundary_share) / m
         ps_bytes = 0.0
         if options.on("ps"):
             layers = _ps_layers(problem, t)
