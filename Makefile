@@ -33,6 +33,7 @@ bench: setup
 	$(PY) benchmarks/des_speed.py
 	$(PY) benchmarks/bench_headline.py
 	$(PY) benchmarks/bench_exec.py
+	$(PY) benchmarks/bench_tradeoff.py
 
 lint: setup
 	$(VENV)/bin/ruff check heterps_sim heterps_exec tests benchmarks

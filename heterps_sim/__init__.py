@@ -16,6 +16,10 @@ Where things live (one responsibility per module):
     trace.py       spans -> Chrome/Perfetto trace JSON
     inputs.py      a scenario YAML or a problem JSON -> Problem;  userfiles.py  one-line errors
     tables.py      readable tables;  cli.py `heterps-sim`;  cli_des.py  its simulator commands
+    sweep.py       throughput-limit sweeps (schedulers x limits, worker processes) -> a table;
+                   sweep_files.py the folder it writes;  headline.py  vs the best single type
+    plots.py       trade-off figures, plots_run.py Gantt + utilisation, plot_files.py `plot DIR`
+                   (files only, never recomputes);  report.py  `report`;  cli_tradeoff.py  commands
 
 Glossary:
     layer      one node of the model chain; its name is the torch module name in heterps_exec

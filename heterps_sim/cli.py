@@ -1,4 +1,4 @@
-"""`heterps-sim`: catalog, check, problem, schedule, evaluate, simulate.
+"""`heterps-sim`: catalog, check, problem, schedule, evaluate, simulate, tradeoff, plot, report.
 
 Every command takes a scenario YAML or a problem JSON (none: the built-in default scenario);
 `--json` prints one JSON document to stdout. Bad input prints one line naming the file, the
@@ -269,6 +269,8 @@ def cmd_simulate(args) -> int:
         _atomic_write(out / "plan.json", _dump(outcome.plan.to_json_dict()))
         _atomic_write(out / "result.json", _dump(outcome.result.to_json_dict()))
         _atomic_write(out / "stages.csv", stages_frame(outcome.result).to_csv(index=False))
+        from .cli_tradeoff import write_run_trace  # trace.json: `heterps-sim plot` draws it
+        write_run_trace(loaded.problem, outcome.plan, out / "trace.json", seed, _atomic_write)
     if args.json:
         print(_dump({**outcome.to_json_dict(), "run_dir": str(out)}))
     else:
@@ -362,6 +364,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=["least", "exact"], help="provisioning mode")
     add_des_arguments(p, effects=False)
     p.set_defaults(allow_same_type_cuts=False)
+    from .cli_tradeoff import add_commands  # tradeoff, plot, report (bodies live there)
+    add_commands(add)
     return ap
 
 
