@@ -142,3 +142,30 @@ def test_a_hung_rank_fails_the_run_within_the_timeout(tmp_path):
                             "--rank-timeout", "5", "--timeout", "120")
     assert code == 1
     assert "failed" in err and "torchrun.log" in err
+
+
+ZOO = [("dlrm", "0.0001"), ("ctr-dnn", "0.001"), ("2emb", "0.0001"), ("wide-deep", "0.0001"),
+       ("matchnet", "0.001"), ("nce", "0.001")]
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("model,scale", [pytest.param(m, s, marks=() if m == "dlrm" else
+                                                      pytest.mark.slow) for m, s in ZOO])
+def test_every_zoo_model_pipelines_exactly(tmp_path, model, scale):
+    """Each zoo model (tables scaled down) cut in the middle, replicas (2, 1)."""
+    from heterps_sim.zoo import get_model
+    layers = [la.name for la in get_model(model).layers]
+    cut = len(layers) // 2
+    (tmp_path / "s.yaml").write_text(
+        f"name: zoo-{model}\nmodel: {{name: {model}}}\ncluster: {{types: [xeon-icelake-16vcpu]}}"
+        "\nworkload: {batch_size: 64, throughput_limit: 1000, num_samples: 1.0e+6}\n")
+    (tmp_path / "p.json").write_text(json.dumps({"stages": [
+        {"layers": layers[:cut], "resource": "xeon-icelake-16vcpu", "num_replicas": 2},
+        {"layers": layers[cut:], "resource": "xeon-icelake-16vcpu", "num_replicas": 1}],
+        "num_microbatches": 2, "schedule": "1f1b"}))
+    code, out, err = run_exec("run", str(tmp_path / "p.json"), "--scenario",
+                              str(tmp_path / "s.yaml"), "--steps", "3", "--table-scale", scale,
+                              "--out", str(tmp_path / "run"), "--save-state",
+                              str(tmp_path / "state.pt"), "--json")
+    assert code == 0, err
+    assert_matches_reference(tmp_path / "run", tmp_path / "state.pt", json.loads(out))
