@@ -10,28 +10,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from datetime import datetime
 from pathlib import Path
 
 from pydantic import ValidationError
+
+from .userfiles import atomic_write as _atomic_write
 
 EXIT_INFEASIBLE, EXIT_BAD_INPUT = 1, 2
 
 
 class CliError(Exception):
     """Bad input: one line, exit 2."""
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    """Write next to the target, then rename: a crash never leaves a half-written file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
 
 
 def _dump(data) -> str:

@@ -14,20 +14,10 @@ Re-run any point (same row, wall time aside): `heterps-sim tradeoff DIR/problem.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
 from .sweep import SweepResult
-
-
-def _write(path: Path, text: str) -> None:
-    """Write next to the target, then rename: a crash never leaves a half-written file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+from .userfiles import atomic_write as _write
 
 
 def _dump(data) -> str:

@@ -7,6 +7,8 @@ the problem; the CLI prints it and exits 2.
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from pathlib import Path
 
 import yaml
@@ -55,3 +57,13 @@ def read_mapping(path: Path) -> dict:
     if not isinstance(data, dict):
         raise UserFileError(f"{path}: expected a mapping of fields at the top level")
     return data
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write next to the target, then rename: a crash never leaves a half-written file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
