@@ -48,6 +48,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint-dir", default="", metavar="DIR")
     p.add_argument("--checkpoint-every", type=int, default=0, metavar="N")
     p.add_argument("--max-restarts", type=int, default=0)
+    p.add_argument("--share", default="equal", metavar="equal|speed",
+                   help="split a stage's microbatches equally or by measured replica speed")
+    p.add_argument("--slow-replica", action="append", default=[], metavar="STAGE:REPLICA:F",
+                   help="emulate a slow unit: dilate that replica's compute by F (repeatable)")
     p.add_argument("--quantize", default="none", metavar="MODE",
                    help="boundary activations/gradients on the wire: none, fp16, bf16, int8")
     p.add_argument("--ps-shards", type=int, default=0, metavar="S",
@@ -84,6 +88,15 @@ def _fault(text: str) -> dict:
         raise ExecCliError(f"--inject-fault: expected RANK:STEP[:kill|hang], got {text!r}") from None
 
 
+def _slow(text: str) -> tuple[int, int, float]:
+    from heterps_exec.cli import ExecCliError
+    try:
+        g, r, f = text.split(":")
+        return int(g), int(r), float(f)
+    except ValueError:
+        raise ExecCliError(f"--slow-replica: expected STAGE:REPLICA:FACTOR, got {text!r}") from None
+
+
 def run(args) -> int:
     from heterps_exec.cli import ExecCliError
     from heterps_exec.launch import LaunchOptions, RunRequest, launch, prepare
@@ -96,7 +109,9 @@ def run(args) -> int:
                      optimizer=args.optimizer, lr=args.lr, warmup_steps=args.warmup_steps,
                      timeout_s=args.rank_timeout, checkpoint_dir=args.checkpoint_dir,
                      checkpoint_every=args.checkpoint_every, save_state=bool(args.save_state),
-                     trace=bool(args.trace), quantize=args.quantize, ps_shards=args.ps_shards,
+                     trace=bool(args.trace), share=args.share,
+                     slow_replicas=tuple(_slow(x) for x in args.slow_replica),
+                     quantize=args.quantize, ps_shards=args.ps_shards,
                      ps_policy=args.ps_policy, ps_hot_fraction=args.ps_hot_fraction,
                      fault=_fault(args.inject_fault))
     try:

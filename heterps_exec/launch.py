@@ -56,6 +56,8 @@ class RunRequest:
     checkpoint_every: int = 0
     save_state: bool = False
     trace: bool = False
+    share: str = "equal"
+    slow_replicas: tuple = ()
     quantize: str = "none"
     ps_shards: int = 0
     ps_policy: str = "lfu"
@@ -117,6 +119,11 @@ def prepare(req: RunRequest) -> tuple[RunSpec, object]:
         if not ok:
             raise ExecError(f"{name}: invalid value {value}")
     from heterps_exec.ps.spec import POLICIES
+    if req.share not in ("equal", "speed"):
+        raise ExecError(f"--share: expected equal or speed, got {req.share!r}")
+    for g, r, f in req.slow_replicas:
+        if not (0 <= g < len(plan.stages) and 0 <= r < plan.stages[g].num_replicas and f >= 1):
+            raise ExecError(f"--slow-replica {g}:{r}:{f}: no such replica, or factor < 1")
     from heterps_exec.quantize import MODES
     if req.quantize not in MODES:
         raise ExecError(f"--quantize: expected one of {', '.join(MODES)}, got {req.quantize!r}")
@@ -154,7 +161,9 @@ def prepare(req: RunRequest) -> tuple[RunSpec, object]:
                    warmup_steps=min(req.warmup_steps, req.steps - 1),
                    checkpoint_dir=str(Path(req.checkpoint_dir).resolve()) if req.checkpoint_dir else "",
                    checkpoint_every=req.checkpoint_every, save_state=req.save_state,
-                   trace=req.trace, quantize=req.quantize, ps_shards=req.ps_shards,
+                   trace=req.trace, share=req.share,
+                   slow_replicas=[list(x) for x in req.slow_replicas],
+                   quantize=req.quantize, ps_shards=req.ps_shards,
                    ps_policy=req.ps_policy,
                    ps_hot_fraction=req.ps_hot_fraction, fault=dict(req.fault))
     _ensure_data(spec, req)

@@ -54,6 +54,11 @@ class RunSpec:
     checkpoint_every: int = 0
     save_state: bool = False
     trace: bool = False
+    share: str = "equal"
+    """How a stage's replicas split a step's microbatches: "equal" (mu mod k) or "speed"
+    (in proportion to measured speed, sharing.py)."""
+    slow_replicas: list = field(default_factory=list)
+    """[[stage, replica, factor], ...]: emulated slow units (compute dilated by factor)."""
     quantize: str = "none"
     """Boundary activations and gradients on the wire: none, fp16, bf16, int8 (quantize.py)."""
     ps_shards: int = 0

@@ -86,7 +86,9 @@ def exec_result(spec: RunSpec, problem, parts: list[dict]) -> RunResult:
                "emulated": emulated, "slowdowns": [b.slowdown for b in spec.bindings],
                "stages": extra_stages, "schedule": plan.schedule,
                "num_microbatches": plan.num_microbatches, "world_size": len(parts),
-               "ps_shards": len(ps_parts), "quantize": spec.quantize,
+               "ps_shards": len(ps_parts), "quantize": spec.quantize, "share": spec.share,
+               "share_counts": next((p["share_counts"] for p in parts
+                                     if p.get("share_counts")), None),
                "boundary_bytes_per_step": sum(p.get("bytes_sent", 0) for p in parts)
                / max(max(p.get("steps_run", 1) for p in parts), 1),
                "ps": _ps_summary(parts, ps_parts) if ps_parts else None})

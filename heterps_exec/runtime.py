@@ -74,6 +74,11 @@ class StageRunner:
                            and any(hasattr(t, "client") for t in getattr(m, "tables", ()))]
         """Embedding layers on a parameter server: their next rows are prefetched."""
         self.next_forward: dict[int, int] = {}
+        self.assignments: list[list[int]] | None = None
+        """Speed-aware sharing: this step's replica of each microbatch, per stage (None: the
+        equal split, microbatch mu on replica mu mod k)."""
+        self.step_compute_s = 0.0
+        self.step_microbatches = 0
 
     # -- messages ------------------------------------------------------------------------
     def post_receives(self, actions) -> None:
@@ -85,11 +90,11 @@ class StageRunner:
             size = self._size(mu)
             if code == F and c.in_boundary is not None:
                 buf = c.in_boundary.empty(size, c.comm_device)
-                src = c.layout.rank_of(c.stage - 1, mu)
+                src = self.route(c.stage - 1, mu)
                 self.inbox["F", mu] = (buf, dist.irecv(buf, src=src, tag=_tag(mu, False)))
             elif code == B and c.out_boundary is not None and c.out_boundary.has_grad:
                 buf = c.out_boundary.empty_grad(size, c.comm_device)
-                src = c.layout.rank_of(c.stage + 1, mu)
+                src = self.route(c.stage + 1, mu)
                 self.inbox["B", mu] = (buf, dist.irecv(buf, src=src, tag=_tag(mu, True)))
 
     def _receive(self, key: tuple[str, int]) -> torch.Tensor:
@@ -102,6 +107,13 @@ class StageRunner:
         msg = buf.detach().to(self.ctx.comm_device).contiguous()
         self.bytes_sent += msg.numel() * msg.element_size()
         self.sends.append((msg, dist.isend(msg, dst=dst, tag=_tag(mu, backward))))
+
+    def route(self, stage: int, mu: int) -> int:
+        """The rank that runs microbatch mu at `stage`."""
+        layout = self.ctx.layout
+        if self.assignments is None:
+            return layout.rank_of(stage, mu)
+        return layout.first_rank(stage) + self.assignments[stage][mu % self.m]
 
     def _size(self, mu: int) -> int:
         lo, hi = self.bounds[mu % self.m]
@@ -117,6 +129,8 @@ class StageRunner:
                 torch.cuda.synchronize(self.ctx.device)
             if self.ctx.slowdown > 1:
                 time.sleep((time.perf_counter() - t0) * (self.ctx.slowdown - 1))
+            self.step_compute_s += time.perf_counter() - t0
+            self.step_microbatches += name.startswith("F")
         return out
 
     def forward(self, mu: int, batch: dict | None) -> None:
@@ -135,7 +149,7 @@ class StageRunner:
             return
         message, grad_out = c.out_boundary.encode(out_env)
         self.stash[mu] = (leaf, grad_out)
-        self._send(message, c.layout.rank_of(c.stage + 1, mu), mu, backward=False)
+        self._send(message, self.route(c.stage + 1, mu), mu, backward=False)
 
     def _prefetch(self, mu: int | None, batch: dict | None) -> None:
         """Pull microbatch mu's rows now (they travel while this replica does other work),
@@ -166,10 +180,14 @@ class StageRunner:
                 self._compute(f"B{mu}", lambda: torch.autograd.backward([out], [grad]))
         if leaf is not None:
             g = leaf.grad if leaf.grad is not None else torch.zeros_like(leaf)
-            self._send(c.in_boundary.encode_grad(g), c.layout.rank_of(c.stage - 1, mu), mu,
+            self._send(c.in_boundary.encode_grad(g), self.route(c.stage - 1, mu), mu,
                        backward=True)
 
     # -- step end ------------------------------------------------------------------------
+    def seconds_per_microbatch(self) -> float:
+        """Compute seconds per forward+backward in the step so far (0: none ran here)."""
+        return self.step_compute_s / self.step_microbatches if self.step_microbatches else 0.0
+
     def end_step(self) -> float:
         """All-reduce gradients (+ loss) over the stage's replicas, update, drain sends.
         Returns the step's summed loss at the last stage (0.0 elsewhere)."""
@@ -196,6 +214,7 @@ class StageRunner:
                 work.wait()
         self.sends.clear()
         self.loss_sum = 0.0
+        self.step_compute_s, self.step_microbatches = 0.0, 0
         if self.stash or self.inbox:
             raise RuntimeError(f"rank {c.rank}: step ended with unfinished microbatches")
         return float(loss[0])

@@ -11,6 +11,7 @@ end sends its measurements (and, if asked, its stage's weights) to rank 0, which
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import sys
@@ -22,7 +23,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from heterps_exec import checkpoint
+from heterps_exec import checkpoint, sharing
 from heterps_exec.data import BatchStream
 from heterps_exec.layout import Layout, RunSpec
 from heterps_exec.partition import boundary_after, stage_model
@@ -98,8 +99,37 @@ def build_context(spec: RunSpec, rank: int, layout: Layout, groups: Groups
                      if stage else None),
         out_boundary=(boundary_after(graph, plan.stages[stage].layers[-1], spec.quantize)
                       if stage < layout.num_stages - 1 else None),
-        slowdown=binding.slowdown, recorder=Recorder(keep_spans=spec.trace))
+        slowdown=binding.slowdown * _replica_slowdown(spec, stage, replica),
+        recorder=Recorder(keep_spans=spec.trace))
     return ctx, module
+
+
+def _replica_slowdown(spec: RunSpec, stage: int, replica: int) -> float:
+    """An emulated slow unit (--slow-replica): extra dilation of one replica's compute."""
+    return math.prod(f for g, r, f in spec.slow_replicas if (g, r) == (stage, replica))
+
+
+class Sharing:
+    """--share speed: this step's microbatch assignment of every stage, from measured speeds."""
+
+    def __init__(self, spec: RunSpec, layout: Layout, group) -> None:
+        self.layout, self.group = layout, group
+        self.m = spec.plan["num_microbatches"]
+        self.tracker = sharing.SpeedTracker(layout.world_size)
+        self.history: list[list[list[int]]] = []
+
+    def assignments(self) -> list[list[int]]:
+        counts = [sharing.counts(self.tracker.speeds(self.layout.ranks(g)), self.m)
+                  for g in range(self.layout.num_stages)]
+        self.history.append(counts)
+        return [sharing.assignment(c) for c in counts]
+
+    def exchange(self, rank: int, seconds_per_microbatch: float) -> None:
+        """One all-reduce over the trainers: everyone learns everyone's speed."""
+        t = torch.zeros(self.layout.world_size, dtype=torch.float64)
+        t[rank] = seconds_per_microbatch
+        dist.all_reduce(t, group=self.group)
+        self.tracker.update(t.tolist())
 
 
 def _steps(ctx: StageContext, spec: RunSpec) -> list[list]:
@@ -137,6 +167,7 @@ def train(spec: RunSpec, rank: int, layout: Layout, groups: Groups) -> dict:
         start = found
     runner = StageRunner(ctx, module, optimizer)
     per_step = _steps(ctx, spec)
+    share = Sharing(spec, layout, groups.trainers) if spec.share == "speed" else None
     stream = None
     if ctx.stage == 0:
         stream = BatchStream(spec.data_dir, batch_size=spec.batch_size, seed=spec.seed)
@@ -150,13 +181,21 @@ def train(spec: RunSpec, rank: int, layout: Layout, groups: Groups) -> dict:
             measure_from = ctx.recorder.now()
             ctx.recorder.measuring = True
         batch = stream.next_batch()[1] if stream is not None else None
-        runner.post_receives(per_step[step])
-        for code, mu in per_step[step]:
+        actions = per_step[step]
+        if share is not None:
+            runner.assignments = share.assignments()
+            actions = sharing.step_actions(spec.plan["schedule"], ctx.stage, layout.num_stages,
+                                           ctx.replica, runner.assignments[ctx.stage], step)[:-1]
+        runner.post_receives(actions)
+        for code, mu in actions:
             if code == F:
                 runner.forward(mu, batch)
             elif code == B:
                 runner.backward(mu)
+        seconds = runner.seconds_per_microbatch()
         losses.append(runner.end_step())
+        if share is not None:
+            share.exchange(rank, seconds)
         if client is not None:
             with ctx.recorder.span("ps step", "ps"):
                 client.end_step(step)
@@ -183,6 +222,7 @@ def train(spec: RunSpec, rank: int, layout: Layout, groups: Groups) -> dict:
         "measured_steps": measured, "wall_s": wall, "totals": dict(ctx.recorder.totals),
         "spans": ctx.recorder.spans, "state": state, "ps": ps_stats,
         "bytes_sent": runner.bytes_sent, "steps_run": spec.steps - start,
+        "share_counts": share.history if share is not None else None,
     }
 
 
