@@ -10,7 +10,7 @@ import pytest
 
 from heterps_exec import sharing
 from heterps_exec.layout import Layout
-from heterps_sim.lanes import B, F, STEP
+from heterps_sim.lanes import STEP, B, F
 from tests.exec_helpers import SCENARIO, assert_matches_reference, run_exec, tiny_plan
 
 
