@@ -196,3 +196,27 @@ def test_quantized_transfers_move_fewer_bytes():
     t = {q: throughput(p, plan, "transfers", quantize=q) for q in ("none", "fp16", "int8")}
     assert t["fp16"] / t["none"] == pytest.approx(2.0, rel=0.01)
     assert t["int8"] / t["none"] == pytest.approx(4.0, rel=0.02)
+
+
+def test_speed_sharing_moves_microbatches_off_a_slow_replica():
+    """One of two replicas 2x slower, 12 microbatches: equal split waits for the slow one's
+    6 x 2 = 12 slots a step; by speed it gets 4 (8 slots) and the fast one 8: 1.5x."""
+    p = chain_problem([1.2], batch_size=120)
+    plan = chain_plan(p, [2], microbatches=12, schedule="gpipe")
+    common = {"slow_replicas": ((0, 1, 2.0),)}
+    equal = throughput(p, plan, "bubbles", **common)
+    speed = throughput(p, plan, "bubbles", share="speed", **common)
+    assert speed / equal == pytest.approx(1.5, rel=1e-6)
+    assert equal == pytest.approx(120 / (6 * 0.1 * 2))
+    with pytest.raises(ValueError, match="flush schedule"):
+        throughput(p, plan, "none", share="speed")
+
+
+def test_speed_sharing_pipelines_without_deadlock():
+    p = chain_problem([0.3, 0.9, 0.4], batch_size=96, boundary_bytes=1e5, latency_s=1e-4)
+    for schedule in ("gpipe", "1f1b"):
+        plan = chain_plan(p, [1, 3, 2], microbatches=6, schedule=schedule)
+        opts = {"slow_replicas": ((1, 0, 3.0), (2, 1, 1.5))}
+        equal = throughput(p, plan, "bubbles,transfers", **opts)
+        speed = throughput(p, plan, "bubbles,transfers", share="speed", **opts)
+        assert speed > equal

@@ -23,7 +23,7 @@ def send(world: World, rep: Replica, i: int, to_stage: int, code: int, mu: int, 
     if not world.transfers:
         world.deliver(to_stage, code, mu, t)
         return
-    to = world.replicas[to_stage][mu % len(world.replicas[to_stage])]
+    to = world.route(to_stage, mu)
     ser = rep.send_s[i]
     if world.contention:
         world.env.process(transfer(world, rep.id, to.id, to_stage, code, mu, ser))

@@ -166,6 +166,13 @@ class DesOptions(_Strict):
     quantize: Literal["none", "fp16", "bf16", "int8"] = Field(
         default="none", description="transfers: boundary activations and gradients quantized "
         "on the wire (fp16/bf16: half the bytes, int8: a quarter), as the engine's --quantize.")
+    share: Literal["equal", "speed"] = Field(
+        default="equal", description="How a stage's replicas split a step's microbatches: "
+        "equal (mu mod k) or speed (in proportion to each replica's speed from the second "
+        "step on, heterps_sim.sharing; flush schedules only), as the engine's --share.")
+    slow_replicas: tuple[tuple[int, int, float], ...] = Field(
+        default=(), description="(stage, replica, factor): units slower by a known factor, as "
+        "the engine's --slow-replica (stragglers draws them at random instead).")
     host_cores: int = Field(default=2, ge=1, description="cores: CPU cores of the one host "
                             "every replica shares.")
     cpu_share: tuple[float, ...] | None = Field(

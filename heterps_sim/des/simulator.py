@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
+from .. import sharing
 from ..cost import StageTerms, evaluate_plan, plan_stages
 from ..lanes import (
     F,
@@ -57,6 +58,10 @@ def simulate(problem: Problem, plan: Plan, *, seed: int = 0, options: DesOptions
     """
     options = options or DesOptions()
     terms = plan_stages(problem, plan)
+    if options.share == "speed" and not (options.on("bubbles") and
+                                         (options.schedule or plan.schedule) != "async"):
+        raise ValueError("share='speed' needs a flush schedule: gpipe or 1f1b with the "
+                         "bubbles effect on")
     if options.cpu_share is not None and len(options.cpu_share) != len(plan.stages):
         raise ValueError(f"cpu_share has {len(options.cpu_share)} entries for "
                          f"{len(plan.stages)} stages")
@@ -130,12 +135,19 @@ def _populate(world: World, works: list[StageWork], schedule: str, flush: bool, 
     slow = (choose_stragglers(seed, units, opts.straggler_fraction) if opts.on("stragglers")
             else frozenset())
     jitter = opts.jitter_cv if opts.on("jitter") else 0.0
+    factors = _slowdowns(works, slow, opts)
+    if opts.share == "speed":
+        world.assignments = _speed_assignments(works, factors, m, n_steps)
     rid = 0
     for g, w in enumerate(works):
         base = stage_orders(schedule, flush, g, world.num_stages, m, n_steps, lanes)
         for r in range(w.num_replicas):
-            actions = replica_actions(base, flush, w.num_replicas, r, m, n_steps, lanes)
-            rep = _make_replica(world, rid, w, r, actions, jitter, rid in slow, seed)
+            if world.assignments is None:
+                actions = replica_actions(base, flush, w.num_replicas, r, m, n_steps, lanes)
+            else:
+                actions = [a for n in range(n_steps) for a in sharing.step_actions(
+                    schedule, g, world.num_stages, r, world.assignments[n][g], n)]
+            rep = _make_replica(world, rid, w, r, actions, jitter, factors[rid], seed)
             world.replicas[g].append(rep)
             world.by_id.append(rep)
             rid += 1
@@ -150,18 +162,46 @@ def _populate(world: World, works: list[StageWork], schedule: str, flush: bool, 
         world.ps = simpy.Resource(env, capacity=1)
 
 
+def _slowdowns(works: list[StageWork], stragglers: frozenset, opts: DesOptions) -> list[float]:
+    """Duration factor of every replica: drawn stragglers and the known slow_replicas."""
+    out, rid = [], 0
+    for g, w in enumerate(works):
+        for r in range(w.num_replicas):
+            f = opts.straggler_slowdown if rid in stragglers else 1.0
+            for sg, sr, sf in opts.slow_replicas:
+                if (sg, sr) == (g, r):
+                    f *= sf
+            out.append(f)
+            rid += 1
+    return out
+
+
+def _speed_assignments(works: list[StageWork], factors: list[float], m: int,
+                       n_steps: int) -> list[list[list[int]]]:
+    """[step][stage] -> replica of each microbatch: equal in step 0 (nothing measured yet, as
+    in the engine), then in proportion to 1 / slowdown (the speeds the engine measures)."""
+    equal, speed, rid = [], [], 0
+    for w in works:
+        k = w.num_replicas
+        equal.append(sharing.assignment(sharing.counts([1.0] * k, m)))
+        speed.append(sharing.assignment(sharing.counts(
+            [1.0 / f for f in factors[rid:rid + k]], m)))
+        rid += k
+    return [equal] + [speed] * (n_steps - 1)
+
+
 def _make_replica(world: World, rid: int, w: StageWork, r: int, actions: list, jitter: float,
-                  straggler: bool, seed: int) -> Replica:
+                  slowdown: float, seed: int) -> Replica:
     opts = world.options
     per_code = (w.forward_s, w.backward_s, w.step_s)
     durations = [per_code[c] for c, _ in actions]
     rng = stream(seed, JITTER, rid) if jitter > 0 else None
     codes = None
+    straggler = slowdown != 1.0
     if rng is not None or straggler or world.transfers or w.ps_bytes > 0:
         codes = np.array([c for c, _ in actions], dtype=np.int64)
         factor = jitter_factors(rng, jitter, len(actions)) if rng is not None else 1.0
-        slow = opts.straggler_slowdown if straggler else 1.0
-        durations = (np.array(durations) * factor * slow).tolist()
+        durations = (np.array(durations) * factor * slowdown).tolist()
     rep = Replica(id=rid, stage=w, index=r, actions=actions, durations=durations, slow=straggler)
     if world.transfers:
         rep.send_s = _send_seconds(world.works, w.index, codes, rng, jitter)

@@ -69,6 +69,8 @@ class World:
         self.contention = options.on("contention")
         self.transfers = options.on("transfers")
         self.nics: list[simpy.Resource] = []
+        self.assignments: list[list[list[int]]] | None = None
+        """share='speed': [step][stage] -> replica of each microbatch (None: mu mod k)."""
         self.cores = (simpy.Resource(env, capacity=options.host_cores)
                       if options.on("cores") else None)
         """cores: the one host's CPU cores, shared by every replica's compute."""
@@ -85,6 +87,14 @@ class World:
         if waiter is not None:
             waiting[mu] = None
             waiter.succeed(t)
+
+    def route(self, stage: int, mu: int) -> Replica:
+        """The replica of `stage` that runs microbatch mu."""
+        reps = self.replicas[stage]
+        if self.assignments is None:
+            return reps[mu % len(reps)]
+        m = self.num_microbatches
+        return reps[self.assignments[mu // m][stage][mu % m]]
 
     def nic(self, replica_id: int, ingress: bool) -> simpy.Resource:
         return self.nics[2 * replica_id + ingress]
