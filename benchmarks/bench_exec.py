@@ -10,6 +10,9 @@
    microbatches of 256 samples: ~10 ms of compute each) -> measured throughput / the bottleneck stage's bound
    (batch / that stage's measured compute per step).
 3. The same 2-stage plan vs single-process training of the whole model (1 and 2 threads).
+4. Speed-aware sharing: ctr-dnn on one stage of 2 replicas, one emulated 2x slower
+   (--slow-replica), step time with the equal split / with --share speed, and the
+   simulator's prediction of that ratio.
 
     python benchmarks/bench_exec.py [--steps N] [--json]
 """
@@ -191,6 +194,35 @@ def efficiency(tmp: Path, steps: int) -> dict:
             "speedup_vs_2_threads": res["throughput"] / single[2]}
 
 
+def speed_sharing(tmp: Path, steps: int) -> dict:
+    """One stage of two replicas, one emulated 2x slower: equal split vs speed-aware (engine),
+    and the simulator's prediction of the same ratio."""
+    from heterps_sim.des import DesOptions, simulate
+    from heterps_sim.plan import Plan, Stage
+    from heterps_sim.zoo import get_model
+    from tests.des_cases import chain_problem
+    layers = [la.name for la in get_model("ctr-dnn").layers]
+    m, batch = 12, 1536
+    scn = _scenario(tmp / "share.yaml", "ctr-dnn", batch)
+    path = tmp / "share.json"
+    path.write_text(json.dumps({"stages": [{"layers": layers, "resource": CPU,
+                                            "num_replicas": 2}],
+                                "num_microbatches": m, "schedule": "gpipe"}))
+    step = {}
+    for share in ("equal", "speed"):
+        res = _engine(str(path), scn, tmp / f"share-{share}", steps, "--table-scale", "0.01",
+                      "--share", share, "--slow-replica", "0:1:2")
+        step[share] = res["step_time_s"]
+    p = chain_problem([1.0], batch_size=batch)
+    plan = Plan(stages=(Stage(layers=("l0",), resource="t", num_replicas=2),),
+                num_microbatches=m, schedule="gpipe")
+    des = {share: simulate(p, plan, options=DesOptions(
+        effects="bubbles", share=share, slow_replicas=((0, 1, 2.0),), num_steps=6)).result
+        .throughput for share in ("equal", "speed")}
+    return {"equal_step_ms": step["equal"] * 1e3, "speed_step_ms": step["speed"] * 1e3,
+            "ratio": step["equal"] / step["speed"], "des_ratio": des["speed"] / des["equal"]}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=20)
@@ -198,7 +230,8 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         res = {"overhead": overhead(Path(d), args.steps),
-               "efficiency": efficiency(Path(d), max(6, args.steps // 2))}
+               "efficiency": efficiency(Path(d), max(6, args.steps // 2)),
+               "sharing": speed_sharing(Path(d), max(6, args.steps // 2))}
     if args.json:
         print(json.dumps(res, indent=1))
         return
@@ -215,6 +248,10 @@ def main() -> None:
     print(f"pipeline efficiency (ctr-dnn cut after {e['cut_after']}, 2 stages, microbatch compute "
           f"{', '.join(f'{c:.1f}' for c in e['microbatch_compute_ms'])} ms): "
           f"{e['throughput']:,.0f} / {e['bottleneck_bound']:,.0f} samples/s = {e['efficiency']:.3f}")
+    sh = res["sharing"]
+    print(f"speed-aware sharing (2 replicas, one 2x slower, 12 microbatches): step "
+          f"{sh['equal_step_ms']:.1f} ms equal / {sh['speed_step_ms']:.1f} ms by speed = "
+          f"{sh['ratio']:.2f}x (simulator: {sh['des_ratio']:.2f}x)")
     print(f"2-stage plan vs single process: {e['speedup_vs_1_thread']:.2f}x (1 thread, "
           f"{e['single_process_1_thread']:,.0f}/s), {e['speedup_vs_2_threads']:.2f}x "
           f"(2 threads, {e['single_process_2_threads']:,.0f}/s)")
