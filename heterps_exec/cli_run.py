@@ -48,6 +48,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint-dir", default="", metavar="DIR")
     p.add_argument("--checkpoint-every", type=int, default=0, metavar="N")
     p.add_argument("--max-restarts", type=int, default=0)
+    p.add_argument("--overlap", choices=("on", "off"), default="off",
+                   help="all-reduce gradient buckets while the last backward still computes")
     p.add_argument("--share", default="equal", metavar="equal|speed",
                    help="split a stage's microbatches equally or by measured replica speed")
     p.add_argument("--slow-replica", action="append", default=[], metavar="STAGE:REPLICA:F",
@@ -109,7 +111,7 @@ def run(args) -> int:
                      optimizer=args.optimizer, lr=args.lr, warmup_steps=args.warmup_steps,
                      timeout_s=args.rank_timeout, checkpoint_dir=args.checkpoint_dir,
                      checkpoint_every=args.checkpoint_every, save_state=bool(args.save_state),
-                     trace=bool(args.trace), share=args.share,
+                     trace=bool(args.trace), overlap=args.overlap == "on", share=args.share,
                      slow_replicas=tuple(_slow(x) for x in args.slow_replica),
                      quantize=args.quantize, ps_shards=args.ps_shards,
                      ps_policy=args.ps_policy, ps_hot_fraction=args.ps_hot_fraction,

@@ -56,6 +56,7 @@ class RunRequest:
     checkpoint_every: int = 0
     save_state: bool = False
     trace: bool = False
+    overlap: bool = False
     share: str = "equal"
     slow_replicas: tuple = ()
     quantize: str = "none"
@@ -161,7 +162,7 @@ def prepare(req: RunRequest) -> tuple[RunSpec, object]:
                    warmup_steps=min(req.warmup_steps, req.steps - 1),
                    checkpoint_dir=str(Path(req.checkpoint_dir).resolve()) if req.checkpoint_dir else "",
                    checkpoint_every=req.checkpoint_every, save_state=req.save_state,
-                   trace=req.trace, share=req.share,
+                   trace=req.trace, overlap=req.overlap, share=req.share,
                    slow_replicas=[list(x) for x in req.slow_replicas],
                    quantize=req.quantize, ps_shards=req.ps_shards,
                    ps_policy=req.ps_policy,

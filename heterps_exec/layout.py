@@ -54,6 +54,8 @@ class RunSpec:
     checkpoint_every: int = 0
     save_state: bool = False
     trace: bool = False
+    overlap: bool = False
+    """All-reduce a stage's gradient buckets during its last backward of the step."""
     share: str = "equal"
     """How a stage's replicas split a step's microbatches: "equal" (mu mod k) or "speed"
     (in proportion to measured speed, sharing.py)."""

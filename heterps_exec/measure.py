@@ -87,6 +87,7 @@ def exec_result(spec: RunSpec, problem, parts: list[dict]) -> RunResult:
                "stages": extra_stages, "schedule": plan.schedule,
                "num_microbatches": plan.num_microbatches, "world_size": len(parts),
                "ps_shards": len(ps_parts), "quantize": spec.quantize, "share": spec.share,
+               "overlap": spec.overlap,
                "share_counts": next((p["share_counts"] for p in parts
                                      if p.get("share_counts")), None),
                "boundary_bytes_per_step": sum(p.get("bytes_sent", 0) for p in parts)

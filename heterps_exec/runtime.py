@@ -25,6 +25,7 @@ import torch
 import torch.distributed as dist
 
 from heterps_exec.layout import Layout, RunSpec, microbatch_bounds
+from heterps_exec.overlap import GradReducer
 from heterps_exec.partition import Boundary
 from heterps_exec.timeline import Recorder
 from heterps_sim.lanes import B, F
@@ -79,6 +80,10 @@ class StageRunner:
         equal split, microbatch mu on replica mu mod k)."""
         self.step_compute_s = 0.0
         self.step_microbatches = 0
+        self.reducer = (GradReducer(self.params, ctx.group, ctx.comm_device)
+                        if ctx.spec.overlap and ctx.group is not None and self.params else None)
+        """--overlap on: buckets all-reduced during the step's last backward (overlap.py)."""
+        self.last_backward: int | None = None
 
     # -- messages ------------------------------------------------------------------------
     def post_receives(self, actions) -> None:
@@ -86,6 +91,8 @@ class StageRunner:
         c = self.ctx
         forwards = [mu for code, mu in actions if code == F]
         self.next_forward = dict(zip(forwards, forwards[1:]))
+        backwards = [mu for code, mu in actions if code == B]
+        self.last_backward = backwards[-1] if backwards else None
         for code, mu in actions:
             size = self._size(mu)
             if code == F and c.in_boundary is not None:
@@ -171,6 +178,8 @@ class StageRunner:
     def backward(self, mu: int) -> None:
         c = self.ctx
         leaf, out = self.stash.pop(mu)
+        if self.reducer is not None and mu == self.last_backward:
+            self.reducer.arm()
         if self.last:
             self.loss_sum += float(out.detach())
             self._compute(f"B{mu}", lambda: (out / c.spec.batch_size).backward())
@@ -193,7 +202,13 @@ class StageRunner:
         Returns the step's summed loss at the last stage (0.0 elsewhere)."""
         c = self.ctx
         loss = torch.tensor([self.loss_sum], dtype=torch.float32)
-        if c.group is not None:
+        if self.reducer is not None:
+            with c.recorder.span("allreduce", "allreduce"):
+                self.reducer.finish()
+                loss = loss.to(c.comm_device)
+                dist.all_reduce(loss, group=c.group)
+                loss = loss.cpu()
+        elif c.group is not None:
             with c.recorder.span("allreduce", "allreduce"):
                 grads = [p.grad if p.grad is not None else torch.zeros_like(p)
                          for p in self.params]

@@ -220,3 +220,14 @@ def test_speed_sharing_pipelines_without_deadlock():
         equal = throughput(p, plan, "bubbles,transfers", **opts)
         speed = throughput(p, plan, "bubbles,transfers", share="speed", **opts)
         assert speed > equal
+
+
+def test_overlap_hides_the_allreduce_under_the_last_backward():
+    p = chain_problem([1.2], batch_size=64, latency_s=1e-3, param_bytes=4e6)
+    plan = chain_plan(p, [2], microbatches=4, schedule="gpipe")
+    base = throughput(p, plan, "bubbles")
+    exposed = throughput(p, plan, "bubbles,allreduce")
+    hidden = throughput(p, plan, "bubbles,allreduce", overlap=True)
+    assert exposed < hidden <= base
+    # backward of one microbatch: 1.2 / 4 x 2/3 = 0.2 s; ring: 4e6 / 1e9 + 2 x 1e-3 = 0.006 s
+    assert hidden == pytest.approx(base)

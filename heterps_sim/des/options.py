@@ -166,6 +166,8 @@ class DesOptions(_Strict):
     quantize: Literal["none", "fp16", "bf16", "int8"] = Field(
         default="none", description="transfers: boundary activations and gradients quantized "
         "on the wire (fp16/bf16: half the bytes, int8: a quarter), as the engine's --quantize.")
+    overlap: bool = Field(default=False, description="allreduce: the ring overlaps the step's "
+                          "last backward (engine --overlap on); only what is left is exposed.")
     share: Literal["equal", "speed"] = Field(
         default="equal", description="How a stage's replicas split a step's microbatches: "
         "equal (mu mod k) or speed (in proportion to each replica's speed from the second "

@@ -30,7 +30,8 @@ S, when odt is serial) and model them explicitly instead:
                backward (des/comms.py, PsOptions).
     allreduce  each step, 2(k-1)/k * dense param bytes / net_j + 2(k-1) * latency (ring; or a
                tree, options.allreduce_algorithm), after a barrier of the stage's replicas;
-               k = 1 costs nothing.
+               k = 1 costs nothing. With `overlap`, the part that fits under one microbatch's
+               backward is hidden (the engine's buckets travel during the last backward).
 """
 
 from __future__ import annotations
@@ -153,6 +154,8 @@ def stage_work(problem: Problem, terms: list[StageTerms], replicas: list[int], m
             stage_bytes = sum(pbytes[t.first:t.last + 1]) if pbytes is not None else 0.0
             allreduce_s = allreduce_seconds(options.allreduce_algorithm, k, stage_bytes,
                                             float(net[j]), problem.latency_s)
+            if options.overlap:  # buckets travel during the last backward (engine --overlap)
+                allreduce_s = max(0.0, allreduce_s - backward_s)
         works.append(StageWork(
             index=g, type_index=j, num_replicas=k, forward_s=forward_s, backward_s=backward_s,
             step_s=step_s, comm_forward=comm_par, comm_backward=comm_bwd, comm_step=comm_step,
