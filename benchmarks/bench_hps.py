@@ -1,0 +1,102 @@
+"""H-PS-style end-to-end comparison on an emulated heterogeneous setup (issue 9's figure).
+
+ctr-dnn (tables scaled to 1%), 2 stages: stage 0 (input .. concat: the embeddings) on one unit,
+stage 1 (the MLP and the loss, the bottleneck) on two units of which one is emulated 2x slower
+(--slow-replica 1:1:2). Training
+time for N steps with: equal-split synchronous training (the baseline), + speed-aware sharing,
++ overlap of the all-reduce, + int8 boundary traffic (all three H-PS features). H-PS reported
+1.4-3.5x shorter training. Writes docs/figures/hps-features.png and prints the table.
+
+    python benchmarks/bench_hps.py [--steps N] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.exec_helpers import run_exec  # noqa: E402
+
+CPU = "xeon-icelake-16vcpu"
+VARIANTS = [
+    ("equal split, synchronous", []),
+    ("+ speed-aware sharing", ["--share", "speed"]),
+    ("+ overlap", ["--share", "speed", "--overlap", "on"]),
+    ("+ int8 boundaries (all three)", ["--share", "speed", "--overlap", "on", "--quantize", "int8"]),
+]
+
+
+def run(tmp: Path, steps: int) -> list[dict]:
+    from heterps_sim.zoo import get_model
+    layers = [la.name for la in get_model("ctr-dnn").layers]
+    cut = layers.index("concat") + 1
+    (tmp / "s.yaml").write_text(
+        f"name: hps\nmodel: {{name: ctr-dnn}}\ncluster: {{types: [{CPU}]}}\n"
+        "workload: {batch_size: 1536, throughput_limit: 1000, num_samples: 1.0e+6}\n")
+    (tmp / "p.json").write_text(json.dumps({"stages": [
+        {"layers": layers[:cut], "resource": CPU, "num_replicas": 1},
+        {"layers": layers[cut:], "resource": CPU, "num_replicas": 2}],
+        "num_microbatches": 12, "schedule": "gpipe"}))
+    rows = []
+    for name, flags in VARIANTS:
+        code, out, err = run_exec("run", str(tmp / "p.json"), "--scenario", str(tmp / "s.yaml"),
+                                  "--steps", str(steps), "--warmup-steps", "2",
+                                  "--table-scale", "0.01", "--slow-replica", "1:1:2",
+                                  "--out", str(tmp / f"run{len(rows)}"), "--json", *flags)
+        if code:
+            raise SystemExit(f"{name}: {err}")
+        r = json.loads(out)
+        rows.append({"variant": name, "step_s": r["step_time_s"],
+                     "bytes_per_step": r["extra"]["boundary_bytes_per_step"],
+                     "final_loss": r["extra"]["final_loss"]})
+    for row in rows:
+        row["speedup"] = rows[0]["step_s"] / row["step_s"]
+    return rows
+
+
+def figure(rows: list[dict], path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(7, 3.2), dpi=110)
+    names = [r["variant"] for r in rows]
+    ax.barh(names[::-1], [r["step_s"] * 1e3 for r in rows][::-1], color="#4c72b0")
+    for i, r in enumerate(rows[::-1]):
+        ax.text(r["step_s"] * 1e3, i, f"  {r['speedup']:.2f}x", va="center", fontsize=8)
+    ax.axvspan(rows[0]["step_s"] * 1e3 / 3.5, rows[0]["step_s"] * 1e3 / 1.4, color="orange",
+               alpha=0.15, label="H-PS: 1.4-3.5x shorter")
+    ax.set(xlabel="seconds per training step (ms)",
+           title="ctr-dnn, one of two stage-1 units 2x slower (emulated)")
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--figure", default=str(ROOT / "docs" / "figures" / "hps-features.png"))
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        rows = run(Path(d), args.steps)
+    figure(rows, Path(args.figure))
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return
+    for r in rows:
+        print(f"{r['variant']:32s} {r['step_s'] * 1e3:8.1f} ms/step  {r['speedup']:5.2f}x  "
+              f"boundary {r['bytes_per_step'] / 1e6:6.2f} MB/step  loss {r['final_loss']:.4f}")
+    print(f"figure: {args.figure}")
+
+
+if __name__ == "__main__":
+    main()
