@@ -109,29 +109,6 @@ def _replica_slowdown(spec: RunSpec, stage: int, replica: int) -> float:
     return math.prod(f for g, r, f in spec.slow_replicas if (g, r) == (stage, replica))
 
 
-class Sharing:
-    """--share speed: this step's microbatch assignment of every stage, from measured speeds."""
-
-    def __init__(self, spec: RunSpec, layout: Layout, group) -> None:
-        self.layout, self.group = layout, group
-        self.m = spec.plan["num_microbatches"]
-        self.tracker = sharing.SpeedTracker(layout.world_size)
-        self.history: list[list[list[int]]] = []
-
-    def assignments(self) -> list[list[int]]:
-        counts = [sharing.counts(self.tracker.speeds(self.layout.ranks(g)), self.m)
-                  for g in range(self.layout.num_stages)]
-        self.history.append(counts)
-        return [sharing.assignment(c) for c in counts]
-
-    def exchange(self, rank: int, seconds_per_microbatch: float) -> None:
-        """One all-reduce over the trainers: everyone learns everyone's speed."""
-        t = torch.zeros(self.layout.world_size, dtype=torch.float64)
-        t[rank] = seconds_per_microbatch
-        dist.all_reduce(t, group=self.group)
-        self.tracker.update(t.tolist())
-
-
 def _steps(ctx: StageContext, spec: RunSpec) -> list[list]:
     """This replica's (code, mu) actions, grouped by step."""
     plan = spec.plan_obj()
@@ -167,7 +144,8 @@ def train(spec: RunSpec, rank: int, layout: Layout, groups: Groups) -> dict:
         start = found
     runner = StageRunner(ctx, module, optimizer)
     per_step = _steps(ctx, spec)
-    share = Sharing(spec, layout, groups.trainers) if spec.share == "speed" else None
+    share = (sharing.StageSharing(layout, spec.plan["num_microbatches"], groups.trainers)
+             if spec.share == "speed" else None)
     stream = None
     if ctx.stage == 0:
         stream = BatchStream(spec.data_dir, batch_size=spec.batch_size, seed=spec.seed)
