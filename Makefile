@@ -34,6 +34,8 @@ bench: setup
 	$(PY) benchmarks/bench_headline.py
 	$(PY) benchmarks/bench_exec.py
 	$(PY) benchmarks/bench_tradeoff.py
+	$(PY) benchmarks/bench_ps.py --quick
+	$(PY) benchmarks/bench_hps.py
 
 lint: setup
 	$(VENV)/bin/ruff check heterps_sim heterps_exec tests benchmarks

@@ -43,7 +43,7 @@ class PullHandle:
             dim = self.client.tables[self.name][1].dim
             rows = torch.empty(self.uniq.numel(), dim, dtype=torch.float32)
             errors = []
-            for mask, reply, part in self.parts:
+            for mask, reply, _part in self.parts:
                 try:
                     out = reply.wait()[1].view(torch.float32)
                 except PSError as exc:  # keep receiving: every reply must be consumed
@@ -67,7 +67,10 @@ class PSClient:
 
     def __init__(self, group, server_ranks, tables=(), *, max_in_flight: int = 256):
         self.group, self.servers = group, list(server_ranks)
-        self.tables: dict[str, tuple[int, TableSpec]] = {}
+        self.tables: dict[str, tuple[dict[int, int], TableSpec]] = {}
+        """name -> ({server rank: the table's index on that server}, spec). Shards number
+        tables in the order declarations arrive, which differs between shards when several
+        clients declare different tables at once, hence one index per server."""
         self._tag = 0
         self._acks: deque = deque()
         self._max_in_flight = max_in_flight
@@ -100,13 +103,10 @@ class PSClient:
 
     def declare(self, spec: TableSpec) -> None:
         """Create table `spec` on every shard (or check it matches the one there)."""
-        index = {v for v, _ in self._all(protocol.DECLARE,
-                                         payload=protocol.text_bytes(spec.to_dict()))}
-        if len(index) != 1:
-            raise PSError(f"table {spec.name!r} has different indexes on the shards: {index}")
-        self.tables[spec.name] = (index.pop(), spec)
+        replies = self._all(protocol.DECLARE, payload=protocol.text_bytes(spec.to_dict()))
+        self.tables[spec.name] = ({dst: v for dst, (v, _) in zip(self.servers, replies)}, spec)
 
-    def _spec(self, table: str) -> tuple[int, TableSpec]:
+    def _spec(self, table: str) -> tuple[dict[int, int], TableSpec]:
         try:
             return self.tables[table]
         except KeyError:
@@ -137,7 +137,7 @@ class PSClient:
         uniq, inverse = dedup(ids)
         parts = []
         for mask, dst, part in self._split(uniq):
-            reply, _ = self._call(dst, protocol.PULL, table=index, ids=part,
+            reply, _ = self._call(dst, protocol.PULL, table=index[dst], ids=part,
                                   expect=part.numel() * self.tables[table][1].dim * 4)
             parts.append((mask, reply, part))
         return PullHandle(self, table, uniq, inverse, parts, t0)
@@ -158,7 +158,8 @@ class PSClient:
                 0, torch.from_numpy(inverse), grads)
         for mask, dst, part in self._split(uniq):
             g = grads if mask is None else grads[mask]
-            self._acks.append(self._call(dst, protocol.PUSH, table=index, ids=part, values=g))
+            self._acks.append(self._call(dst, protocol.PUSH, table=index[dst], ids=part,
+                                         values=g))
         while len(self._acks) > self._max_in_flight:
             self._acks.popleft()[0].wait()
         self._count(table, "push", ids.numel(), uniq.numel(), time.perf_counter() - t0)

@@ -40,6 +40,30 @@ def zipf_ids(num: int, num_rows: int, alpha: float, seed: int = 0) -> np.ndarray
     return perm[ranks].astype(np.int64)
 
 
+def zipf_top_ids(num_rows: int, k: int, seed: int = 0) -> np.ndarray:
+    """The `k` most probable ids of `zipf_ids(..., num_rows, ..., seed)` (ranks 0..k-1)."""
+    return np.random.default_rng(seed + 1).permutation(num_rows)[:k].astype(np.int64)
+
+
+def static_hit_rate(id_stream, cached_ids, *, batch_size: int = 4096) -> float:
+    """Hit rate of a cache that admits exactly `cached_ids` and keeps them forever, counted as
+    replay counts (per-batch distinct ids; an id's first access is a miss, as for any cache).
+
+    With the true top-k ids of an i.i.d. stream this is about what the best online policy can
+    expect; Belady's optimum is higher because it knows the future."""
+    ids = np.asarray(id_stream, dtype=np.int64).reshape(-1)
+    size = int(max(ids.max(), np.max(cached_ids))) + 1
+    cached, seen = np.zeros(size, dtype=bool), np.zeros(size, dtype=bool)
+    cached[cached_ids] = True
+    hits = total = 0
+    for start in range(0, ids.size, batch_size):
+        batch = np.unique(ids[start:start + batch_size])
+        hits += int((cached[batch] & seen[batch]).sum())
+        seen[batch] = True
+        total += batch.size
+    return hits / max(total, 1)
+
+
 def first_seen_unique(a: np.ndarray) -> np.ndarray:
     """Distinct values of `a` in order of first appearance (the order PSClient sends them)."""
     _, first = np.unique(a, return_index=True)
@@ -60,7 +84,7 @@ def shard_batches(id_stream, batch_size: int, num_shards: int):
 
 
 def replay_hit_rates(id_stream, policy: str, hot_rows: int, *, warm_rows: int = 0,
-                     num_shards: int = 1, batch_size: int = 4096, passes: int = 4,
+                     num_shards: int = 1, batch_size: int = 4096, passes: int = 16,
                      admit: bool = True) -> dict[str, float]:
     """Shares of accesses served by hot, warm, cold (written before) and new rows.
 

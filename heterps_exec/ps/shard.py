@@ -13,6 +13,7 @@ accumulator, so every tier and every checkpoint moves the two together.
 from __future__ import annotations
 
 import os
+import tempfile
 from collections import deque
 
 import numpy as np
@@ -35,10 +36,10 @@ def sum_by_key(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.nda
 class Table:
     """One table on one shard: id <-> local key, tiers, pending gradients, counters."""
 
-    def __init__(self, spec: TableSpec, config: ShardConfig, index: int):
+    def __init__(self, spec: TableSpec, config: ShardConfig, index: int, work_dir: str):
         self.spec, self.config = spec, config
         hot, warm = config.capacities(spec)
-        path = os.path.join(config.work_dir, f"shard-{config.shard}", f"table-{index}")
+        path = os.path.join(work_dir, f"shard-{config.shard}", f"table-{index}")
         if spec.rows is None:
             self.key_space, self._keys, self._ids = 1024, {}, np.empty(1024, np.int64)
             cold = RocksStore(path + ".rocks", spec.width)
@@ -122,6 +123,8 @@ class Shard:
 
     def __init__(self, config: ShardConfig):
         self.config = config
+        self._tmp = None if config.work_dir else tempfile.TemporaryDirectory(prefix="heterps-ps-")
+        self.work_dir = config.work_dir or self._tmp.name
         self.tables: list[Table] = []
         self.index: dict[str, int] = {}
         self.step = -1  # last step applied
@@ -134,7 +137,7 @@ class Shard:
                 raise PSRequestError(f"table {spec.name!r} already declared as "
                                      f"{self.tables[i].spec}, not {spec}")
             return i
-        self.tables.append(Table(spec, self.config, len(self.tables)))
+        self.tables.append(Table(spec, self.config, len(self.tables), self.work_dir))
         self.index[spec.name] = len(self.tables) - 1
         return len(self.tables) - 1
 
@@ -201,3 +204,5 @@ class Shard:
     def close(self) -> None:
         for t in self.tables:
             t.tiers.cold.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()

@@ -89,7 +89,8 @@ class ShardConfig:
     staleness: int = 0
     """0: synchronous steps; s > 0: pushes apply on arrival, pulls may lag s steps."""
     work_dir: str = ""
-    """Directory of the live disk tier (rebuilt from the checkpoint on restart)."""
+    """Directory of the live disk tier (rebuilt from the checkpoint on restart); "" = a
+    temporary directory removed at close."""
 
     def __post_init__(self):
         if not 0 <= self.shard < self.num_shards:

@@ -49,7 +49,7 @@ class MemmapStore:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         shape = (max(num_keys, 1), width)
         self.rows = np.memmap(path, dtype=np.float32, mode="w+", shape=shape)
-        self.present = np.zeros(shape[0], dtype=bool)
+        self.present = np.full(shape[0], False)
 
     def read(self, keys):
         found = self.present[keys]

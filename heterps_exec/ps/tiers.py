@@ -50,7 +50,7 @@ class CacheTier:
 
     def __init__(self, policy: Policy, width: int):
         self.policy = policy
-        self.data = np.zeros((max(policy.capacity, 1), width), dtype=np.float32)
+        self.data = np.full((max(policy.capacity, 1), width), 0.0, dtype=np.float32)  # eager pages
 
     def admit(self, keys, rows):
         """Record an access of `keys` whose current values are `rows`; returns (keys, rows)
