@@ -173,5 +173,6 @@ def _table(result, spec) -> str:
         lines.append(f"{g:>5} {names[g]:{w}} {s.num_replicas:>3} {slow[g]:>8.2f} "
                      f"{e['compute_s'] * 1e3:>10.2f} {e['communication_s'] * 1e3:>8.2f} "
                      f"{e['idle_s'] * 1e3:>8.2f}  {s.layers[0]}..{s.layers[-1]}")
-    lines.append(f"run folder: {spec.out_dir}")
+    where = os.path.relpath(spec.out_dir)
+    lines.append(f"run folder: {where if not where.startswith('..') else spec.out_dir}")
     return "\n".join(lines)
