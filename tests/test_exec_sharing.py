@@ -94,7 +94,7 @@ def test_uneven_assignments_never_deadlock(replicas, schedule):
 def test_speed_sharing_moves_work_off_a_slow_replica_and_keeps_the_update(tmp_path):
     plan = tiny_plan(tmp_path / "plan.json", [10], [1, 3], schedule="1f1b", m=6)
     code, out, err = run_exec("run", str(plan), "--scenario", SCENARIO, "--steps", "5",
-                              "--lr", "0.5", "--share", "speed", "--slow-replica", "1:2:6",
+                              "--lr", "0.5", "--share", "speed", "--slow-replica", "1:2:10",
                               "--out", str(tmp_path / "run"), "--save-state",
                               str(tmp_path / "state.pt"), "--json")
     assert code == 0, err
