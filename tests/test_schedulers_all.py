@@ -32,7 +32,7 @@ RESTRICTED = {"homogeneous", "cpu-only", "gpu-only", "paddle-heuristic"}
 """Schedulers that only consider some plans: they may find none where the optimum exists."""
 QUICK = {"budget": 400, "updates": 20, "train_seconds": 60.0}
 """Small-effort options, applied where a scheduler's Config has the field."""
-QUICK_FOR = {"bayesian": {"budget": 100}}
+QUICK_FOR = {"bayesian": {"budget": 100}, "rl": {"updates": 4, "decode_samples": 64}}
 """Per-scheduler exceptions (TPE's own cost grows with every trial)."""
 
 

@@ -19,6 +19,7 @@ SCHEDULERS: dict[str, str] = {
     "bayesian": "heterps_sim.schedulers.bayesian:BayesianScheduler",
     "paddle-heuristic": "heterps_sim.schedulers.paddle:PaddleHeuristicScheduler",
     "rl-paper": "heterps_sim.schedulers.rl.scheduler:RLPaperScheduler",
+    "rl": "heterps_sim.schedulers.rl.scheduler_rl:RLScheduler",
 }
 
 
