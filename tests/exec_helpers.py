@@ -54,3 +54,40 @@ def assert_matches_reference(run_dir: Path, state_path: Path, result: dict | Non
         expected = [x / spec.batch_size for x in losses[first:]]
         assert len(measured) == len(expected)
         assert max(abs(a - b) for a, b in zip(measured, expected, strict=True)) <= atol
+
+
+def replay_actions(layout, lists: dict[int, list], route) -> set:
+    """Run every rank's (code, mu) list as the engine would: a forward waits for the stage
+    before, a backward for the stage after, a step end for all of the stage's replicas (its
+    all-reduce); sends never block. Returns the (code, stage, mu) done; fails on a deadlock,
+    a microbatch run twice, or one run on a rank other than `route(stage, mu)`."""
+    from heterps_sim.lanes import STEP, B, F
+    pos = dict.fromkeys(lists, 0)
+    done: set = set()
+    at_step_end: dict = {}
+    progress = True
+    while progress:
+        progress = False
+        for rank, actions in lists.items():
+            if pos[rank] == len(actions):
+                continue
+            stage, _ = layout.role(rank)
+            code, mu = actions[pos[rank]]
+            if code == F:
+                ready = stage == 0 or (F, stage - 1, mu) in done
+            elif code == B:
+                ready = stage == layout.num_stages - 1 or (B, stage + 1, mu) in done
+            else:
+                waiting = at_step_end.setdefault((stage, mu), set())
+                waiting.add(rank)
+                ready = len(waiting) == layout.replicas[stage]
+            if ready:
+                if code != STEP:
+                    assert (code, stage, mu) not in done, "a microbatch ran twice"
+                    assert route(stage, mu) == rank, "microbatch on the wrong replica"
+                    done.add((code, stage, mu))
+                pos[rank] += 1
+                progress = True
+    stuck = {r: lists[r][pos[r]] for r in lists if pos[r] < len(lists[r])}
+    assert not stuck, f"deadlock: {stuck}"
+    return done

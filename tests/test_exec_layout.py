@@ -13,6 +13,7 @@ import pytest
 
 from heterps_exec.layout import Layout, microbatch_bounds
 from heterps_sim.lanes import STEP, B, F
+from tests.exec_helpers import replay_actions
 
 REPLICAS = [(1,), (2,), (2, 1), (1, 2), (1, 2, 1), (2, 2), (3, 2, 1), (1, 3), (2, 3),
             (3, 1, 2), (4, 3, 2), (1, 1, 1, 1), (2, 1, 2, 1)]
@@ -21,35 +22,7 @@ REPLICAS = [(1,), (2,), (2, 1), (1, 2), (1, 2, 1), (2, 2), (3, 2, 1), (1, 3), (2
 def _run_to_completion(layout: Layout, schedule: str, m: int, steps: int) -> dict:
     lists = {r: layout.actions(schedule, *layout.role(r), m, steps)
              for r in range(layout.world_size)}
-    pos = dict.fromkeys(lists, 0)
-    done: set[tuple[str, int, int]] = set()  # (code, stage, mu)
-    at_step_end: dict[tuple[int, int], set[int]] = {}
-    progress = True
-    while progress:
-        progress = False
-        for rank, actions in lists.items():
-            if pos[rank] == len(actions):
-                continue
-            stage, replica = layout.role(rank)
-            code, mu = actions[pos[rank]]
-            if code == F:
-                ready = stage == 0 or (F, stage - 1, mu) in done
-            elif code == B:
-                ready = stage == layout.num_stages - 1 or (B, stage + 1, mu) in done
-            else:  # the stage's all-reduce: everyone in the group must be there
-                waiting = at_step_end.setdefault((stage, mu), set())
-                waiting.add(rank)
-                ready = len(waiting) == layout.replicas[stage]
-            if ready:
-                if code != STEP:
-                    assert (code, stage, mu) not in done, "a microbatch ran twice"
-                    assert layout.rank_of(stage, mu) == rank, "microbatch on the wrong replica"
-                    done.add((code, stage, mu))
-                pos[rank] += 1
-                progress = True
-    stuck = {r: lists[r][pos[r]] for r in lists if pos[r] < len(lists[r])}
-    assert not stuck, f"deadlock: {stuck}"
-    return {"done": done}
+    return {"done": replay_actions(layout, lists, layout.rank_of)}
 
 
 @pytest.mark.parametrize("replicas", REPLICAS, ids=str)

@@ -10,8 +10,14 @@ import pytest
 
 from heterps_exec import sharing
 from heterps_exec.layout import Layout
-from heterps_sim.lanes import STEP, B, F
-from tests.exec_helpers import SCENARIO, assert_matches_reference, run_exec, tiny_plan
+from heterps_sim.lanes import B, F
+from tests.exec_helpers import (
+    SCENARIO,
+    assert_matches_reference,
+    replay_actions,
+    run_exec,
+    tiny_plan,
+)
 
 
 def test_counts_follow_speed_sum_to_m_and_respect_the_cap():
@@ -51,29 +57,8 @@ def _deadlock_free(layout: Layout, schedule: str, assigns: list[list[int]], step
         g, r = layout.role(rank)
         lists[rank] = [a for n in range(steps) for a in
                        sharing.step_actions(schedule, g, layout.num_stages, r, assigns[g], n)]
-    pos, done, arrived = dict.fromkeys(lists, 0), set(), {}
-    moved = True
-    while moved:
-        moved = False
-        for rank, acts in lists.items():
-            if pos[rank] == len(acts):
-                continue
-            g, _ = layout.role(rank)
-            code, mu = acts[pos[rank]]
-            if code == F:
-                ok = g == 0 or (F, g - 1, mu) in done
-            elif code == B:
-                ok = g == layout.num_stages - 1 or (B, g + 1, mu) in done
-            else:
-                arrived.setdefault((g, mu), set()).add(rank)
-                ok = len(arrived[(g, mu)]) == layout.replicas[g]
-            if ok:
-                if code != STEP:
-                    assert layout.first_rank(g) + assigns[g][mu % m] == rank
-                    done.add((code, g, mu))
-                pos[rank] += 1
-                moved = True
-    assert all(pos[r] == len(a) for r, a in lists.items()), "deadlock"
+    done = replay_actions(layout, lists,
+                          lambda g, mu: layout.first_rank(g) + assigns[g][mu % m])
     assert len(done) == 2 * layout.num_stages * m * steps
 
 
