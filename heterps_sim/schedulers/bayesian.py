@@ -25,7 +25,7 @@ from pydantic import Field
 from ..plan import Plan
 from ..problem import Problem
 from .base import Evaluator, SchedulerConfig
-from .search_space import INFEASIBLE, PlanBudget, SearchSpace
+from .search_space import INFEASIBLE, PlanBudget, SearchSpace, start_search
 
 PENALTY = 1e4
 """Objective of an infeasible trial (log costs in USD are far below)."""
@@ -54,10 +54,7 @@ class BayesianScheduler:
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         cfg = self.config
-        space = SearchSpace(problem)
-        space.check()
-        budget = PlanBudget(problem, evaluate, cfg.budget)
-        rng = np.random.default_rng(cfg.seed)
+        space, budget, rng = start_search(problem, evaluate, cfg)
         sampler = optuna.samplers.TPESampler(seed=cfg.seed, n_startup_trials=cfg.startup_trials)
         study = optuna.create_study(direction="minimize", sampler=sampler)
         trials = repeats = exhausted = 0

@@ -20,7 +20,7 @@ from pydantic import Field, model_validator
 from ..plan import Plan
 from ..problem import Problem
 from .base import BudgetedConfig, Evaluator
-from .search_space import PlanBudget, SearchSpace
+from .search_space import PlanBudget, SearchSpace, start_search
 
 
 class GeneticScheduler:
@@ -53,10 +53,7 @@ class GeneticScheduler:
 
     def schedule(self, problem: Problem, evaluate: Evaluator) -> Plan:
         cfg = self.config
-        space = SearchSpace(problem)
-        space.check()
-        budget = PlanBudget(problem, evaluate, cfg.budget)
-        rng = np.random.default_rng(cfg.seed)
+        space, budget, rng = start_search(problem, evaluate, cfg)
         pop = space.sample(rng, cfg.population, cfg.max_stages)
         scores = budget.scores(pop)
         pop = pop[:len(scores)]

@@ -18,7 +18,7 @@ from pydantic import Field
 from ..plan import Plan
 from ..problem import Problem
 from .base import BudgetedConfig, Evaluator
-from .search_space import PlanBudget, SearchSpace
+from .search_space import PlanBudget, SearchSpace, start_search
 
 
 class GreedyScheduler:
@@ -42,10 +42,7 @@ class GreedyScheduler:
 
     def schedule(self, problem: Problem, evaluate: Evaluator) -> Plan:
         cfg = self.config
-        space = SearchSpace(problem)
-        space.check()
-        budget = PlanBudget(problem, evaluate, cfg.budget)
-        rng = np.random.default_rng(cfg.seed)
+        space, budget, rng = start_search(problem, evaluate, cfg)
         starts = np.vstack([space.homogeneous(), space.cheapest[None, :]])
         current, score = self._best_of(budget, starts)
         descents = improvements = stale = 0

@@ -8,13 +8,12 @@ the floor every other search has to beat at the same number of evaluations.
 
 from __future__ import annotations
 
-import numpy as np
 from pydantic import Field
 
 from ..plan import Plan
 from ..problem import Problem
 from .base import BudgetedConfig, Evaluator
-from .search_space import PlanBudget, SearchSpace
+from .search_space import start_search
 
 
 class RandomSearchScheduler:
@@ -32,10 +31,7 @@ class RandomSearchScheduler:
 
     def schedule(self, problem: Problem, evaluate: Evaluator) -> Plan:
         cfg = self.config
-        space = SearchSpace(problem)
-        space.check()
-        budget = PlanBudget(problem, evaluate, cfg.budget)
-        rng = np.random.default_rng(cfg.seed)
+        space, budget, rng = start_search(problem, evaluate, cfg)
         draws = idle = 0
         while budget.left > 0 and idle < 3:  # a small space: 3 batches in a row, nothing new
             used = budget.used

@@ -330,3 +330,11 @@ class PlanBudget:
 
 def _key(row: np.ndarray) -> bytes:
     return np.asarray(row, np.int16).tobytes()
+
+
+def start_search(problem, evaluate, config) -> tuple[SearchSpace, PlanBudget, np.random.Generator]:
+    """What every budgeted search begins with: the checked space, the evaluation budget of
+    `config` (a BudgetedConfig) and its seeded random generator."""
+    space = SearchSpace(problem)
+    space.check()
+    return space, PlanBudget(problem, evaluate, config.budget), np.random.default_rng(config.seed)
