@@ -55,7 +55,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--slow-replica", action="append", default=[], metavar="STAGE:REPLICA:F",
                    help="emulate a slow unit: dilate that replica's compute by F (repeatable)")
     p.add_argument("--quantize", default="none", metavar="MODE",
-                   help="boundary activations/gradients on the wire: none, fp16, bf16, int8")
+                   help="boundary activations/gradients on the wire: none, fp16, bf16, int8, "
+                   "or auto[:BOUND] (per link and step, the narrowest encoding whose relative "
+                   "error stays within BOUND, default 0.01)")
     p.add_argument("--ps-shards", type=int, default=0, metavar="S",
                    help="serve the embedding tables from S parameter-server ranks (0: local)")
     p.add_argument("--ps-policy", default="lfu", help="PS hot-tier policy: lru, lfu, paddle")

@@ -125,9 +125,11 @@ def prepare(req: RunRequest) -> tuple[RunSpec, object]:
     for g, r, f in req.slow_replicas:
         if not (0 <= g < len(plan.stages) and 0 <= r < plan.stages[g].num_replicas and f >= 1):
             raise ExecError(f"--slow-replica {g}:{r}:{f}: no such replica, or factor < 1")
-    from heterps_exec.quantize import MODES
-    if req.quantize not in MODES:
-        raise ExecError(f"--quantize: expected one of {', '.join(MODES)}, got {req.quantize!r}")
+    from heterps_exec.quantize import parse_choice
+    try:
+        parse_choice(req.quantize)
+    except ValueError as err:
+        raise ExecError(f"--quantize: {err}") from None
     if req.ps_shards < 0 or req.ps_shards > 16:
         raise ExecError(f"--ps-shards: expected 0..16, got {req.ps_shards}")
     if req.ps_policy not in POLICIES:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -26,6 +26,9 @@ from heterps_sim.zoo_layers import F32, ID_BYTES, ModelGraph
 
 KINDS = ("grad", "plain", "int")
 """Tensor kinds at a cut: float32 with a gradient, float32 without, int64."""
+SECTIONS = ("grad", "plain", "back")
+"""The float sections on the wire, each with its own encoding: the forward message's two
+float kinds and the backward gradient message."""
 
 
 def stage_model(graph: ModelGraph, layers: Sequence[str], *, seed: int = 0,
@@ -64,10 +67,24 @@ class Boundary:
     grad section as one message. One message each way keeps the per-microbatch cost of a cut
     to one gloo round of latency. With `quantize` (quantize.MODES) both float sections and the
     gradient travel as fp16 / bf16 / int8 with per-row scales; ids always travel exactly.
+    `modes` sets the three float sections (grad, plain, back) one by one instead: that is how
+    `quantize="auto"` travels, re-chosen per step and link (auto_quantize.py); "auto" without
+    `modes` sends exactly.
     """
 
     tensors: tuple[BoundaryTensor, ...]
     quantize: str = "none"
+    modes: tuple[str, str, str] | None = None
+    """(grad section, plain section, backward gradient) encodings; None: all `quantize`."""
+
+    def mode(self, section: str) -> str:
+        """Encoding of "grad", "plain" (forward sections) or "back" (the gradient message)."""
+        if self.modes is not None:
+            return self.modes[SECTIONS.index(section)]
+        return "none" if self.quantize.startswith(quantize.AUTO) else self.quantize
+
+    def with_modes(self, modes: tuple[str, str, str]) -> Boundary:
+        return replace(self, modes=tuple(modes))
 
     def width(self, kind: str) -> int:
         return sum(t.width for t in self.tensors if t.kind == kind)
@@ -81,7 +98,7 @@ class Boundary:
         out, lo = {}, 0
         for kind in ("int", "grad", "plain"):
             w = self.width(kind)
-            hi = lo + (w * ID_BYTES if kind == "int" else quantize.nbytes(w, self.quantize))
+            hi = lo + (w * ID_BYTES if kind == "int" else quantize.nbytes(w, self.mode(kind)))
             out[kind] = (lo, int(hi))
             lo = int(hi)
         return out
@@ -89,13 +106,13 @@ class Boundary:
     @property
     def grad_bytes(self) -> int:
         """Bytes per row of the backward message."""
-        return quantize.nbytes(self.width("grad"), self.quantize)
+        return quantize.nbytes(self.width("grad"), self.mode("back"))
 
     def encode_grad(self, grad: torch.Tensor) -> torch.Tensor:
-        return quantize.encode(grad, self.quantize)
+        return quantize.encode(grad, self.mode("back"))
 
     def decode_grad(self, message: torch.Tensor) -> torch.Tensor:
-        return quantize.decode(message, self.width("grad"), self.quantize)
+        return quantize.decode(message, self.width("grad"), self.mode("back"))
 
     def empty_grad(self, batch: int, device: str | torch.device = "cpu") -> torch.Tensor:
         """A receive buffer for one microbatch's backward message."""
@@ -111,29 +128,27 @@ class Boundary:
         by_kind = {k: [env[t.name].reshape(batch, -1) for t in self.tensors if t.kind == k]
                    for k in KINDS}
         grad = torch.cat(by_kind["grad"], 1) if by_kind["grad"] else None
-        if self.quantize == "none":
-            parts = [x.detach().contiguous().view(torch.uint8)
-                     for k in ("int", "grad", "plain") for x in by_kind[k]]
-        else:  # quantize each float section as one [batch, width] tensor
-            parts = [x.detach().contiguous().view(torch.uint8) for x in by_kind["int"]]
-            for k in ("grad", "plain"):
-                if by_kind[k]:
-                    parts.append(quantize.encode(torch.cat(by_kind[k], 1), self.quantize))
+        parts = [x.detach().contiguous().view(torch.uint8) for x in by_kind["int"]]
+        for k in ("grad", "plain"):  # each float section as one [batch, width] tensor
+            if by_kind[k]:
+                section = torch.cat(by_kind[k], 1) if len(by_kind[k]) > 1 else by_kind[k][0]
+                parts.append(quantize.encode(section, self.mode(k)))
         pad = self.row_bytes - self._sections()["plain"][1]
         if pad:
             parts.append(torch.zeros(batch, pad, dtype=torch.uint8, device=parts[0].device))
         return torch.cat(parts, 1), grad
 
+    def float_sections(self, message: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The forward message's float sections ("grad", "plain"), decoded to float32."""
+        return {k: quantize.decode(message[:, lo:hi], self.width(k), self.mode(k))
+                for k, (lo, hi) in self._sections().items() if k != "int" and hi > lo}
+
     def decode(self, message: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
         """(tensor name -> view, the grad section as a fresh leaf that collects the gradient)."""
-        sec = self._sections()
-        if self.quantize == "none":
-            views = {k: message[:, lo:hi].view(torch.int64 if k == "int" else torch.float32)
-                     for k, (lo, hi) in sec.items() if hi > lo}
-        else:
-            views = {k: (message[:, lo:hi].view(torch.int64) if k == "int" else
-                         quantize.decode(message[:, lo:hi], self.width(k), self.quantize))
-                     for k, (lo, hi) in sec.items() if hi > lo}
+        views = self.float_sections(message)
+        lo, hi = self._sections()["int"]
+        if hi > lo:
+            views["int"] = message[:, lo:hi].view(torch.int64)
         leaf = views["grad"].clone().requires_grad_(True) if "grad" in views else None
         if leaf is not None:
             views["grad"] = leaf

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from heterps_exec import quantize
+from heterps_exec.auto_quantize import AutoLinks
 from heterps_exec.layout import Layout, RunSpec, microbatch_bounds
 from heterps_exec.overlap import GradReducer
 from heterps_exec.partition import Boundary
@@ -84,6 +86,10 @@ class StageRunner:
                         if ctx.spec.overlap and ctx.group is not None and self.params else None)
         """--overlap on: buckets all-reduced during the step's last backward (overlap.py)."""
         self.last_backward: int | None = None
+        auto, bound = quantize.parse_choice(ctx.spec.quantize)
+        self.auto = (AutoLinks(ctx.in_boundary, ctx.out_boundary, bound)
+                     if auto == quantize.AUTO else None)
+        """--quantize auto: per-link encodings, re-chosen every step (auto_quantize.py)."""
 
     # -- messages ------------------------------------------------------------------------
     def post_receives(self, actions) -> None:
@@ -96,13 +102,19 @@ class StageRunner:
         for code, mu in actions:
             size = self._size(mu)
             if code == F and c.in_boundary is not None:
-                buf = c.in_boundary.empty(size, c.comm_device)
                 src = self.route(c.stage - 1, mu)
+                buf = self._boundary("in", src).empty(size, c.comm_device)
                 self.inbox["F", mu] = (buf, dist.irecv(buf, src=src, tag=_tag(mu, False)))
             elif code == B and c.out_boundary is not None and c.out_boundary.has_grad:
-                buf = c.out_boundary.empty_grad(size, c.comm_device)
                 src = self.route(c.stage + 1, mu)
+                buf = self._boundary("out", src).empty_grad(size, c.comm_device)
                 self.inbox["B", mu] = (buf, dist.irecv(buf, src=src, tag=_tag(mu, True)))
+
+    def _boundary(self, side: str, peer: int) -> Boundary:
+        """The cut on `side` ("in": upstream, "out": downstream) as it travels to/from peer."""
+        if self.auto is not None:
+            return self.auto.boundary(side, peer)
+        return self.ctx.in_boundary if side == "in" else self.ctx.out_boundary
 
     def _receive(self, key: tuple[str, int]) -> torch.Tensor:
         buf, work = self.inbox.pop(key)
@@ -147,16 +159,23 @@ class StageRunner:
             env = {k: torch.from_numpy(v[lo:hi]).to(c.device) for k, v in batch.items()}
             leaf = None
         else:
-            env, leaf = c.in_boundary.decode(self._receive(("F", mu)))
+            src = self.route(c.stage - 1, mu)
+            message = self._receive(("F", mu))
+            env, leaf = self._boundary("in", src).decode(message)
+            if self.auto is not None:
+                self.auto.observe_forward("in", src, message)
         out_env, loss = self._compute(f"F{mu}", lambda: self.module(env))
         if self.embeddings:
             self._prefetch(self.next_forward.get(mu), batch)
         if self.last:
             self.stash[mu] = (leaf, loss)
             return
-        message, grad_out = c.out_boundary.encode(out_env)
+        dst = self.route(c.stage + 1, mu)
+        message, grad_out = self._boundary("out", dst).encode(out_env)
+        if self.auto is not None:
+            self.auto.observe_forward("out", dst, message)
         self.stash[mu] = (leaf, grad_out)
-        self._send(message, self.route(c.stage + 1, mu), mu, backward=False)
+        self._send(message, dst, mu, backward=False)
 
     def _prefetch(self, mu: int | None, batch: dict | None) -> None:
         """Pull microbatch mu's rows now (they travel while this replica does other work),
@@ -171,7 +190,7 @@ class StageRunner:
             buf, work = self.inbox.get(("F", mu), (None, None))
             if work is None or not work.is_completed():
                 return
-            env = c.in_boundary.decode(buf)[0]
+            env = self._boundary("in", self.route(c.stage - 1, mu)).decode(buf)[0]
         for layer in self.embeddings:
             layer.prefetch(env)
 
@@ -184,13 +203,20 @@ class StageRunner:
             self.loss_sum += float(out.detach())
             self._compute(f"B{mu}", lambda: (out / c.spec.batch_size).backward())
         elif out is not None:
-            grad = c.out_boundary.decode_grad(self._receive(("B", mu)))
+            dst = self.route(c.stage + 1, mu)
+            grad = self._boundary("out", dst).decode_grad(self._receive(("B", mu)))
+            if self.auto is not None:
+                self.auto.observe_backward("out", dst, grad)
             if out.requires_grad:
                 self._compute(f"B{mu}", lambda: torch.autograd.backward([out], [grad]))
         if leaf is not None:
             g = leaf.grad if leaf.grad is not None else torch.zeros_like(leaf)
-            self._send(c.in_boundary.encode_grad(g), self.route(c.stage - 1, mu), mu,
-                       backward=True)
+            src = self.route(c.stage - 1, mu)
+            boundary = self._boundary("in", src)
+            message = boundary.encode_grad(g)
+            if self.auto is not None:
+                self.auto.observe_backward("in", src, boundary.decode_grad(message))
+            self._send(message, src, mu, backward=True)
 
     # -- step end ------------------------------------------------------------------------
     def seconds_per_microbatch(self) -> float:
@@ -228,6 +254,8 @@ class StageRunner:
             for _, work in self.sends:
                 work.wait()
         self.sends.clear()
+        if self.auto is not None:
+            self.auto.end_step()
         self.loss_sum = 0.0
         self.step_compute_s, self.step_microbatches = 0.0, 0
         if self.stash or self.inbox:
