@@ -61,7 +61,7 @@ def run(args) -> int:
     import torch
 
     from heterps_exec.models import scale_tables
-    from heterps_exec.profiler import profile_layers, profile_p2p
+    from heterps_exec.profiler import profile_layers, profile_links
     from heterps_sim.zoo import model_graph
     if args.device.startswith("cuda") and int(args.device[5:]) >= torch.cuda.device_count():
         raise ExecCliError(f"--device: {args.device} but this machine has "
@@ -90,7 +90,7 @@ def run(args) -> int:
     os.replace(tmp, path)
     links = None
     if not args.no_links:
-        links = profile_p2p()
+        links = profile_links()
         (out / f"{host}-links.json").write_text(json.dumps({**links, "measured_at": stamp},
                                                            indent=1) + "\n")
     if args.json:

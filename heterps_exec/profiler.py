@@ -165,3 +165,53 @@ def profile_p2p(sizes=(64, 4096, 65536, 1 << 20, 4 << 20), rounds: int = 30) -> 
     return {"latency_s": latency, "bytes_per_s": 1.0 / per_byte if per_byte > 0 else float("inf"),
             "points": [{"bytes": s, "one_way_s": t} for s, t in points],
             "host": os.uname().nodename}
+
+
+def _all_reduces(rank: int, world: int, store_path: str, sizes: list[int], rounds: int,
+                 queue) -> None:
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{store_path}", rank=rank,
+                            world_size=world)
+    results = []
+    for size in sizes:
+        buf = torch.zeros(max(size // 4, 1), dtype=torch.float32)
+        times = []
+        for r in range(rounds + 3):
+            dist.barrier()
+            t0 = time.perf_counter()
+            dist.all_reduce(buf)
+            if r >= 3:
+                times.append(time.perf_counter() - t0)
+        results.append((size, statistics.median(times)))
+    if rank == 0:
+        queue.put(results)
+    dist.destroy_process_group()
+
+
+def profile_allreduce(ranks=(2, 3, 4, 5, 6), sizes=(4, 65536, 1 << 20, 4 << 20),
+                      rounds: int = 20) -> list[dict]:
+    """Gloo all-reduce time on this host for k ranks and n bytes, measured (not a ring
+    formula): with more ranks than cores the ring's hops wait for descheduled members,
+    which only a measurement captures. Rows {"ranks", "bytes", "seconds"} (median)."""
+    ctx = mp.get_context("spawn")
+    rows = []
+    for k in ranks:
+        queue = ctx.Queue()
+        with tempfile.TemporaryDirectory() as d:
+            store = str(Path(d) / "store")
+            procs = [ctx.Process(target=_all_reduces,
+                                 args=(r, k, store, list(sizes), rounds, queue))
+                     for r in range(k)]
+            for p in procs:
+                p.start()
+            points = queue.get(timeout=300)
+            for p in procs:
+                p.join(timeout=60)
+        rows += [{"ranks": k, "bytes": n, "seconds": t} for n, t in points]
+    return rows
+
+
+def profile_links(max_ranks: int = 6) -> dict:
+    """Everything the simulator needs about this host's gloo: the point-to-point fit
+    (profile_p2p) and measured all-reduce times for 2..max_ranks ranks."""
+    return {**profile_p2p(), "allreduce": profile_allreduce(tuple(range(2, max_ranks + 1)))}

@@ -73,9 +73,33 @@ def kendall_tau(a: list[float], b: list[float]) -> float:
     return float(tau) if not math.isnan(tau) else 0.0
 
 
+COMPONENTS = ("compute_s", "transfer_s", "idle_s")
+"""A step of the bottleneck stage, split: compute (+ update), communication (messages,
+all-reduce, PS), and idle (bubbles, waiting on peers)."""
+
+
 def _split(stats: list[dict], bottleneck: int) -> dict:
     s = stats[bottleneck]
     return {"compute_s": s["compute_s"], "transfer_s": s["communication_s"], "idle_s": s["idle_s"]}
+
+
+def _des_split(result, stage: int) -> dict:
+    """The simulator's per-step split of `stage` (the measured bottleneck), as _split's."""
+    s = result.stages[stage]
+    busy = s.exec_time_s
+    return {"compute_s": busy * (1.0 - s.comm_share), "transfer_s": busy * s.comm_share,
+            "idle_s": max(result.step_time_s - busy, 0.0)}
+
+
+def component_errors(rows: list[dict]) -> dict:
+    """Mean over plans of (predicted - measured) per component, as a share of the measured
+    step: where the simulator's step-time error comes from (they sum to the step's error)."""
+    out = {}
+    for c in COMPONENTS:
+        diffs = [(r["des_split"][c] - r["measured_split"][c]) / r["measured_step_s"] for r in rows]
+        out[c] = {"mean_signed_pct": 100.0 * sum(diffs) / len(diffs),
+                  "mean_abs_pct": 100.0 * sum(abs(d) for d in diffs) / len(diffs)}
+    return out
 
 
 def validate(req: ValidateRequest, progress=None) -> dict:
@@ -138,7 +162,9 @@ def validate(req: ValidateRequest, progress=None) -> dict:
             "slowdowns": "-".join(f"{x:.2f}" for x in slow),
             "measured": measured.throughput, "analytic": analytic.throughput,
             "des": des.throughput,
+            "measured_step_s": measured.step_time_s, "des_step_s": des.step_time_s,
             "measured_split": _split(measured.extra["stages"], measured.bottleneck_stage),
+            "des_split": _des_split(des, measured.bottleneck_stage),
             "des_bubble": des.extra.get("bubble_fraction", 0.0)})
         if progress:
             progress(n, rows[-1])
@@ -148,6 +174,7 @@ def validate(req: ValidateRequest, progress=None) -> dict:
             "mape_analytic": mape([r["analytic"] for r in rows], meas),
             "kendall_tau_des": kendall_tau([r["des"] for r in rows], meas),
             "kendall_tau_analytic": kendall_tau([r["analytic"] for r in rows], meas),
+            "component_errors_des": component_errors(rows),
             "links": {"latency_s": latency, "bytes_per_s": bandwidth}, "plans": rows}
 
 

@@ -97,6 +97,20 @@ def test_error_metrics():
     assert kendall_tau([1, 2, 3], [30, 20, 10]) == pytest.approx(-1.0)
 
 
+def test_component_errors_add_up_to_the_step_error():
+    from heterps_exec.validate import component_errors
+    rows = [{"measured_step_s": 0.010,
+             "measured_split": {"compute_s": 0.004, "transfer_s": 0.004, "idle_s": 0.002},
+             "des_split": {"compute_s": 0.005, "transfer_s": 0.001, "idle_s": 0.002}},
+            {"measured_step_s": 0.020,
+             "measured_split": {"compute_s": 0.010, "transfer_s": 0.006, "idle_s": 0.004},
+             "des_split": {"compute_s": 0.010, "transfer_s": 0.002, "idle_s": 0.000}}]
+    errors = component_errors(rows)
+    assert errors["compute_s"]["mean_signed_pct"] == pytest.approx(5.0)    # (+10% + 0) / 2
+    assert errors["transfer_s"]["mean_signed_pct"] == pytest.approx(-25.0)  # (-30% - 20%) / 2
+    assert errors["idle_s"]["mean_abs_pct"] == pytest.approx(10.0)         # (0 + 20%) / 2
+
+
 @pytest.mark.timeout(300)
 def test_validate_command_writes_report_csv_and_figure(tmp_path):
     import json as _json
@@ -122,6 +136,8 @@ def test_validate_command_writes_report_csv_and_figure(tmp_path):
         assert math.isfinite(report[key])
     for row in report["plans"]:
         assert row["measured"] > 0 and row["des"] > 0 and row["analytic"] > 0
+        assert row["des_step_s"] == pytest.approx(256 / row["des"])  # exec-tiny's batch
+    assert set(report["component_errors_des"]) == {"compute_s", "transfer_s", "idle_s"}
     assert (out / "validate.csv").read_text().startswith("plan,")
     import numpy as np
     image = np.asarray(Image.open(out / "scatter.png").convert("L"))
