@@ -4,7 +4,7 @@ ctr-dnn (tables scaled to 1%), 2 stages: stage 0 (input .. concat: the embedding
 stage 1 (the MLP and the loss, the bottleneck) on two units of which one is emulated 2x slower
 (--slow-replica 1:1:2). Training
 time for N steps with: equal-split synchronous training (the baseline), + speed-aware sharing,
-+ overlap of the all-reduce, + int8 boundary traffic (all three H-PS features). H-PS reported
++ overlap of the all-reduce, + int8 or `auto` boundary traffic (all three H-PS features). H-PS reported
 1.4-3.5x shorter training. Writes docs/figures/hps-features.png and prints the table.
 
     python benchmarks/bench_hps.py [--steps N] [--json]
@@ -29,6 +29,7 @@ VARIANTS = [
     ("+ speed-aware sharing", ["--share", "speed"]),
     ("+ overlap", ["--share", "speed", "--overlap", "on"]),
     ("+ int8 boundaries (all three)", ["--share", "speed", "--overlap", "on", "--quantize", "int8"]),
+    ("+ auto boundaries (all three)", ["--share", "speed", "--overlap", "on", "--quantize", "auto"]),
 ]
 
 

@@ -30,7 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="default: every type emulated on the CPU at its relative peak speed")
     p.add_argument("--profile", default="", metavar="CSV", help="heterps-exec profile output")
     p.add_argument("--links", default="", metavar="JSON", help="heterps-exec profile links")
-    p.add_argument("--steps", type=int, default=12)
+    p.add_argument("--steps", type=int, default=40, help="measured steps per plan")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-ranks", type=int, default=6)
     p.add_argument("--out", default="runs/validate", metavar="DIR")

@@ -55,7 +55,9 @@ class ValidateRequest:
     num_plans: int = 20
     binding: str = ""
     """Default: every type emulated on the CPU at its relative peak speed."""
-    steps: int = 12
+    steps: int = 40
+    """Steps per plan, the first `warmup` not measured: a tiny step is a few ms, so many."""
+    warmup: int = 5
     seed: int = 0
     max_ranks: int = 6
     out_dir: str = "runs/validate"
@@ -146,7 +148,7 @@ def validate(req: ValidateRequest, progress=None) -> dict:
         spec, problem = prepare(RunRequest(
             plan=str(plan_path), scenario=req.scenario, binding=req.binding or "cpu",
             steps=req.steps, seed=req.seed, out_dir=str(out / f"run{n:03d}"),
-            data_dir=data_dir, warmup_steps=2))
+            data_dir=data_dir, warmup_steps=req.warmup))
         if req.binding == "":  # the emulated binding, applied by hand (no file)
             spec = _with_bindings(spec, bindings.stage_bindings(binding_file, plan, types,
                                                                 binding_src, 0))
