@@ -12,7 +12,9 @@
 `emulate: true` runs on its device with compute time dilated so that the plan's emulated types
 keep the ratios of their peak fp32 FLOP/s: the fastest of them runs at the device's own speed,
 a type with half its peak takes twice as long. Results name the emulated types, always.
-Validated against the plan before any process starts. No torch at import.
+A mixed stage (several types) gives each replica its own type's dilation; its types must
+share one device (one process group per stage). Validated against the plan before any
+process starts. No torch at import.
 """
 
 from __future__ import annotations
@@ -72,25 +74,38 @@ def stage_bindings(binding: BindingFile, plan: Plan, types: dict[str, ResourceTy
                    source: str, num_gpus: int) -> list[StageBinding]:
     """One StageBinding per plan stage; raises BindingError naming the problem."""
     chosen = {}
-    for stage in plan.stages:
-        tb = binding.types.get(stage.resource, binding.default)
-        if tb is None:
-            raise BindingError(f"{source}: types: no binding for resource type "
-                               f"{stage.resource!r} (add it, or a `default:`)")
-        if tb.device.startswith("cuda") and int(tb.device[5:]) >= num_gpus:
-            raise BindingError(f"{source}: types.{stage.resource}.device: {tb.device} but this "
-                               f"machine has {num_gpus} CUDA device(s)")
-        chosen[stage.resource] = tb
+    for g, stage in enumerate(plan.stages):
+        for name, _ in stage.groups:
+            tb = binding.types.get(name, binding.default)
+            if tb is None:
+                raise BindingError(f"{source}: types: no binding for resource type "
+                                   f"{name!r} (add it, or a `default:`)")
+            if tb.device.startswith("cuda") and int(tb.device[5:]) >= num_gpus:
+                raise BindingError(f"{source}: types.{name}.device: {tb.device} but this "
+                                   f"machine has {num_gpus} CUDA device(s)")
+            chosen[name] = tb
+        devices = {chosen[name].device for name, _ in stage.groups}
+        if len(devices) > 1:
+            raise BindingError(f"{source}: stage {g} mixes types bound to different devices "
+                               f"({', '.join(sorted(devices))}); bind them to one device")
     emulated = [n for n, tb in chosen.items() if tb.emulate and tb.slowdown is None]
     fastest = max((types[n].peak_flops_fp32 for n in emulated), default=1.0)
+
+    def dilation(name: str) -> tuple[float, bool]:
+        tb = chosen[name]
+        if tb.slowdown is not None:
+            return tb.slowdown, True
+        if tb.emulate:
+            return fastest / types[name].peak_flops_fp32, True
+        return 1.0, False
+
     out = []
     for stage in plan.stages:
-        tb = chosen[stage.resource]
-        if tb.slowdown is not None:
-            out.append(StageBinding(device=tb.device, slowdown=tb.slowdown, emulated=True))
-        elif tb.emulate:
-            out.append(StageBinding(device=tb.device, emulated=True,
-                                    slowdown=fastest / types[stage.resource].peak_flops_fp32))
-        else:
-            out.append(StageBinding(device=tb.device))
+        slow, emulated_here = dilation(stage.resource)
+        per_replica: tuple[float, ...] = ()
+        if stage.is_mixed:
+            per_replica = tuple(dilation(name)[0] for name in stage.replica_types)
+            emulated_here = any(dilation(name)[1] for name, _ in stage.groups)
+        out.append(StageBinding(device=chosen[stage.resource].device, slowdown=slow,
+                                emulated=emulated_here, replica_slowdowns=per_replica))
     return out

@@ -163,8 +163,12 @@ def _report(args, spec, problem) -> int:
 def _table(result, spec) -> str:
     emulated = result.extra["emulated"]
     slow = result.extra["slowdowns"]
-    names = [s.resource + (" (emulated)" if s.resource in emulated else "")
-             for s in result.stages]
+    names = [(s.label if s.replicas else s.resource)
+             + (" (emulated)" if any(t in emulated for t, _ in s.replicas or [(s.resource, 0)])
+                else "") for s in result.stages]
+    per_replica = result.extra.get("replica_slowdowns") or [[x] for x in slow]
+    slow = ["/".join(f"{x:.2f}" for x in dict.fromkeys(r)) if s.replicas else f"{x:.2f}"
+            for s, r, x in zip(result.stages, per_replica, slow, strict=True)]
     w = max(len(n) for n in [*names, "type"])
     lines = [f"throughput {result.throughput:,.0f} samples/s   step {result.step_time_s * 1e3:.1f} ms"
              f"   final loss {result.extra['final_loss']:.4f}   steps {spec.steps} "
@@ -172,7 +176,7 @@ def _table(result, spec) -> str:
              f"{'stage':>5} {'type':{w}} {'k':>3} {'slowdown':>8} {'compute ms':>10} "
              f"{'comm ms':>8} {'idle ms':>8}  layers"]
     for g, (s, e) in enumerate(zip(result.stages, result.extra["stages"], strict=True)):
-        lines.append(f"{g:>5} {names[g]:{w}} {s.num_replicas:>3} {slow[g]:>8.2f} "
+        lines.append(f"{g:>5} {names[g]:{w}} {s.num_replicas:>3} {slow[g]:>8} "
                      f"{e['compute_s'] * 1e3:>10.2f} {e['communication_s'] * 1e3:>8.2f} "
                      f"{e['idle_s'] * 1e3:>8.2f}  {s.layers[0]}..{s.layers[-1]}")
     where = os.path.relpath(spec.out_dir)

@@ -195,7 +195,7 @@ def _ensure_data(spec: RunSpec, req: RunRequest) -> None:
 
 
 def torchrun_command(spec: RunSpec, opts: LaunchOptions) -> list[str]:
-    world = sum(s["num_replicas"] for s in spec.plan["stages"]) + spec.ps_shards
+    world = spec.layout().world_size + spec.ps_shards
     if world % opts.nnodes:
         raise ExecError(f"--nnodes {opts.nnodes}: the run's {world} ranks (PS included) do not "
                         "split evenly over the nodes")

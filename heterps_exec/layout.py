@@ -26,6 +26,12 @@ class StageBinding:
     slowdown: float = 1.0
     """Compute time is dilated by this factor (>= 1) to emulate a slower resource type."""
     emulated: bool = False
+    replica_slowdowns: tuple[float, ...] = ()
+    """Mixed stage: each replica's own dilation (its type's), replacing `slowdown`; () when
+    every replica of the stage is of one type."""
+
+    def slowdown_of(self, replica: int) -> float:
+        return self.replica_slowdowns[replica] if self.replica_slowdowns else self.slowdown
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,11 +84,15 @@ class RunSpec:
     @staticmethod
     def load(path: str | Path) -> RunSpec:
         data = json.loads(Path(path).read_text())
-        data["bindings"] = [StageBinding(**b) for b in data["bindings"]]
+        data["bindings"] = [StageBinding(**{**b, "replica_slowdowns": tuple(
+            b.get("replica_slowdowns", ()))}) for b in data["bindings"]]
         return RunSpec(**data)
 
     def plan_obj(self) -> Plan:
         return plan_from_dict(self.plan)
+
+    def layout(self) -> Layout:
+        return Layout(tuple(s.num_replicas for s in self.plan_obj().stages))
 
 
 @dataclass(frozen=True, slots=True)

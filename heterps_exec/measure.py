@@ -54,7 +54,8 @@ def exec_result(spec: RunSpec, problem, parts: list[dict]) -> RunResult:
         comm = sum(_per_step(mine, k) for k in ("transfer", "allreduce"))
         idle = max(step_time - compute - comm, 0.0)
         k = stage.num_replicas
-        units[stage.resource] = units.get(stage.resource, 0) + k
+        for name, n in stage.groups:
+            units[name] = units.get(name, 0) + n
         busy = compute + comm
         stages.append(StageStats(
             layers=stage.layers, resource=stage.resource, num_replicas=k,
@@ -64,7 +65,8 @@ def exec_result(spec: RunSpec, problem, parts: list[dict]) -> RunResult:
             exec_time_s=busy,           # measured busy seconds per step of one replica
             throughput=spec.batch_size / busy if busy > 0 else float("inf"),
             utilisation=compute / step_time if steps else 0.0,
-            cost_per_hour=float(price[stage.resource]) * k,
+            cost_per_hour=float(sum(price[name] * n for name, n in stage.groups)),
+            replicas=stage.replicas,
             bubble=idle / step_time if steps else 0.0,
             comm_share=comm / busy if busy > 0 else 0.0))
         extra_stages.append({"compute_s": compute, "communication_s": comm, "idle_s": idle,
@@ -73,8 +75,8 @@ def exec_result(spec: RunSpec, problem, parts: list[dict]) -> RunResult:
     hours = problem.num_samples / throughput / 3600 if throughput > 0 else float("inf")
     last = [p for p in parts if p["stage"] == len(plan.stages) - 1 and p["replica"] == 0][0]
     losses = [x / spec.batch_size for x in last["losses"]]
-    emulated = sorted({s.resource for s, b in zip(plan.stages, spec.bindings, strict=True)
-                       if b.emulated})
+    emulated = sorted({name for s, b in zip(plan.stages, spec.bindings, strict=True)
+                       if b.emulated for name, _ in s.groups})
     return RunResult(
         source="exec", feasible=True, reason="", throughput=throughput, step_time_s=step_time,
         cost_usd=hours * cost_per_hour, hours=hours, cost_per_hour=cost_per_hour,
@@ -84,6 +86,8 @@ def exec_result(spec: RunSpec, problem, parts: list[dict]) -> RunResult:
         extra={"final_loss": losses[-1] if losses else None, "losses": losses,
                "first_step": last["start_step"], "measured_steps": steps,
                "emulated": emulated, "slowdowns": [b.slowdown for b in spec.bindings],
+               "replica_slowdowns": [[b.slowdown_of(r) for r in range(s.num_replicas)]
+                                     for s, b in zip(plan.stages, spec.bindings, strict=True)],
                "stages": extra_stages, "schedule": plan.schedule,
                "num_microbatches": plan.num_microbatches, "world_size": len(parts),
                "ps_shards": len(ps_parts), "quantize": spec.quantize, "share": spec.share,
@@ -109,7 +113,7 @@ def exec_spans(spec: RunSpec, parts: list[dict]) -> list[Span]:
     for p in sorted(parts, key=lambda p: p["rank"]):
         if p.get("role") == "ps":
             continue
-        resource = plan.stages[p["stage"]].resource
+        resource = plan.stages[p["stage"]].replica_types[p["replica"]]
         track = f"stage {p['stage']} / replica {p['replica']} ({resource})"
         spans += [Span(group="stages", track=track, name=name, category=cat, start_s=s, end_s=e,
                        args={"rank": p["rank"]}) for name, cat, s, e in p["spans"]]

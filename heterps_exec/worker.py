@@ -99,7 +99,7 @@ def build_context(spec: RunSpec, rank: int, layout: Layout, groups: Groups
                      if stage else None),
         out_boundary=(boundary_after(graph, plan.stages[stage].layers[-1], spec.quantize)
                       if stage < layout.num_stages - 1 else None),
-        slowdown=binding.slowdown * _replica_slowdown(spec, stage, replica),
+        slowdown=binding.slowdown_of(replica) * _replica_slowdown(spec, stage, replica),
         recorder=Recorder(keep_spans=spec.trace))
     return ctx, module
 
@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(spec.threads_per_rank)
     backend = "nccl" if all(b.device.startswith("cuda") for b in spec.bindings) else "gloo"
     init_distributed(spec, rank, world, backend)
-    layout = Layout(tuple(s["num_replicas"] for s in spec.plan["stages"]))
+    layout = spec.layout()
     try:
         groups = make_groups(spec, layout)
         if rank < layout.world_size:

@@ -122,6 +122,8 @@ def _schedule_settings(args, loaded):
     options = dict(sched.options) if sched and name == sched.scheduler else {}
     if getattr(args, "allow_same_type_cuts", False):
         options["allow_same_type_cuts"] = True
+    if getattr(args, "mixed", False):
+        options["mixed"] = True
     for item in getattr(args, "set", None) or []:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
@@ -169,6 +171,24 @@ def cmd_evaluate(args) -> int:
         from .tables import result_table
         print(result_table(result))
     return 0 if result.feasible else EXIT_INFEASIBLE
+
+
+def cmd_convert_plan(args) -> int:
+    """Rewrite a plan.json in the current format (older formats are upgraded on load)."""
+    from .inputs import InputError, load_plan
+    from .plan import FORMAT_VERSION
+    try:
+        plan = load_plan(args.plan)
+    except InputError as exc:
+        raise CliError(str(exc)) from None
+    text = _dump(plan.to_json_dict())
+    if args.out:
+        _atomic_write(Path(args.out), text)
+        if not args.json:
+            print(f"{args.plan} -> {args.out} (format_version {FORMAT_VERSION})", file=sys.stderr)
+    else:
+        print(text, end="")
+    return 0
 
 
 def _evaluate_des(problem, plan, args):
@@ -299,8 +319,9 @@ def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="heterps-sim", formatter_class=fmt, description=__doc__,
                                  epilog="example: heterps-sim simulate scenarios/dlrm-64types.yaml")
     sub = ap.add_subparsers(dest="command", required=True)
-    sub.add_parser("train-rl", help="train the RL scheduler's policy on one or many problems "
-                   "(see heterps-sim train-rl --help)", add_help=False)
+    sub.add_parser("train-rl", help="train an RL scheduler's policy on one or many problems: "
+                   "--scheduler rl-paper (default) or rl (see heterps-sim train-rl "
+                   "[--scheduler rl] --help)", add_help=False)
 
     def add(name, func, help_, example):
         p = sub.add_parser(name, help=help_, description=help_, epilog=f"example: {example}",
@@ -326,6 +347,8 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--seed", type=int)
         p.add_argument("--allow-same-type-cuts", action="store_true",
                        help="exact scheduler: allow a pipeline cut between stages of one type")
+        p.add_argument("--mixed", action="store_true",
+                       help="exact scheduler: also propose mixed-type stages where caps bind")
         p.add_argument("--out", help="plan.json path (schedule) or run folder (simulate)")
         p.add_argument("--set", action="append", metavar="KEY=VALUE",
                        help="a scheduler Config field, e.g. --set budget=5000 (repeatable)")
@@ -347,6 +370,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--trace", help="des: write a Chrome/Perfetto trace JSON here")
     from .cli_des import add_des_arguments
     add_des_arguments(p)
+    p = add("convert-plan", cmd_convert_plan, "rewrite a plan.json in the current format "
+            "(format 2: mixed-type stages)", "heterps-sim convert-plan old.json -o plan.json")
+    p.add_argument("plan", help="plan.json of any readable format")
+    p.add_argument("-o", "--out", help="write here (default: print to stdout)")
     p = add("effects", cmd_effects, "what the analytic model misses: each simulator effect alone",
             "heterps-sim effects scenarios/dlrm-64types.yaml --schedule 1f1b")
     p.add_argument("input", nargs="?", help="scenario YAML or problem JSON (default: built-in)")
@@ -360,12 +387,36 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _train_rl_scheduler(argv: list[str]) -> tuple[list[str], str]:
+    """(argv without --scheduler X, X) for train-rl; X is "rl-paper" when not given."""
+    rest, which, i = [], "rl-paper", 0
+    while i < len(argv):
+        if argv[i] == "--scheduler" and i + 1 < len(argv):
+            which, i = argv[i + 1], i + 2
+            continue
+        if argv[i].startswith("--scheduler="):
+            which = argv[i].partition("=")[2]
+        else:
+            rest.append(argv[i])
+        i += 1
+    return rest, which
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["train-rl"]:
-        # The training script owns its flags (one readable file with an Args dataclass).
-        from .schedulers.rl.train import main as train_main
-        return train_main(argv[1:])
+        # The training scripts own their flags (one readable file with an Args dataclass);
+        # --scheduler picks which: rl-paper (train.py, the default) or rl (train_rl.py).
+        rest, which = _train_rl_scheduler(argv[1:])
+        if which == "rl":
+            from .schedulers.rl.train_rl import main as train_main
+        elif which == "rl-paper":
+            from .schedulers.rl.train import main as train_main
+        else:
+            print(f"heterps-sim train-rl: --scheduler: expected rl or rl-paper, got {which!r}",
+                  file=sys.stderr)
+            return EXIT_BAD_INPUT
+        return train_main(rest)
     args = _parser().parse_args(argv)
     try:
         return args.func(args)

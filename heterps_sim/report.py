@@ -101,15 +101,20 @@ def moves_table(problem, outcomes) -> str:
         span = s.layers[0] if len(s.layers) == 1 else f"{s.layers[0]} .. {s.layers[-1]} ({len(s.layers)})"
         others = [", ".join(dict.fromkeys(where[n].get(layer, "-") for layer in s.layers)) or "-"
                   for n in ("homogeneous", "paddle-heuristic")]
-        lines.append(f"| {g} | {span} | {s.resource} x{s.num_replicas} | {s.cost_per_hour:,.2f} | "
+        lines.append(f"| {g} | {span} | {_units(s)} | {s.cost_per_hour:,.2f} | "
                      f"{others[0]} | {others[1]} |")
     return "\n".join(lines) + "\n"
+
+
+def _units(s) -> str:
+    """'t4 x3', or a mixed stage's '2xv100+1xt4'."""
+    return s.label if s.replicas else f"{s.resource} x{s.num_replicas}"
 
 
 def _layer_types(plan) -> dict[str, str]:
     if plan is None:
         return {}
-    return {layer: s.resource for s in plan.stages for layer in s.layers}
+    return {layer: s.label if s.is_mixed else s.resource for s in plan.stages for layer in s.layers}
 
 
 def scenario_sweep(loaded, out: Path, points: int, jobs: int, progress: bool) -> Path:

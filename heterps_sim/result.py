@@ -35,6 +35,15 @@ class StageStats:
     bubble: float = 0.0
     comm_share: float = 0.0
     """Share of the stage's time spent on data transfer."""
+    replicas: tuple[tuple[str, int], ...] = ()
+    """Mixed stage: (type, units) per type, primary (`resource`) first; () for one type.
+    oct_s, odt_s and alpha are then the primary type's; exec_time_s is the whole stage's."""
+
+    @property
+    def label(self) -> str:
+        """'3xv100' or, mixed, '2xv100+1xt4'."""
+        groups = self.replicas or ((self.resource, self.num_replicas),)
+        return "+".join(f"{n}x{t}" for t, n in groups)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,7 +82,8 @@ def result_from_dict(data: dict) -> RunResult:
     for key in ("cost_usd", "hours", "step_time_s"):
         if data.get(key) is None:
             data[key] = math.inf
-    data["stages"] = tuple(StageStats(**{**s, "layers": tuple(s["layers"])})
+    data["stages"] = tuple(StageStats(**{**s, "layers": tuple(s["layers"]),
+                                         "replicas": tuple(tuple(r) for r in s.get("replicas", ()))})
                            for s in data.get("stages", ()))
     return RunResult(**data)
 

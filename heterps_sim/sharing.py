@@ -65,3 +65,46 @@ def step_actions(schedule: str, stage: int, num_stages: int, replica: int,
     own = [(F if a == "F" else B, step * m + i)
            for a, i in stage_actions(schedule, stage, num_stages, m) if assign[i] == replica]
     return own + [(STEP, step)]
+
+
+def finish_together(serial: list[float], parallel: list[float], units: list[int],
+                    cap: float | None = CAP) -> tuple[float, list[float]]:
+    """Step time T of a mixed stage and the batch share of ONE unit of each type.
+
+    Type j has units[j] units; one unit of it takes serial[j] + parallel[j] * x seconds for a
+    share x of the batch (c_j = (1 - alpha_j) P_j + S_j, a_j = alpha_j P_j in cost.py). Every
+    unit holds the stage's weights, so it runs its serial part every step whatever its share:
+    T >= max_j c_j. Above that the shares x_j(T) = min(cap / K, (T - c_j) / a_j) (K units in all;
+    `cap` times the equal share, as `counts` caps microbatches; None: no cap) make all units
+    finish together, and T is the least time with sum_j n_j x_j(T) >= 1. Without a binding cap
+
+        T = (1 + sum_j n_j c_j / a_j) / sum_j (n_j / a_j)
+
+    and for one type T = c + a / k, the Amdahl ET(k). f(T) = sum_j n_j x_j(T) is piecewise
+    linear with kinks where a type reaches its cap, so T is found exactly segment by segment.
+    Shares are scaled to sum to 1 when the serial floor leaves slack (T = max c_j).
+    """
+    total_units = sum(units)
+    xmax = math.inf if cap is None else cap / total_units
+
+    def share(j: int, t: float) -> float:
+        return xmax if parallel[j] <= 0 else min(xmax, max(0.0, (t - serial[j]) / parallel[j]))
+
+    def filled(t: float) -> float:
+        return sum(n * share(j, t) for j, n in enumerate(units))
+
+    t = max(serial)
+    kinks = sorted(c + a * xmax for c, a in zip(serial, parallel) if a > 0 and c + a * xmax > t)
+    for kink in kinks + [math.inf]:
+        got = filled(t)
+        if got >= 1.0:
+            break
+        slope = sum(n / parallel[j] for j, n in enumerate(units)
+                    if parallel[j] > 0 and serial[j] + parallel[j] * xmax > t)
+        reach = t + (1.0 - got) / slope
+        if reach <= kink:
+            t = reach
+            break
+        t = kink
+    got = filled(t)
+    return t, [share(j, t) / got for j in range(len(units))]

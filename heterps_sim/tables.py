@@ -13,11 +13,16 @@ def _span(layers: tuple[str, ...]) -> str:
     return layers[0] if len(layers) == 1 else f"{layers[0]}..{layers[-1]} ({len(layers)})"
 
 
+def _types(stage) -> str:
+    """'t4', or for a mixed stage its units per type: '2xv100+1xt4'."""
+    return stage.label if stage.replicas else stage.resource
+
+
 def stages_frame(result: RunResult) -> pd.DataFrame:
     rows = []
     for g, s in enumerate(result.stages):
         rows.append({
-            "stage": g, "layers": _span(s.layers), "type": s.resource, "units": s.num_replicas,
+            "stage": g, "layers": _span(s.layers), "type": _types(s), "units": s.num_replicas,
             "ET ms/batch": s.exec_time_s * 1e3, "stage samples/s": s.throughput,
             "utilisation": s.utilisation, "comm share": s.comm_share, "$/hour": s.cost_per_hour,
             "bottleneck": "<-" if g == result.bottleneck_stage else "",

@@ -167,6 +167,38 @@ def test_broken_plans(stages, needle, capsys, tmp_path):
     assert_one_clear_line(code, err, str(plan), needle)
 
 
+TINY_LAYERS = ["input", *(f"emb_{i}" for i in range(8)), "concat", "fc_0", "fc_1", "fc_2", "loss"]
+
+
+@pytest.mark.parametrize("stage, needle", [
+    ({"replicas": [{"resource": "t4", "count": 1}, {"resource": "h100", "count": 1}]},
+     "stages[0].replicas[1].resource: unknown resource type 'h100'"),
+    ({"replicas": [{"resource": "t4", "count": 1}, {"resource": "t4", "count": 2}]},
+     "type 't4' is listed twice"),
+    ({"replicas": [{"resource": "t4", "count": 0}]}, "stages.0.replicas.0.count"),
+    ({"resource": "t4", "replicas": [{"resource": "t4", "count": 1}]}, "not both"),
+    ({"replicas": [{"resource": "t4"}]}, "stages.0.replicas.0.count: Field required"),
+])
+def test_broken_mixed_stages(stage, needle, capsys, tmp_path):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(yaml.safe_dump(VALID))
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"format_version": 2, "stages": [{"layers": TINY_LAYERS, **stage}]}))
+    code, _, err = run_cli(["evaluate", str(scenario), str(plan)], capsys)
+    assert_one_clear_line(code, err, str(plan), needle)
+
+
+def test_mixed_stage_in_a_version_1_plan(capsys, tmp_path):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(yaml.safe_dump(VALID))
+    plan = tmp_path / "plan.json"
+    stage = {"layers": TINY_LAYERS, "replicas": [{"resource": "t4", "count": 1},
+                                                 {"resource": "xeon-icelake-16vcpu", "count": 1}]}
+    plan.write_text(json.dumps({"format_version": 1, "stages": [stage]}))
+    code, _, err = run_cli(["evaluate", str(scenario), str(plan)], capsys)
+    assert_one_clear_line(code, err, str(plan), "stages[0].replicas: mixed-type stages need format_version 2")
+
+
 def test_existing_output_survives_bad_input(capsys, tmp_path):
     out = tmp_path / "plan.json"
     out.write_text("precious")

@@ -56,7 +56,7 @@ def test_plan_json_round_trip_and_replicas():
     plan = Plan(stages=(Stage(layers=("a", "b"), resource="t4", num_replicas=3),
                         Stage(layers=("c",), resource="cpu")), num_microbatches=4, schedule="1f1b")
     data = json.loads(json.dumps(plan.to_json_dict()))
-    assert data["format_version"] == 1 and "num_replicas" not in data["stages"][1]
+    assert data["format_version"] == 2 and "num_replicas" not in data["stages"][1]
     assert plan_from_dict(data) == plan
     assert hash(plan_from_dict(data)) == hash(plan)
     with pytest.raises(ValidationError, match="num_replicas"):

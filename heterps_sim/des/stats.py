@@ -100,7 +100,7 @@ def build_result(problem: Problem, plan: Plan, analytic: RunResult, terms, world
     ks = np.array([wk.num_replicas for wk in world.works])
     util = busy / (ks * span) if span > 0 else np.zeros(len(terms))
     stats = _stage_stats(problem, plan, terms, world, busy / ks / (n - w), util, comm, compute)
-    per_hour = float(sum(problem.price_per_hour[t.type_index] * k for t, k in zip(terms, ks)))
+    per_hour = float(sum(_price(problem, t, k) for t, k in zip(terms, ks)))
     feasible = thr >= problem.throughput_limit * (1 - 1e-12)
     hours = problem.num_samples / thr / 3600.0
     g_max = int(np.argmax(util))
@@ -134,9 +134,14 @@ def _stage_stats(problem, plan, terms, world, exec_s, util, comm, compute) -> tu
             exec_time_s=float(exec_s[g]),
             throughput=float(problem.batch_size / exec_s[g]) if exec_s[g] > 0 else math.inf,
             utilisation=float(util[g]),
-            cost_per_hour=float(problem.price_per_hour[t.type_index] * wk.num_replicas),
+            cost_per_hour=_price(problem, t, wk.num_replicas), replicas=s.replicas,
             bubble=float(1.0 - util[g]), comm_share=float(comm[g] / total) if total > 0 else 0.0))
     return tuple(out)
+
+
+def _price(problem: Problem, t, k: int) -> float:
+    """USD per hour of a stage's units (every type of a mixed stage)."""
+    return float(sum(problem.price_per_hour[j] * n for j, n in t.groups(int(k))))
 
 
 def not_run(problem: Problem, plan: Plan, analytic: RunResult, reason: str, options: DesOptions,
@@ -150,11 +155,16 @@ def not_run(problem: Problem, plan: Plan, analytic: RunResult, reason: str, opti
         extra={"effects": sorted(options.effects), "seed": seed, "events": 0, "simulated": False})
 
 
+def _type_name(problem: Problem, rep) -> str:
+    """The replica's own type (a mixed stage's replicas differ)."""
+    types = rep.stage.replica_types
+    return problem.type_names[types[rep.index] if types else rep.stage.type_index]
+
+
 def build_spans(problem: Problem, world: World, m: int) -> tuple[Span, ...]:
     """Trace spans: one track per stage replica, link (replica pair) and PS shard / client."""
     reps = [rep for reps in world.replicas for rep in reps]
-    name = [f"stage {r.stage.index} / replica {r.index} ({problem.type_names[r.stage.type_index]})"
-            for r in reps]
+    name = [f"stage {r.stage.index} / replica {r.index} ({_type_name(problem, r)})" for r in reps]
     spans = []
     for rid, code, mu, start, end in chain(*(rep.ops for rep in reps), _ring_records(world)):
         step = mu if code >= OPTIMIZER else mu // m

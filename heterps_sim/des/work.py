@@ -37,10 +37,11 @@ S, when odt is serial) and model them explicitly instead:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from ..cost import StageTerms
+from ..cost import MixedTerms, StageTerms, stage_type_indices
 from ..problem import Problem
+from ..sharing import finish_together
 from .options import DesOptions
 
 WIRE_BYTES = {"none": 1.0, "fp16": 0.5, "bf16": 0.5, "int8": 0.25}
@@ -74,6 +75,15 @@ class StageWork:
     ps_bytes: float
     """ps: bytes pulled per microbatch (as many pushed back); 0 when off or no embedding."""
     network_bytes_per_s: float
+    replica_seconds: tuple[tuple[float, float, float], ...] = ()
+    """Mixed stage: (forward, backward, step-end) seconds of each replica on its own type;
+    forward_s, backward_s and step_s are then 1.0 (world.Replica multiplies them in). ()
+    for a single-type stage."""
+    share_weights: tuple[float, ...] = ()
+    """Mixed stage: each replica's share of a step's microbatches under share='speed' (all
+    finish together); () for a single-type stage."""
+    replica_types: tuple[int, ...] = ()
+    """Mixed stage: each replica's type index; () for a single-type stage."""
 
 
 def _ps_layers(problem: Problem, terms: StageTerms) -> list[int]:
@@ -117,49 +127,82 @@ def stage_work(problem: Problem, terms: list[StageTerms], replicas: list[int], m
     net = problem.network_bytes_per_s
     works = []
     for g, (t, k) in enumerate(zip(terms, replicas)):
-        j = t.type_index
         last = g == len(terms) - 1
-        link_bw = 0.0 if last else float(min(net[j], net[terms[g + 1].type_index]))
-        removed, send_f, send_b = 0.0, 0.0, 0.0
-        if options.on("transfers") and not last:
-            bb = float(problem.boundary_bytes[t.last])
-            removed += bb / link_bw + problem.latency_s
-            wire = WIRE_BYTES[options.quantize]
-            send_f = wire * bb * options.forward_boundary_share / m
-            send_b = wire * bb * (1.0 - options.forward_boundary_share) / m
-        ps_bytes = 0.0
-        if options.on("ps"):
-            layers = _ps_layers(problem, t)
-            removed += float(sum(problem.odt_s[i, j] for i in layers))
-            ps_bytes = problem.batch_size / m * float(sum(problem.sparse_bytes[i] for i in layers))
-        P, S = t.parallel_s, t.serial_s
-        odt_left = max(0.0, t.odt - removed)
-        if removed > 0:
-            P, S = (t.oct + odt_left, 0.0) if problem.odt_parallel else (t.oct, odt_left)
-        w = t.alpha * P / m
-        step_s = (1.0 - t.alpha) * P + S
-        if problem.odt_parallel:
-            comm_par = comm_step = odt_left / P if P > 0 else 0.0
+        link_bw = 0.0 if last else float(min(
+            net[j] for j in stage_type_indices(t) + stage_type_indices(terms[g + 1])))
+        if isinstance(t, MixedTerms):
+            parts = [_one_stage(problem, g, part, k, link_bw, m, options, flush, pbytes)
+                     for part in t.parts]
+            works.append(_mixed_work(parts, t.counts, m, flush))
         else:
-            comm_par, comm_step = 0.0, (odt_left / step_s if step_s > 0 else 0.0)
-        forward_s, backward_s = w * (1.0 - options.backward_fraction), w * options.backward_fraction
-        comm_bwd = comm_par
-        if not flush:
-            spread = step_s * k / m
-            if backward_s + spread > 0:
-                comm_bwd = (backward_s * comm_par + spread * comm_step) / (backward_s + spread)
-            backward_s, step_s = backward_s + spread, 0.0
-        allreduce_s = 0.0
-        if options.on("allreduce") and k > 1:
-            stage_bytes = sum(pbytes[t.first:t.last + 1]) if pbytes is not None else 0.0
-            allreduce_s = allreduce_seconds(options.allreduce_algorithm, k, stage_bytes,
-                                            float(net[j]), problem.latency_s)
-            if options.overlap:  # buckets travel during the last backward (engine --overlap)
-                allreduce_s = max(0.0, allreduce_s - backward_s)
-        works.append(StageWork(
-            index=g, type_index=j, num_replicas=k, forward_s=forward_s, backward_s=backward_s,
-            step_s=step_s, comm_forward=comm_par, comm_backward=comm_bwd, comm_step=comm_step,
-            link_bytes_per_s=link_bw,
-            send_forward_bytes=send_f, send_backward_bytes=send_b, allreduce_s=allreduce_s,
-            ps_bytes=ps_bytes, network_bytes_per_s=float(net[j])))
+            works.append(_one_stage(problem, g, t, k, link_bw, m, options, flush, pbytes))
     return works, notes
+
+
+def _mixed_work(parts: list[StageWork], counts: tuple[int, ...], m: int,
+                flush: bool) -> StageWork:
+    """A mixed stage: the primary type's record with unit forward/backward/step seconds and
+    each replica's own seconds in replica_seconds (world.Replica applies them); the ring runs
+    at the slowest network; share_weights split microbatches so all replicas finish together
+    (sharing.finish_together on the DES work: serial = step phase, parallel = m x (F + B))."""
+    own = [(w.forward_s, w.backward_s, w.step_s) for w in parts]
+    serial = [w.step_s if flush else 0.0 for w in parts]
+    parallel = [m * (w.forward_s + w.backward_s) for w in parts]
+    _, shares = finish_together(serial, parallel, list(counts))
+    per_replica = [i for i, n in enumerate(counts) for _ in range(n)]
+    return replace(parts[0], forward_s=1.0, backward_s=1.0, step_s=1.0,
+                   allreduce_s=max(w.allreduce_s for w in parts),
+                   network_bytes_per_s=min(w.network_bytes_per_s for w in parts),
+                   replica_seconds=tuple(own[i] for i in per_replica),
+                   share_weights=tuple(shares[i] for i in per_replica),
+                   replica_types=tuple(parts[i].type_index for i in per_replica))
+
+
+def _one_stage(problem: Problem, g: int, t: StageTerms, k: int, link_bw: float, m: int,
+               options: DesOptions, flush: bool, pbytes) -> StageWork:
+    """The work of stage g on t's type with k replicas (link_bw: to the next stage, 0 last)."""
+    net = problem.network_bytes_per_s
+    j = t.type_index
+    last = link_bw == 0.0
+    removed, send_f, send_b = 0.0, 0.0, 0.0
+    if options.on("transfers") and not last:
+        bb = float(problem.boundary_bytes[t.last])
+        removed += bb / link_bw + problem.latency_s
+        wire = WIRE_BYTES[options.quantize]
+        send_f = wire * bb * options.forward_boundary_share / m
+        send_b = wire * bb * (1.0 - options.forward_boundary_share) / m
+    ps_bytes = 0.0
+    if options.on("ps"):
+        layers = _ps_layers(problem, t)
+        removed += float(sum(problem.odt_s[i, j] for i in layers))
+        ps_bytes = problem.batch_size / m * float(sum(problem.sparse_bytes[i] for i in layers))
+    P, S = t.parallel_s, t.serial_s
+    odt_left = max(0.0, t.odt - removed)
+    if removed > 0:
+        P, S = (t.oct + odt_left, 0.0) if problem.odt_parallel else (t.oct, odt_left)
+    w = t.alpha * P / m
+    step_s = (1.0 - t.alpha) * P + S
+    if problem.odt_parallel:
+        comm_par = comm_step = odt_left / P if P > 0 else 0.0
+    else:
+        comm_par, comm_step = 0.0, (odt_left / step_s if step_s > 0 else 0.0)
+    forward_s, backward_s = w * (1.0 - options.backward_fraction), w * options.backward_fraction
+    comm_bwd = comm_par
+    if not flush:
+        spread = step_s * k / m
+        if backward_s + spread > 0:
+            comm_bwd = (backward_s * comm_par + spread * comm_step) / (backward_s + spread)
+        backward_s, step_s = backward_s + spread, 0.0
+    allreduce_s = 0.0
+    if options.on("allreduce") and k > 1:
+        stage_bytes = sum(pbytes[t.first:t.last + 1]) if pbytes is not None else 0.0
+        allreduce_s = allreduce_seconds(options.allreduce_algorithm, k, stage_bytes,
+                                        float(net[j]), problem.latency_s)
+        if options.overlap:  # buckets travel during the last backward (engine --overlap)
+            allreduce_s = max(0.0, allreduce_s - backward_s)
+    return StageWork(
+        index=g, type_index=j, num_replicas=k, forward_s=forward_s, backward_s=backward_s,
+        step_s=step_s, comm_forward=comm_par, comm_backward=comm_bwd, comm_step=comm_step,
+        link_bytes_per_s=link_bw,
+        send_forward_bytes=send_f, send_backward_bytes=send_b, allreduce_s=allreduce_s,
+        ps_bytes=ps_bytes, network_bytes_per_s=float(net[j]))

@@ -82,12 +82,26 @@ class ExactScheduler:
         max_labels: int = Field(default=200_000, ge=1)
         """Labels one capped search may create (one per level, only when caps bind); past it
         the best plan found is returned and notes["proven_optimal"] is False."""
+        mixed: bool = False
+        """Also propose mixed-type stages (exact_mixed.py): where caps bind, a stage tops up
+        its type with other types' leftovers. The plan may then cost less than the
+        single-type optimum, or exist where no single-type plan does."""
+        mixed_candidates: int = Field(default=4, ge=0)
+        """mixed: other types a stage may add (the runnable ones of least price x ET(1))."""
+        mixed_max_types: int = Field(default=2, ge=1)
+        """mixed: most distinct types in one stage."""
+        mixed_max_units: int = Field(default=64, ge=1)
+        """mixed: most units of an uncapped type that never reaches the limit alone."""
 
     def __init__(self, config: Config | None = None) -> None:
         self.config = config or self.Config()
         self.notes: dict = {}
 
     def schedule(self, problem: Problem, evaluate: Evaluator) -> Plan:
+        if self.config.mixed:
+            from .exact_mixed import schedule_mixed
+            plan, self.notes = schedule_mixed(problem, evaluate, self.config)
+            return plan
         sweep = _Sweep(problem, self.config, evaluate.mode)
         try:
             return sweep.run()
