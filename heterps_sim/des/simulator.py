@@ -179,13 +179,15 @@ def _slowdowns(works: list[StageWork], stragglers: frozenset, opts: DesOptions) 
 def _speed_assignments(works: list[StageWork], factors: list[float], m: int,
                        n_steps: int) -> list[list[list[int]]]:
     """[step][stage] -> replica of each microbatch: equal in step 0 (nothing measured yet, as
-    in the engine), then in proportion to 1 / slowdown (the speeds the engine measures)."""
+    in the engine), then in proportion to the speeds the engine measures: a mixed stage's
+    finish-together shares (StageWork.share_weights; 1 each for one type) / slowdown."""
     equal, speed, rid = [], [], 0
     for w in works:
         k = w.num_replicas
+        weights = w.share_weights or (1.0,) * k
         equal.append(sharing.assignment(sharing.counts([1.0] * k, m)))
         speed.append(sharing.assignment(sharing.counts(
-            [1.0 / f for f in factors[rid:rid + k]], m)))
+            [s / f for s, f in zip(weights, factors[rid:rid + k], strict=True)], m)))
         rid += k
     return [equal] + [speed] * (n_steps - 1)
 

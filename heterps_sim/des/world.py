@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 
 import simpy
 
-from .. import sharing
 from .effects import Preemptions
 from .options import DesOptions
 from .work import StageWork
@@ -76,7 +75,8 @@ class World:
         self.contention = options.on("contention")
         self.transfers = options.on("transfers")
         self.nics: list[simpy.Resource] = []
-        self._assignments: list[list[list[int]]] | None = None
+        self.assignments: list[list[list[int]]] | None = None
+        """share='speed': [step][stage] -> replica of each microbatch (None: mu mod k)."""
         self.cores = (simpy.Resource(env, capacity=options.host_cores)
                       if options.on("cores") else None)
         """cores: the one host's CPU cores, shared by every replica's compute."""
@@ -85,31 +85,6 @@ class World:
         self.by_id: list[Replica] = []
         self.ps_ops: list[tuple] = []
         """(replica id, 0 | -1, pull?, mu, start, end): shard service (0) and whole request (-1)."""
-
-    @property
-    def assignments(self) -> list[list[list[int]]] | None:
-        """share='speed': [step][stage] -> replica of each microbatch (None: mu mod k)."""
-        return self._assignments
-
-    @assignments.setter
-    def assignments(self, rows: list[list[list[int]]] | None) -> None:
-        # Mixed stages: after the first step (equal split: nothing measured yet, as in the
-        # engine) the replicas split by their types' finish-together shares
-        # (StageWork.share_weights) over the known slow_replicas factors; drawn stragglers
-        # inside a mixed stage are not seen by the split.
-        if rows is not None and any(w.share_weights for w in self.works):
-            rows = [list(row) for row in rows]
-            for g, w in enumerate(self.works):
-                if not w.share_weights:
-                    continue
-                speed = list(w.share_weights)
-                for sg, sr, sf in self.options.slow_replicas:
-                    if sg == g and 0 <= sr < len(speed):
-                        speed[sr] /= sf
-                split = sharing.assignment(sharing.counts(speed, self.num_microbatches))
-                for row in rows[1:]:
-                    row[g] = split
-        self._assignments = rows
 
     def deliver(self, stage: int, code: int, mu: int, t: float) -> None:
         self.inbox[stage][code][mu] = t
