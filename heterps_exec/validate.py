@@ -122,6 +122,8 @@ def validate(req: ValidateRequest, progress=None) -> dict:
     graph = model_graph(scn.model.name, **scn.model.params)
     fit = LayerFit.from_rows(req.profile_rows)
     latency, bandwidth = req.links["latency_s"], req.links["bytes_per_s"]
+    measured_allreduce = tuple((int(r["ranks"]), float(r["bytes"]), float(r["seconds"]))
+                               for r in req.links.get("allreduce", ())) or None
     plans = diverse_plans(list(base.layer_names), list(base.type_names), req.num_plans,
                           seed=req.seed, max_ranks=req.max_ranks)
     out = Path(req.out_dir)
@@ -142,8 +144,10 @@ def validate(req: ValidateRequest, progress=None) -> dict:
         des = simulate(calibrated_problem(base, graph, plan, fit, slow, latency, bandwidth,
                                           for_des=True), plan, seed=req.seed,
                        options=DesOptions(effects={"bubbles", "transfers", "allreduce", "cores"},
-                                          num_steps=req.steps, host_cores=os.cpu_count() or 1,
-                                          cpu_share=tuple(1.0 / x for x in slow)),
+                                          num_steps=req.steps, warmup_steps=req.warmup,
+                                          host_cores=os.cpu_count() or 1,
+                                          cpu_share=tuple(1.0 / x for x in slow),
+                                          allreduce_measured=measured_allreduce),
                        record_spans=False).result
         spec, problem = prepare(RunRequest(
             plan=str(plan_path), scenario=req.scenario, binding=req.binding or "cpu",

@@ -75,6 +75,26 @@ def test_allreduce_ring_time_is_the_textbook_formula():
     assert ring[0] == pytest.approx(2 * (k - 1) / k * nbytes / bw + 2 * (k - 1) * lat)
 
 
+def test_measured_allreduce_times_replace_the_formula():
+    from heterps_sim.des.work import measured_allreduce_seconds
+    rows = ((4, 0.0, 1e-3), (4, 1e6, 3e-3), (4, 2e6, 7e-3), (2, 1e6, 1e-3))
+    assert measured_allreduce_seconds(rows, 4, 5e5) == pytest.approx(2e-3)   # between sizes
+    assert measured_allreduce_seconds(rows, 4, 3e6) == pytest.approx(11e-3)  # last segment on
+    assert measured_allreduce_seconds(rows, 2, 5e6) == pytest.approx(1e-3)   # one size: flat
+    assert measured_allreduce_seconds(rows, 3, 1e6) is None                  # not measured
+    k, nbytes = 4, 1.5e6
+    p = chain_problem([0.4], alpha=0.9, latency_s=1e-4, param_bytes=nbytes, network=1e9)
+    opts = DesOptions(effects="allreduce,bubbles", num_steps=2, warmup_steps=0,
+                      allreduce_measured=rows)
+    ring = [s.duration_s for s in simulate(p, chain_plan(p, [k]), options=opts).spans
+            if s.name == "allreduce"]
+    assert ring[0] == pytest.approx(5e-3)
+    p3 = chain_problem([0.4], alpha=0.9, latency_s=1e-4, param_bytes=nbytes, network=1e9)
+    ring3 = [s.duration_s for s in simulate(p3, chain_plan(p3, [3]), options=opts).spans
+             if s.name == "allreduce"]  # 3 ranks were not measured: the ring formula
+    assert ring3[0] == pytest.approx(2 * 2 / 3 * nbytes / 1e9 + 2 * 2 * 1e-4)
+
+
 def test_contention_is_never_faster_than_free_links(nce):
     problem, plan = nce
     for m in (9, 36):

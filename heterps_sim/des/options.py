@@ -159,6 +159,12 @@ class DesOptions(_Strict):
         default="ring", description="allreduce: ring (2(k-1)/k x bytes / bandwidth + 2(k-1) x "
         "latency) or tree (2 x bytes / bandwidth + 2 ceil(log2 k) x latency: reduce then "
         "broadcast, pipelined).")
+    allreduce_measured: tuple[tuple[int, float, float], ...] | None = Field(
+        default=None, description="allreduce: measured times on the host as (ranks, bytes, "
+        "seconds) rows (heterps-exec profile's links JSON, 'allreduce'); a stage whose replica "
+        "count was measured takes its time from them (linear in bytes between and beyond the "
+        "measured sizes) instead of the formula: with more ranks than cores the ring's hops wait "
+        "for descheduled members, which no bandwidth/latency formula has.")
     param_bytes: tuple[float, ...] | None = Field(
         default=None, description="allreduce: dense parameter bytes per layer; None = "
         "problem.param_bytes (0 when the problem has none).")

@@ -39,6 +39,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from ..cost import MixedTerms, StageTerms, stage_type_indices
 from ..problem import Problem
 from ..sharing import finish_together
@@ -115,6 +117,20 @@ def allreduce_seconds(algorithm: str, k: int, nbytes: float, bandwidth: float,
     if algorithm == "ring":
         return 2.0 * (k - 1) / k * nbytes / bandwidth + 2.0 * (k - 1) * latency
     return 2.0 * nbytes / bandwidth + 2.0 * math.ceil(math.log2(k)) * latency
+
+
+def measured_allreduce_seconds(rows, k: int, nbytes: float) -> float | None:
+    """Seconds of one all-reduce of nbytes among k ranks from measured (ranks, bytes, seconds)
+    rows: piecewise linear in bytes, extended by the last segment beyond the largest size and
+    flat below the smallest; None when k was not measured."""
+    points = sorted((b, t) for r, b, t in rows or () if r == k)
+    if not points:
+        return None
+    xs, ys = [b for b, _ in points], [t for _, t in points]
+    if len(points) > 1 and nbytes > xs[-1]:
+        slope = (ys[-1] - ys[-2]) / (xs[-1] - xs[-2]) if xs[-1] > xs[-2] else 0.0
+        return ys[-1] + max(slope, 0.0) * (nbytes - xs[-1])
+    return float(np.interp(nbytes, xs, ys))
 
 
 def stage_work(problem: Problem, terms: list[StageTerms], replicas: list[int], m: int,
@@ -196,8 +212,9 @@ def _one_stage(problem: Problem, g: int, t: StageTerms, k: int, link_bw: float, 
     allreduce_s = 0.0
     if options.on("allreduce") and k > 1:
         stage_bytes = sum(pbytes[t.first:t.last + 1]) if pbytes is not None else 0.0
-        allreduce_s = allreduce_seconds(options.allreduce_algorithm, k, stage_bytes,
-                                        float(net[j]), problem.latency_s)
+        measured = measured_allreduce_seconds(options.allreduce_measured, k, stage_bytes)
+        allreduce_s = (measured if measured is not None else allreduce_seconds(
+            options.allreduce_algorithm, k, stage_bytes, float(net[j]), problem.latency_s))
         if options.overlap:  # buckets travel during the last backward (engine --overlap)
             allreduce_s = max(0.0, allreduce_s - backward_s)
     return StageWork(
