@@ -122,6 +122,7 @@ def validate(req: ValidateRequest, progress=None) -> dict:
     graph = model_graph(scn.model.name, **scn.model.params)
     fit = LayerFit.from_rows(req.profile_rows)
     latency, bandwidth = req.links["latency_s"], req.links["bytes_per_s"]
+    warmup = min(req.warmup, req.steps - 1)
     measured_allreduce = tuple((int(r["ranks"]), float(r["bytes"]), float(r["seconds"]))
                                for r in req.links.get("allreduce", ())) or None
     plans = diverse_plans(list(base.layer_names), list(base.type_names), req.num_plans,
@@ -144,7 +145,7 @@ def validate(req: ValidateRequest, progress=None) -> dict:
         des = simulate(calibrated_problem(base, graph, plan, fit, slow, latency, bandwidth,
                                           for_des=True), plan, seed=req.seed,
                        options=DesOptions(effects={"bubbles", "transfers", "allreduce", "cores"},
-                                          num_steps=req.steps, warmup_steps=req.warmup,
+                                          num_steps=req.steps, warmup_steps=warmup,
                                           host_cores=os.cpu_count() or 1,
                                           cpu_share=tuple(1.0 / x for x in slow),
                                           allreduce_measured=measured_allreduce),
@@ -152,7 +153,7 @@ def validate(req: ValidateRequest, progress=None) -> dict:
         spec, problem = prepare(RunRequest(
             plan=str(plan_path), scenario=req.scenario, binding=req.binding or "cpu",
             steps=req.steps, seed=req.seed, out_dir=str(out / f"run{n:03d}"),
-            data_dir=data_dir, warmup_steps=req.warmup))
+            data_dir=data_dir, warmup_steps=warmup))
         if req.binding == "":  # the emulated binding, applied by hand (no file)
             spec = _with_bindings(spec, bindings.stage_bindings(binding_file, plan, types,
                                                                 binding_src, 0))
