@@ -32,7 +32,7 @@ def diverse_plans(layers: list[str], types: list[str], n: int, *, seed: int = 0,
     attempts = 0
     while len(plans) < n and attempts < 100 * n:
         attempts += 1
-        s = 1 + len(plans) % min(4, len(layers))  # cycle stage counts 1..4
+        s = 1 + len(plans) % min(4, len(layers), max_ranks)  # cycle stage counts 1..4
         cuts = sorted(rng.sample(range(1, len(layers)), s - 1))
         bounds = [0, *cuts, len(layers)]
         replicas = [1] * s

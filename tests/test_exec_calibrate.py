@@ -89,6 +89,9 @@ def test_validation_plans_are_diverse_and_valid():
         assert sum(s.num_replicas for s in p.stages) <= 6
         assert p.num_microbatches >= max(s.num_replicas for s in p.stages)
     assert diverse_plans(list(base.layer_names), list(base.type_names), 20, seed=1) == plans
+    two = diverse_plans(list(base.layer_names), list(base.type_names), 20, seed=1, max_ranks=2)
+    assert len(set(two)) == 20 and {len(p.stages) for p in two} == {1, 2}
+    assert all(sum(s.num_replicas for s in p.stages) <= 2 for p in two)
 
 
 def test_error_metrics():
