@@ -8,6 +8,8 @@ gradient sum across replicas live on the PS, and ends every step with `client.en
 with staleness 0 every pull of a step sees the rows as of its start and the PS applies the
 summed pushes once - the same update as single-process training. Checkpoints: the PS writes
 its shards next to the trainers' DCP checkpoint (same step) and restores from it.
+The run's `--quantize` mode (fp16, bf16, int8) also encodes the pulled rows and the pushed
+gradients on the wire (`wire_mode`); the PS keeps rows and optimizer state in float32.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from torch import nn
 
 from heterps_exec.layout import RunSpec
 from heterps_exec.ps import PSClient, PSEmbeddingBag, ShardConfig, TableSpec, serve
+from heterps_exec.ps.spec import QUANTIZE
 
 PS_DIR = "ps"
 """Sub-folder of the checkpoint directory holding the PS shards' checkpoints."""
@@ -26,6 +29,12 @@ PS_DIR = "ps"
 
 def ps_ranks(spec: RunSpec, num_trainers: int) -> list[int]:
     return list(range(num_trainers, num_trainers + spec.ps_shards))
+
+
+def wire_mode(quantize: str) -> str:
+    """The PS's wire encoding for the run's `quantize`: the same mode; `auto` (a per-link rule
+    for stage boundaries, quantize.choose_mode) leaves PS traffic unquantized."""
+    return quantize if quantize in QUANTIZE else "none"
 
 
 def serve_shard(spec: RunSpec, rank: int, num_trainers: int, group,
@@ -47,7 +56,8 @@ def attach(module: nn.Module, spec: RunSpec, group, num_trainers: int) -> PSClie
               if isinstance(mod, nn.EmbeddingBag)]
     client = PSClient(group, ps_ranks(spec, num_trainers), [
         TableSpec(name=name, rows=mod.num_embeddings, dim=mod.embedding_dim,
-                  optimizer=spec.optimizer, lr=spec.lr) for name, mod in tables])
+                  optimizer=spec.optimizer, lr=spec.lr) for name, mod in tables],
+        quantize=wire_mode(spec.quantize))
     for name, mod in tables:
         parent_name, _, child = name.rpartition(".")
         parent = module.get_submodule(parent_name)
@@ -69,5 +79,5 @@ def table_state(module: nn.Module, client: PSClient) -> dict[str, torch.Tensor]:
     for name, mod in module.named_modules():
         if isinstance(mod, PSEmbeddingBag):
             ids = torch.arange(mod.num_rows, dtype=torch.int64)
-            out[f"{name}.weight"] = client.pull(name, ids).clone()
+            out[f"{name}.weight"] = client.pull(name, ids, quantize="none").clone()
     return out

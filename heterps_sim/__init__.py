@@ -13,6 +13,9 @@ Where things live (one responsibility per module):
     schedulers/    base.py (protocol), registry.py (name -> "module:Class"), exact.py, single_type.py
     pipeline.py    stage_actions: the microbatch order (gpipe | 1f1b | async), shared with the engine
     des/           the SimPy simulator: simulate(problem, plan, seed=, options=) -> DesRun
+    ps/            the parameter server's hot-tier policies and the id-stream replay (torch-free),
+                   shared by the simulator's PS model and heterps_exec's PS ranks
+    sharing.py     speed-aware splits of a stage's microbatches (and mixed stages' shares)
     trace.py       spans -> Chrome/Perfetto trace JSON
     inputs.py      a scenario YAML or a problem JSON -> Problem;  userfiles.py  one-line errors
     tables.py      readable tables;  cli.py `heterps-sim`;  cli_des.py  its simulator commands
@@ -25,7 +28,8 @@ Glossary:
     layer      one node of the model chain; its name is the torch module name in heterps_exec
     type       a resource type (a GPU model with its host share, or a CPU VM); j indexes types
     unit       one rented instance of a type; k units of a stage's type work in data parallel
-    stage      consecutive layers on one type (maximal runs, unless same-type cuts are allowed)
+    stage      consecutive layers on one type (maximal runs, unless same-type cuts are allowed);
+               a mixed stage (plan format 2) holds replicas of several types
     plan       the stages in pipeline order (+ units per stage when fixed)
     oct / odt  one unit's compute / data-transfer seconds for one batch of B samples
     alpha      Amdahl parallel fraction of a stage's work

@@ -9,9 +9,11 @@ import argparse
 import json
 from pathlib import Path
 
+from .ps import POLICIES
+
 
 class EffectsError(ValueError):
-    """An unknown effect name on the command line."""
+    """Bad simulator options on the command line (an unknown effect, a bad --ps-* value)."""
 
 
 def parse_effects(text: str | None) -> frozenset[str]:
@@ -31,6 +33,26 @@ def add_des_arguments(p: argparse.ArgumentParser, *, effects: bool = True) -> No
     if effects:
         p.add_argument("--effects", help="des: none | all | comma list (e.g. bubbles,allreduce)")
     p.add_argument("--seed", type=int, default=0, help="des: seed of the variability effects")
+    g = p.add_argument_group(
+        "ps hit rates", "des, effect ps: take the tier hit rates from replaying an id stream "
+        "through the PS's own policy code (heterps_sim.ps.replay), e.g. --effects ps "
+        "--ps-policy lfu --ps-hot-fraction 0.05 --ps-zipf 1.05")
+    g.add_argument("--ps-policy", choices=POLICIES,
+                   help="hot-tier policy to replay (default: keep the fixed hit rates)")
+    g.add_argument("--ps-hot-fraction", type=float, default=0.05,
+                   help="hot-tier rows as a share of the table (default 0.05)")
+    g.add_argument("--ps-warm-fraction", type=float, default=0.20,
+                   help="warm RAM tier rows as a share of the table (default 0.20)")
+    g.add_argument("--ps-zipf", type=float, default=1.05,
+                   help="Zipf exponent of the generated ids (default 1.05)")
+    g.add_argument("--ps-rows", type=int, default=None,
+                   help="table rows (default 1,000,000; with --ps-stream, its largest id + 1)")
+    g.add_argument("--ps-ids", type=int, default=1_000_000,
+                   help="length of the generated stream (default 1,000,000 ids)")
+    g.add_argument("--ps-batch", type=int, default=4096,
+                   help="ids per PS request: the replay de-duplicates per batch (default 4096)")
+    g.add_argument("--ps-stream", metavar="FILE.npy",
+                   help="replay these ids (a 1-D integer .npy array) instead of Zipf ones")
 
 
 def des_options(args, effects: frozenset[str] | None = None):
@@ -43,15 +65,62 @@ def des_options(args, effects: frozenset[str] | None = None):
         fields["num_microbatches"] = args.microbatches
     if args.steps is not None:
         fields["num_steps"] = args.steps
+    if getattr(args, "ps_policy", None):
+        fields["ps"] = replayed_ps_options(args)
     return DesOptions(**fields)
+
+
+def _ps_stream(args):
+    import numpy as np
+    path = args.ps_stream
+    try:
+        ids = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise EffectsError(f"--ps-stream: {path}: cannot read a .npy array ({exc})") from None
+    if ids.ndim != 1 or ids.dtype.kind not in "iu" or ids.size == 0:
+        raise EffectsError(f"--ps-stream: {path}: expected a non-empty 1-D integer array, got "
+                           f"{ids.dtype} of shape {ids.shape}")
+    if ids.min() < 0:
+        raise EffectsError(f"--ps-stream: {path}: ids must be >= 0, found {ids.min()}")
+    return ids.astype(np.int64)
+
+
+def replayed_ps_options(args):
+    """`PsOptions` whose hot/warm/cold hit rates come from replaying the id stream (a file, or
+    Zipf ids) through the policy (`heterps_sim.ps.replay.ps_options`: the server's code)."""
+    from .des.options import PsOptions
+    from .ps.replay import ps_options, zipf_ids
+    checks = [(0 <= args.ps_hot_fraction <= 1, "--ps-hot-fraction: must be in [0, 1]"),
+              (0 <= args.ps_warm_fraction <= 1, "--ps-warm-fraction: must be in [0, 1]"),
+              (args.ps_zipf > 0, "--ps-zipf: must be > 0"),
+              (args.ps_rows is None or args.ps_rows >= 1, "--ps-rows: must be >= 1"),
+              (args.ps_ids >= 1, "--ps-ids: must be >= 1"),
+              (args.ps_batch >= 1, "--ps-batch: must be >= 1")]
+    for ok, message in checks:
+        if not ok:
+            raise EffectsError(message)
+    if args.ps_stream:
+        ids = _ps_stream(args)
+        rows = args.ps_rows or int(ids.max()) + 1
+    else:
+        rows = args.ps_rows or 1_000_000
+        ids = zipf_ids(args.ps_ids, rows, args.ps_zipf, seed=args.seed)
+    base = PsOptions()
+    return ps_options(ids, args.ps_policy, int(rows * args.ps_hot_fraction),
+                      warm_rows=int(rows * args.ps_warm_fraction), num_shards=base.num_shards,
+                      batch_size=args.ps_batch, base=base)
 
 
 def evaluate_des(problem, plan, args, write):
     """Simulate one plan; write the trace when asked. Returns the RunResult."""
     from .des import simulate
     from .trace import chrome_trace
-    run = simulate(problem, plan, seed=args.seed, options=des_options(args),
+    options = des_options(args)
+    run = simulate(problem, plan, seed=args.seed, options=options,
                    record_spans=bool(args.trace))
+    if getattr(args, "ps_policy", None) and options.on("ps"):  # what the replay gave it
+        run.result.extra["ps_hit_rates"] = {t: getattr(options.ps, t).hit_rate
+                                           for t in ("hot", "warm", "cold")}
     if args.trace:
         meta = {"scenario": problem.name, "plan": plan.to_json_dict(), "seed": args.seed}
         write(Path(args.trace), json.dumps(chrome_trace(run.spans, meta)) + "\n")

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+
 import numpy as np
 import pytest
 
-from heterps_exec.ps.policies import make_policy
-from heterps_exec.ps.replay import (
+from heterps_exec.ps.shard import Shard
+from heterps_exec.ps.spec import ShardConfig, TableSpec
+from heterps_sim.ps.policies import make_policy
+from heterps_sim.ps.replay import (
     belady_hit_rate,
     first_seen_unique,
     ps_options,
     replay_hit_rates,
     zipf_ids,
 )
-from heterps_exec.ps.shard import Shard
-from heterps_exec.ps.spec import ShardConfig, TableSpec
 
 
 def _hits(policy, batches) -> list[list[int]]:
@@ -91,3 +94,49 @@ def test_belady_bounds_every_policy_and_feeds_the_simulator():
     assert opts.hot.hit_rate + opts.warm.hit_rate + opts.cold.hit_rate == pytest.approx(1.0)
     assert opts.hot.hit_rate == pytest.approx(
         replay_hit_rates(ids, "lfu", 200, warm_rows=1000, batch_size=512)["hot"])
+
+
+def _evaluate_des(plan, *extra):
+    import json
+
+    from heterps_sim.cli import main
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["evaluate", "scenarios/exec-tiny.yaml", str(plan), "--engine", "des",
+                     "--effects", "ps", "--json", *extra])
+    assert code == 0
+    return json.loads(out.getvalue())
+
+
+def test_simulator_takes_its_ps_hit_rates_from_the_same_replay(tmp_path):
+    """`heterps-sim evaluate --effects ps --ps-policy P --ps-stream F`: the DES's tier hit rates
+    are the replay's on that stream (4 shards, the simulator's default), and the predicted PS
+    time grows as the hot tier shrinks."""
+    from heterps_sim.cli import main
+    plan = tmp_path / "plan.json"
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["schedule", "scenarios/exec-tiny.yaml", "--out", str(plan), "--json"]) == 0
+    rows = 20_000
+    stream = zipf_ids(100_000, rows, 1.05, seed=4)
+    np.save(tmp_path / "ids.npy", stream)
+    times = {}
+    for policy, hot in (("lfu", 0.05), ("lru", 0.002)):
+        r = _evaluate_des(plan, "--ps-policy", policy, "--ps-hot-fraction", str(hot),
+                          "--ps-warm-fraction", "0.1", "--ps-stream", str(tmp_path / "ids.npy"),
+                          "--ps-batch", "1024", "--ps-rows", str(rows))
+        want = replay_hit_rates(stream, policy, int(rows * hot), warm_rows=int(rows * 0.1),
+                                num_shards=4, batch_size=1024)
+        got = r["extra"]["ps_hit_rates"]
+        assert got["hot"] == want["hot"] and got["warm"] == want["warm"]
+        assert got["cold"] == pytest.approx(want["cold"] + want["new"], abs=1e-12)
+        times[policy] = r["extra"]["ps_time_s"]
+    assert times["lru"] > times["lfu"]  # fewer hot hits: slower pulls
+
+
+def test_a_bad_ps_stream_is_one_line_and_exit_2(tmp_path, capsys):
+    from heterps_sim.cli import main
+    np.save(tmp_path / "bad.npy", np.array([[1.5]]))
+    code = main(["evaluate", "scenarios/exec-tiny.yaml", "none.json", "--engine", "des",
+                 "--effects", "ps", "--ps-policy", "lfu", "--ps-stream", str(tmp_path / "bad.npy")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err

@@ -25,17 +25,21 @@ client.stats()                  # {"client": {table: pulls, rows/s, p50/p99}, "s
 client.close()                  # the PS ranks return once every client has closed
 ```
 Lower level: `client.pull(table, ids) -> FloatTensor[len(ids), dim]`, `client.push(table, ids,
-grads)`, `client.prefetch(table, ids).wait()`. Step semantics (server.py): with staleness 0
+grads)`, `client.prefetch(table, ids).wait()` (several may be in flight);
+`PSClient(..., quantize="int8")` (or per call, `quantize=`) encodes pulled rows and pushed
+gradients on the wire (fp16, bf16, int8 with per-row scales); the PS stores float32. Step semantics (server.py): with staleness 0
 (default) pulls in step t see the rows as of the start of step t and pushes of all clients are
 summed and applied once when every client has ended step t; with staleness s the PS applies
 pushes on arrival and lets no client run more than s steps ahead.
 
-Simulator side: `replay.replay_hit_rates(ids, policy, hot_rows, ...)` runs the shard's tier
-code on an id stream (no data), `replay.belady_hit_rate(ids, hot_rows)` is the offline
-optimum, and `replay.ps_options(...)` builds the simulator's `PsOptions` from them.
+Simulator side (heterps_sim.ps.replay): `replay_hit_rates(ids, policy, hot_rows, ...)` runs
+the shard's tier code on an id stream (no data), `belady_hit_rate(ids, hot_rows)` is the
+offline optimum, and `ps_options(...)` builds the simulator's `PsOptions` from them.
 
-Modules: spec (TableSpec, ShardConfig), policies, tiers, store, shard, checkpoint, protocol,
-server, client, embedding, replay, local (spawn a PS world on one machine), bench, cli.
+Modules: spec (TableSpec, ShardConfig), store, shard, checkpoint, protocol,
+server, client, embedding, local (spawn a PS world on one machine), bench, cli; the tier
+logic (policies, kernels, tiers, replay) lives in heterps_sim.ps, torch-free, shared with the
+simulator.
 """
 
 from heterps_exec.ps.spec import POLICIES, PSRequestError, ShardConfig, TableSpec

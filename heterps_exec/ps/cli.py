@@ -8,7 +8,7 @@ an in-process nn.EmbeddingBag as the ceiling.
 
 example:
   heterps-exec ps-bench --rows 10000000 --dim 16 --zipf 1.05 --hot-fraction 0.05 --policy lfu
-  heterps-exec ps-bench --rows 100000 --batches 20 --json
+  heterps-exec ps-bench --rows 100000 --batches 20 --window 8 --quantize int8 --json
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import json
 import sys
 
 from heterps_exec.cli import ExecCliError
-from heterps_exec.ps.spec import POLICIES
+from heterps_exec.ps.spec import POLICIES, QUANTIZE
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -33,6 +33,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch", type=int, default=4096, help="ids per pull (default 4096)")
     p.add_argument("--shards", type=int, default=1, help="PS ranks (default 1)")
     p.add_argument("--batches", type=int, default=200, help="timed batches (default 200)")
+    p.add_argument("--window", type=int, default=4,
+                   help="pulls in flight in the pipelined measurement (default 4)")
+    p.add_argument("--quantize", default="none", choices=QUANTIZE,
+                   help="pulled rows and pushed gradients on the wire (default none)")
     p.add_argument("--seed", type=int, default=0, help="seed of ids and initial rows")
     p.add_argument("--work-dir", default=None,
                    help="directory of the disk tier (default: a temporary directory)")
@@ -52,6 +56,7 @@ def _check(args) -> None:
         (args.batch >= 1, f"--batch: must be >= 1, got {args.batch}"),
         (1 <= args.shards <= 8, f"--shards: must be in [1, 8], got {args.shards}"),
         (args.batches >= 2, f"--batches: must be >= 2, got {args.batches}"),
+        (1 <= args.window <= 64, f"--window: must be in [1, 64], got {args.window}"),
     ]
     for ok, message in problems:
         if not ok:
@@ -68,17 +73,22 @@ def format_text(r: dict) -> str:
         f"ps-bench: {c['rows']:,} rows x {c['dim']} floats, Zipf {c['zipf']}, batch "
         f"{c['batch']}, {c['shards']} PS rank(s), policy {c['policy']}, hot "
         f"{c['hot_fraction']:g} ({int(c['rows'] * c['hot_fraction']):,} rows), warm "
-        f"{c['warm_fraction']:g}; {c['timed_batches']} timed batches",
+        f"{c['warm_fraction']:g}; {c['timed_batches']} timed batches, quantize "
+        f"{c['quantize']}",
         "",
-        f"{'':28}{'rows/s':>14}{'x raw gloo':>12}",
+        f"{'':30}{'rows/s':>14}{'x raw gloo':>12}",
     ]
-    raw = r["raw_p2p_rows_per_s"]
-    for name, key in [("pull", "pull_rows_per_s"), ("pull, prefetch depth 1",
-                                                     "pull_prefetched_rows_per_s"),
-                      ("push + end_step", "push_rows_per_s"), ("raw gloo p2p", "raw_p2p_rows_per_s"),
-                      ("nn.EmbeddingBag (ceiling)", "embedding_bag_rows_per_s")]:
-        lines.append(f"{name:28}{r[key]:>14,.0f}{r[key] / raw:>12.2f}")
+    raw, raw_w, w = r["raw_p2p_rows_per_s"], r["raw_p2p_window_rows_per_s"], c["window"]
+    for name, key, ref in [
+            ("pull, one at a time", "pull_rows_per_s", raw),
+            (f"pull, {w} in flight", "pull_window_rows_per_s", raw_w),
+            ("push + end_step", "push_rows_per_s", raw),
+            ("raw gloo p2p, one at a time", "raw_p2p_rows_per_s", raw),
+            (f"raw gloo p2p, {w} in flight", "raw_p2p_window_rows_per_s", raw_w),
+            ("nn.EmbeddingBag (ceiling)", "embedding_bag_rows_per_s", raw)]:
+        lines.append(f"{name:30}{r[key]:>14,.0f}{r[key] / ref:>12.2f}")
     lines += [
+        f"pulled row bytes on the wire: {r['pull_bytes_per_row']:.0f} per distinct row",
         f"distinct ids per batch: {_pct(r['unique_share']).strip()} of the ids",
         "",
         f"{'hit rates (distinct ids/batch)':34}{'hot':>7}{'warm':>7}{'cold':>7}{'new':>7}",
@@ -99,7 +109,8 @@ def run(args) -> int:
     result = run_bench(rows=args.rows, dim=args.dim, zipf=args.zipf,
                        hot_fraction=args.hot_fraction, warm_fraction=args.warm_fraction,
                        policy=args.policy, batch=args.batch, shards=args.shards,
-                       batches=args.batches, seed=args.seed, work_dir=args.work_dir,
+                       batches=args.batches, seed=args.seed, window=args.window,
+                       quantize=args.quantize, work_dir=args.work_dir,
                        progress=lambda msg: print(f"ps-bench: {msg}", file=sys.stderr))
     if args.json:
         print(json.dumps(result, indent=1))

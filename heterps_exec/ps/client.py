@@ -5,6 +5,12 @@ part at once and assembles the rows in the caller's order; `prefetch` returns th
 request as a handle to wait on later, so the next microbatch's rows travel while the current
 one computes. Pushes are asynchronous: their acknowledgements are collected at `end_step`,
 which also waits for the step to end on every shard (see server.py for the semantics).
+Several pulls may be in flight at once (`prefetch` several batches, then `wait` in order).
+
+`quantize` ("none", "fp16", "bf16", "int8": heterps_exec.quantize) encodes the pulled rows on
+the server and the pushed gradients here for the wire; the PS stores rows and optimizer state
+in float32 either way. Counters: `pull_bytes` / `push_bytes` are the payload bytes that crossed
+the wire (reply rows, request ids + gradients).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from heterps_exec import quantize as quant
 from heterps_exec.ps import protocol
 from heterps_exec.ps.protocol import PSError, Reply, send_request
 from heterps_exec.ps.spec import TableSpec
@@ -27,45 +34,52 @@ def dedup(ids: torch.Tensor) -> tuple[torch.Tensor, np.ndarray]:
 
     A hash table (pandas.factorize), about 3x faster than torch.unique's sort at 4096 ids."""
     codes, uniq = pd.factorize(ids.numpy())
-    return torch.from_numpy(np.ascontiguousarray(uniq, dtype=np.int64)), codes.astype(np.int64)
+    return (torch.from_numpy(np.ascontiguousarray(uniq, dtype=np.int64)),
+            codes.astype(np.int64, copy=False))
 
 
 class PullHandle:
     """Rows of one pull in flight; `wait()` -> FloatTensor[len(ids), dim]."""
 
-    def __init__(self, client, name, uniq, inverse, parts, t0):
-        self.client, self.name, self.t0 = client, name, t0
+    def __init__(self, client, name, uniq, inverse, parts, t0, mode):
+        self.client, self.name, self.t0, self.mode = client, name, t0, mode
         self.uniq, self.inverse, self.parts = uniq, inverse, parts
         self._result = None
 
     def wait(self) -> torch.Tensor:
         if self._result is None:
-            dim = self.client.tables[self.name][1].dim
+            dim, mode = self.client.tables[self.name][1].dim, self.mode
             rows = torch.empty(self.uniq.numel(), dim, dtype=torch.float32)
-            errors = []
+            errors, wire = [], 0
             for mask, reply, _part in self.parts:
                 try:
-                    out = reply.wait()[1].view(torch.float32)
+                    out = reply.wait()[1]
                 except PSError as exc:  # keep receiving: every reply must be consumed
                     errors.append(str(exc))
                     continue
+                wire += out.numel()
+                out = (out.view(torch.float32).view(-1, dim) if mode == "none" else
+                       quant.decode(out.view(-1, quant.nbytes(dim, mode)), dim, mode))
                 if mask is None:
-                    rows = out.view(-1, dim)
+                    rows = out
                 else:
-                    rows[mask] = out.view(-1, dim)
+                    rows[mask] = out
             if errors:
                 raise PSError("; ".join(errors))
             self.rows = rows
             self._result = torch.from_numpy(np.take(rows.numpy(), self.inverse, axis=0))
             self.client._count(self.name, "pull", self.inverse.size, self.uniq.numel(),
-                               time.perf_counter() - self.t0)
+                               time.perf_counter() - self.t0, wire)
         return self._result
 
 
 class PSClient:
     """Client of the PS ranks `server_ranks` (global ranks) over process group `group`."""
 
-    def __init__(self, group, server_ranks, tables=(), *, max_in_flight: int = 256):
+    def __init__(self, group, server_ranks, tables=(), *, max_in_flight: int = 256,
+                 quantize: str = "none"):
+        self.quantize = self._check_mode(quantize)
+        """Wire encoding of pulls and pushes unless a call names its own."""
         self.group, self.servers = group, list(server_ranks)
         self.tables: dict[str, tuple[dict[int, int], TableSpec]] = {}
         """name -> ({server rank: the table's index on that server}, spec). Shards number
@@ -77,6 +91,12 @@ class PSClient:
         self._counters: dict[str, dict] = {}
         for spec in tables:
             self.declare(spec)
+
+    def _check_mode(self, quantize: str | None) -> str:
+        mode = self.quantize if quantize is None else quantize
+        if mode not in quant.MODES:
+            raise ValueError(f"quantize must be one of {', '.join(quant.MODES)}, got {mode!r}")
+        return mode
 
     def _next_tag(self) -> int:
         self._tag = self._tag % (1 << 20) + 1
@@ -127,28 +147,36 @@ class PSClient:
                 out.append((mask, dst, part))
         return out
 
-    def prefetch(self, table: str, ids: torch.Tensor) -> PullHandle:
-        """Start pulling the rows of `ids` (any shape, int64); `.wait()` returns them."""
+    def prefetch(self, table: str, ids: torch.Tensor, *, quantize: str | None = None
+                 ) -> PullHandle:
+        """Start pulling the rows of `ids` (any shape, int64); `.wait()` returns them
+        (`quantize`: this pull's wire encoding, default the client's; "none" = exact)."""
         t0 = time.perf_counter()
         index, _ = self._spec(table)
         ids = ids.reshape(-1)
         if ids.dtype != torch.int64:
             raise PSError(f"table {table!r}: ids must be int64, got {ids.dtype}")
         uniq, inverse = dedup(ids)
+        mode = self._check_mode(quantize)
+        row_bytes = quant.nbytes(self.tables[table][1].dim, mode)
         parts = []
         for mask, dst, part in self._split(uniq):
             reply, _ = self._call(dst, protocol.PULL, table=index[dst], ids=part,
-                                  expect=part.numel() * self.tables[table][1].dim * 4)
+                                  quantize=quant.MODES.index(mode),
+                                  expect=part.numel() * row_bytes)
             parts.append((mask, reply, part))
-        return PullHandle(self, table, uniq, inverse, parts, t0)
+        return PullHandle(self, table, uniq, inverse, parts, t0, mode)
 
-    def pull(self, table: str, ids: torch.Tensor) -> torch.Tensor:
+    def pull(self, table: str, ids: torch.Tensor, *, quantize: str | None = None
+             ) -> torch.Tensor:
         """FloatTensor[len(ids), dim]: rows of `ids` (flattened) as of the step's start."""
-        return self.prefetch(table, ids).wait()
+        return self.prefetch(table, ids, quantize=quantize).wait()
 
-    def push(self, table: str, ids: torch.Tensor, grads: torch.Tensor) -> None:
+    def push(self, table: str, ids: torch.Tensor, grads: torch.Tensor, *,
+             quantize: str | None = None) -> None:
         """Send gradients (rows of `grads` belong to `ids`; repeated ids are summed here)."""
         t0 = time.perf_counter()
+        mode = self._check_mode(quantize)
         index, spec = self._spec(table)
         ids = ids.reshape(-1)
         grads = grads.detach().reshape(ids.numel(), spec.dim).to(torch.float32)
@@ -156,13 +184,17 @@ class PSClient:
         if uniq.numel() != ids.numel():
             grads = torch.zeros(uniq.numel(), spec.dim).index_add_(
                 0, torch.from_numpy(inverse), grads)
+        wire = 0
         for mask, dst, part in self._split(uniq):
             g = grads if mask is None else grads[mask]
+            if mode != "none":
+                g = quant.encode(g, mode)
+            wire += part.numel() * part.element_size() + g.numel() * g.element_size()
             self._acks.append(self._call(dst, protocol.PUSH, table=index[dst], ids=part,
-                                         values=g))
+                                         values=g, quantize=quant.MODES.index(mode)))
         while len(self._acks) > self._max_in_flight:
             self._acks.popleft()[0].wait()
-        self._count(table, "push", ids.numel(), uniq.numel(), time.perf_counter() - t0)
+        self._count(table, "push", ids.numel(), uniq.numel(), time.perf_counter() - t0, wire)
 
     def _drain(self) -> None:
         errors = []
@@ -199,10 +231,11 @@ class PSClient:
             client[name] = out
         return {"client": client, "servers": servers}
 
-    def _count(self, table, op, rows, unique, seconds) -> None:
+    def _count(self, table, op, rows, unique, seconds, wire) -> None:
         c = self._counters.setdefault(table, {
-            f"{o}_{k}": (deque(maxlen=4096) if k == "lat" else 0)
-            for o in ("pull", "push") for k in ("calls", "rows", "unique_rows", "s", "lat")})
+            f"{o}_{k}": (deque(maxlen=4096) if k == "lat" else 0) for o in ("pull", "push")
+            for k in ("calls", "rows", "unique_rows", "bytes", "s", "lat")})
+        c[f"{op}_bytes"] += wire
         c[f"{op}_calls"] += 1
         c[f"{op}_rows"] += rows
         c[f"{op}_unique_rows"] += unique

@@ -20,7 +20,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 
-def _entry(rank, world, init_file, num_servers, config_kw, restore, fn, args, results):
+def _entry(rank, world, init_file, num_servers, config_kw, client_kw, restore, fn, args,
+           results):
     torch.set_num_threads(1)
     if os.environ.get("HETERPS_PS_DEBUG"):  # stacks of a hung rank, for debugging
         import faulthandler
@@ -40,7 +41,7 @@ def _entry(rank, world, init_file, num_servers, config_kw, restore, fn, args, re
             results.put((rank, "ok", serve(group, clients, cfg, restore_dir=restore[0],
                                            restore_step=restore[1])))
         else:
-            client = PSClient(group, servers)
+            client = PSClient(group, servers, **client_kw)
             out = fn(client, rank - num_servers, *args)
             client.close()
             results.put((rank, "ok", out))
@@ -53,7 +54,7 @@ class LocalWorld:
     """Running PS + client processes; `join()` -> {rank: result}."""
 
     def __init__(self, fn, args=(), *, num_servers=1, num_clients=1, config=None,
-                 restore_dir=None, restore_step=None, work_dir=None):
+                 restore_dir=None, restore_step=None, work_dir=None, client_options=None):
         ctx = mp.get_context("spawn")
         self._tmp = tempfile.TemporaryDirectory(prefix="heterps-ps-")
         config = dict(config or {})
@@ -62,8 +63,8 @@ class LocalWorld:
         self.world = num_servers + num_clients
         self.results = ctx.Queue()
         self.procs = [ctx.Process(target=_entry, daemon=True, args=(
-            r, self.world, init_file, num_servers, config, (restore_dir, restore_step), fn, args,
-            self.results))
+            r, self.world, init_file, num_servers, config, dict(client_options or {}),
+            (restore_dir, restore_step), fn, args, self.results))
             for r in range(self.world)]
         for p in self.procs:
             p.start()
@@ -95,9 +96,11 @@ class LocalWorld:
 
 
 def run_local(fn, args=(), *, num_servers=1, num_clients=1, config=None, restore_dir=None,
-              restore_step=None, timeout_s=90.0) -> list:
-    """Results of `fn(client, client_index, *args)` on each client, in client order."""
+              restore_step=None, timeout_s=90.0, client_options=None) -> list:
+    """Results of `fn(client, client_index, *args)` on each client, in client order
+    (`client_options`: keyword arguments of every `PSClient`, e.g. quantize)."""
     world = LocalWorld(fn, args, num_servers=num_servers, num_clients=num_clients,
-                       config=config, restore_dir=restore_dir, restore_step=restore_step)
+                       config=config, restore_dir=restore_dir, restore_step=restore_step,
+                       client_options=client_options)
     out = world.join(timeout_s)
     return [out[r] for r in range(num_servers, num_servers + num_clients)]

@@ -1,19 +1,24 @@
 """Wire format between PS clients and PS ranks (torch.distributed point-to-point).
 
-A request is two messages on tag 0: a header of `REQUEST_LEN` int64, then (when nbytes > 0)
-one uint8 payload: the ids' bytes followed by the values' bytes (gradients, JSON, a path).
+A request is one message on tag 0: a header of `REQUEST_LEN` int64, then the payload (the
+ids' bytes followed by the values' bytes: gradients, JSON, a path). The server receives every
+request into one buffer of `REQUEST_BYTES + INLINE_BYTES` (gloo lets a receive be larger than
+the message); a payload beyond `INLINE_BYTES` follows its header as a second message.
 ```
 request header: op, table, n, step, id_dtype, value_dtype, value_width, nbytes, reply_tag,
-                expect (reply payload bytes the client expects; 0 = unknown)
+                expect (reply payload bytes the client expects; 0 = unknown),
+                quantize (pulled rows / pushed gradients encoded as quantize.MODES[q]), 0
 reply header:   status (0 ok, 1 error), nbytes, value (e.g. a table index), 0
 ```
-With `expect` > 0 (pulls: n x dim x 4) the reply is one message of 32 + expect bytes: its
-header, then the rows (an error pads it and sends its message after). Otherwise the reply is
-a header, then a payload of nbytes (JSON, an error message). Every reply travels on the
-request's own `reply_tag`, so a client can have several requests in flight to one server
-(prefetches, asynchronous pushes) without their replies being confused. The header carries
-dtype and width so that a server can refuse a wrong dtype or shape after reading exactly the
-bytes that were sent, and keep serving everyone else.
+With `expect` > 0 (pulls: n x quantize.nbytes(dim, mode)) the reply is one message of
+32 + expect bytes: its header, then the rows (an error pads it and sends its message after).
+Otherwise the reply is a header, then a payload of nbytes (JSON, an error message). Every reply
+travels on the request's own `reply_tag`, so a client can have several requests in flight to
+one server (pipelined pulls, prefetches, asynchronous pushes) without their replies being
+confused. The header carries dtype and width so that a server can refuse a wrong dtype or
+shape after reading exactly the bytes that were sent, and keep serving everyone else.
+A quantized push sends each gradient row as its quantize.encode bytes (value dtype uint8,
+width = bytes per row); the server decodes them to float32 before the optimizer sees them.
 """
 
 from __future__ import annotations
@@ -24,7 +29,12 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-REQUEST_LEN = 10
+from heterps_exec.quantize import MODES
+
+REQUEST_LEN = 12
+REQUEST_BYTES = REQUEST_LEN * 8
+INLINE_BYTES = 1 << 20
+"""Largest payload sent in the same message as its header (larger ones follow it)."""
 REPLY_LEN = 4
 DECLARE, PULL, PUSH, END_STEP, CHECKPOINT, STATS, CLOSE = range(1, 8)
 OP_NAMES = {DECLARE: "declare", PULL: "pull", PUSH: "push", END_STEP: "end_step",
@@ -46,39 +56,46 @@ def dtype_code(t: torch.Tensor) -> int:
         raise PSError(f"unsupported dtype {t.dtype}") from None
 
 
-def as_bytes(*tensors: torch.Tensor) -> torch.Tensor:
-    """One uint8 tensor holding the tensors' bytes back to back (no copy for a single one)."""
-    parts = [t.contiguous().reshape(-1).view(torch.uint8) for t in tensors if t.numel()]
-    if not parts:
-        return torch.empty(0, dtype=torch.uint8)
-    return parts[0] if len(parts) == 1 else torch.cat(parts)
-
-
 def text_bytes(obj) -> torch.Tensor:
     data = obj.encode() if isinstance(obj, str) else json.dumps(obj).encode()
     return torch.frombuffer(bytearray(data), dtype=torch.uint8) if data else torch.empty(
         0, dtype=torch.uint8)
 
 
+def is_inline(nbytes: int) -> bool:
+    """Whether a payload of `nbytes` travels in its header's message."""
+    return nbytes <= INLINE_BYTES
+
+
 def send_request(group, dst: int, op: int, *, table: int = 0, step: int = 0,
                  ids: torch.Tensor | None = None, values: torch.Tensor | None = None,
                  payload: torch.Tensor | None = None, reply_tag: int = 1,
-                 expect: int = 0) -> list:
-    """Post a request to global rank `dst`; returns [works, header, body], which the caller
-    must keep referenced until the reply arrives (gloo drops a send whose work is freed)."""
-    empty = torch.empty(0, dtype=torch.int64)
-    ids = empty if ids is None else ids
+                 expect: int = 0, quantize: int = 0) -> list:
+    """Post a request to global rank `dst`; returns [works, messages], which the caller must
+    keep referenced until the reply arrives (gloo drops a send whose work is freed)."""
+    ids = torch.empty(0, dtype=torch.int64) if ids is None else ids
     values = torch.empty(0, dtype=torch.float32) if values is None else values
-    body = payload if payload is not None else as_bytes(ids, values)
+    parts = [payload] if payload is not None else [
+        t.contiguous().reshape(-1).view(torch.uint8) for t in (ids, values) if t.numel()]
+    nbytes = sum(p.numel() for p in parts)
     width = values.shape[-1] if values.dim() >= 2 else 0
-    header = torch.from_numpy(np.array([op, table, ids.numel(), step, dtype_code(ids),
-                                        dtype_code(values), width, body.numel(), reply_tag,
-                                        expect],
-                                       dtype=np.int64))
-    works = [dist.isend(header, dst, group=group)]
-    if body.numel():
-        works.append(dist.isend(body, dst, group=group))
-    return [works, header, body]
+    header = [op, table, ids.numel(), step, dtype_code(ids), dtype_code(values), width, nbytes,
+              reply_tag, expect, quantize, 0]
+    inline = is_inline(nbytes)
+    message = np.empty(REQUEST_BYTES + (nbytes if inline else 0), dtype=np.uint8)
+    message[:REQUEST_BYTES].view(np.int64)[:] = header
+    at = REQUEST_BYTES
+    messages = [torch.from_numpy(message)]
+    for part in parts:
+        if not inline:
+            messages.append(part)
+            continue
+        message[at:at + part.numel()] = part.numpy()
+        at += part.numel()
+    if not inline and len(messages) > 2:
+        messages[1:] = [torch.cat(messages[1:])]
+    works = [dist.isend(m, dst, group=group) for m in messages]
+    return [works, messages]
 
 
 HEAD_BYTES = REPLY_LEN * 8
@@ -109,7 +126,7 @@ class Reply:
 
 def decode_request(header: list[int], body: torch.Tensor):
     """(ids ndarray, values ndarray) of a request; sizes were checked against nbytes."""
-    _, _, n, _, id_code, val_code, width, nbytes, _, _ = header
+    _, _, n, _, id_code, val_code, width, nbytes, *_ = header
     raw = body.numpy()
     id_dtype = np.dtype(NUMPY[id_code])
     ids_end = n * id_dtype.itemsize
@@ -122,9 +139,11 @@ def decode_request(header: list[int], body: torch.Tensor):
 
 def check_header(header: list[int]) -> str | None:
     """Why a header cannot be decoded, or None."""
-    op, _, n, _, id_code, val_code, width, nbytes, tag, expect = header
+    op, _, n, _, id_code, val_code, width, nbytes, tag, expect, quantize, _ = header
     if op not in OP_NAMES:
         return f"unknown op {op}"
+    if not 0 <= quantize < len(MODES):
+        return f"unknown quantize code {quantize}"
     if not (0 <= id_code < len(DTYPES) and 0 <= val_code < len(DTYPES)):
         return f"unknown dtype code {id_code}/{val_code}"
     if n < 0 or width < 0 or nbytes < 0 or tag < 1 or expect < 0:

@@ -10,9 +10,12 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+from heterps_sim.ps import POLICIES  # the hot-tier policies, decided in heterps_sim.ps
+
 OPTIMIZERS = ("sgd", "adagrad")
-POLICIES = ("lru", "lfu", "paddle")
-"""Hot-tier policies (`policies.py`)."""
+QUANTIZE = ("none", "fp16", "bf16", "int8")
+"""Wire encodings of pulled rows and pushed gradients: `heterps_exec.quantize.MODES`
+(repeated here so that the CLI imports no torch; a test keeps the two equal)."""
 
 
 class PSRequestError(ValueError):

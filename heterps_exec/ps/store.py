@@ -8,7 +8,6 @@ Two stores with one interface, both keyed by a shard's dense local key:
   deterministic initial value and are never written).
 - `RocksStore`: RocksDB through rocksdict for unbounded tables, where keys arrive without a
   known bound; one value per row (its float32 bytes), batched writes.
-- `NullStore`: keeps nothing; `replay.py` uses it to run the tier logic without row data.
 
 Neither store is the durable copy: a restart rebuilds the live store from the last
 checkpoint (`shard.py`), so a write torn by a crash can never be read back.
@@ -20,25 +19,6 @@ import os
 import shutil
 
 import numpy as np
-
-
-class NullStore:
-    """No data: every read misses, writes are dropped."""
-
-    def __init__(self, width: int = 0):
-        self.width = width
-
-    def read(self, keys):
-        return np.zeros((len(keys), self.width), dtype=np.float32), np.zeros(len(keys), bool)
-
-    def write(self, keys, rows) -> None:
-        pass
-
-    def items(self):
-        return np.empty(0, dtype=np.int64), np.empty((0, self.width), dtype=np.float32)
-
-    def close(self) -> None:
-        pass
 
 
 class MemmapStore:

@@ -7,7 +7,7 @@
                 warm (bounded RAM, LRU)                        hit: promoted to hot
                  │ evicted rows
                  ▼
-                cold (MemmapStore | RocksStore)                absent: initial_rows(id)
+                cold (a store: heterps_exec.ps.store, or NullStore)  absent: init(keys)
 ```
 Tiers are exclusive: a row lives in exactly one of hot and warm, or only in cold (cold may
 also hold an outdated copy of a row that a RAM tier now owns; RAM wins). Every access is
@@ -23,7 +23,7 @@ from collections.abc import Callable
 import numpy as np
 from numba import njit
 
-from heterps_exec.ps.policies import LRU, Policy
+from heterps_sim.ps.policies import LRU, Policy
 
 TIERS = ("hot", "warm", "cold", "new")
 
@@ -43,6 +43,25 @@ def _gather(keys, hot_slot, hot_data, warm_slot, warm_data, out, where):
             where[i] = 1
         else:
             where[i] = 2
+
+
+class NullStore:
+    """A cold tier without data: every read misses, writes are dropped (replays use it)."""
+
+    def __init__(self, width: int = 0):
+        self.width = width
+
+    def read(self, keys):
+        return np.zeros((len(keys), self.width), dtype=np.float32), np.zeros(len(keys), bool)
+
+    def write(self, keys, rows) -> None:
+        pass
+
+    def items(self):
+        return np.empty(0, dtype=np.int64), np.empty((0, self.width), dtype=np.float32)
+
+    def close(self) -> None:
+        pass
 
 
 class CacheTier:
@@ -152,8 +171,7 @@ class TieredRows:
 def compile_kernels() -> None:
     """Run every numba kernel once on a toy table, so that no request pays for compiling
     (cached on disk after the first process; still ~0.1 s per process to load)."""
-    from heterps_exec.ps.policies import make_policy
-    from heterps_exec.ps.store import NullStore
+    from heterps_sim.ps.policies import make_policy
 
     for name in ("lru", "lfu", "paddle"):
         tiers = TieredRows(make_policy(name, 2, 16, passes=1), 2, 2, NullStore(2),

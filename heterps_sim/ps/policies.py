@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from heterps_exec.ps.kernels import _lfu_access, _lru_access, _lru_remove
-from heterps_exec.ps.spec import POLICIES
+from heterps_sim.ps import POLICIES
+from heterps_sim.ps.kernels import _lfu_access, _lru_access, _lru_remove
 
 
 def _grow(a: np.ndarray, size: int, fill) -> np.ndarray:

@@ -10,9 +10,9 @@ on a miss with a full cache, drop whichever of the cached rows and the new one i
 furthest in the future), on the same per-shard, per-batch-distinct access sequence.
 
 For the simulator (`heterps_sim.des`, whose `PsOptions` takes hot/warm/cold hit rates):
-`ps_options(stream, ...)` returns a `PsOptions` with the replayed rates; heterps_sim never
-imports heterps_exec, so the caller (a script or the engine) builds the options here and
-passes them in: `DesOptions(ps=ps_options(ids, policy="lfu", hot_rows=...), ...)`.
+`ps_options(stream, ...)` returns a `PsOptions` with the replayed rates, e.g.
+`DesOptions(ps=ps_options(ids, policy="lfu", hot_rows=...), ...)`; `heterps-sim evaluate
+--engine des --effects ps --ps-policy lfu` builds them so (cli_des.py).
 """
 
 from __future__ import annotations
@@ -22,9 +22,8 @@ import heapq
 import numpy as np
 from numba import njit
 
-from heterps_exec.ps.policies import make_policy
-from heterps_exec.ps.store import NullStore
-from heterps_exec.ps.tiers import TieredRows
+from heterps_sim.ps.policies import make_policy
+from heterps_sim.ps.tiers import NullStore, TieredRows
 
 
 def zipf_ids(num: int, num_rows: int, alpha: float, seed: int = 0) -> np.ndarray:
