@@ -13,6 +13,7 @@ Sections:
             rate x rl's wall time evaluations (bayesian at most BAYES_CAP); rl-paper gets
             train_seconds = that time
 Usage: python benchmarks/bench_rl_improved.py [--instances 3] [--finetune 10] [--json]
+       [--no-baselines] (the ablation only: a short run)
 """
 
 from __future__ import annotations
@@ -55,6 +56,10 @@ def variants(finetune: float) -> dict[str, dict]:
     }
 
 
+def _fmt(x: float) -> str:
+    return "-" if x != x else fmt(x)  # nan: not run (--no-baselines)
+
+
 def run(name: str, problem, best: float, **options) -> dict:
     outcome = run_scheduler(make_scheduler(name, **options), problem)
     cost = outcome.result.cost_usd if outcome.result else None
@@ -88,6 +93,7 @@ def main() -> None:
     ap.add_argument("--instances", type=int, default=3)
     ap.add_argument("--finetune", type=float, default=10.0)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--no-baselines", action="store_true", help="skip the equal-time section")
     args = ap.parse_args()
     torch.set_num_threads(1)
     warm = next(random_problems(1, 1, sizes=(8,)))
@@ -106,12 +112,13 @@ def main() -> None:
         for vname, options in names.items():
             row[vname] = run("rl", p, best, **options)
         full = row[list(names)[-1]]
-        row["equal_time"] = equal_time(p, best, full["wall_s"])
+        row["equal_time"] = ({b: float("nan") for b in (*BASELINES, "rl-paper")}
+                             if args.no_baselines else equal_time(p, best, full["wall_s"]))
         rows.append(row)
         print(f"{group:12s} {label:16s} " + " ".join(f"{fmt(row[n]['gap']):>14s}" for n in names)
               + f"  {full['wall_s']:9.1f} |             "
-              + " ".join(f"{fmt(row['equal_time'][b]):>8s}" for b in BASELINES)
-              + f"  {fmt(row['equal_time']['rl-paper']):>8s}", flush=True)
+              + " ".join(f"{_fmt(row['equal_time'][b]):>8s}" for b in BASELINES)
+              + f"  {_fmt(row['equal_time']['rl-paper']):>8s}", flush=True)
     summary = summarise(rows, list(names))
     print(f"\n== summary: median (worst) gap %, {time.perf_counter() - start:.0f} s ==")
     for group, cols in summary.items():
@@ -130,7 +137,7 @@ def summarise(rows: list[dict], names: list[str]) -> dict:
             cols[n] = (fmt(statistics.median(gaps)), fmt(max(gaps)))
         for b in (*BASELINES, "rl-paper"):
             gaps = [r["equal_time"][b] for r in sel]
-            cols[b] = (fmt(statistics.median(gaps)), fmt(max(gaps)))
+            cols[b] = (_fmt(statistics.median(gaps)), _fmt(max(gaps)))
         out[group] = cols
     return out
 

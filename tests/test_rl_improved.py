@@ -131,3 +131,17 @@ def test_evaluations_are_counted(small):
     evaluate = Evaluator(small)
     make_scheduler("rl", updates=2, batch=8, decode_samples=8).schedule(small, evaluate)
     assert evaluate.count >= 2 * 8 + 9
+
+
+def test_polish_split_moves_reach_a_second_stage():
+    # The policy decodes one stage on one CPU type; only cutting that stage (a suffix on
+    # another type, polish.split_moves) reaches the optimum's two stages.
+    from heterps_sim.inputs import load_input
+
+    problem = load_input("scenarios/2emb-ps-contention.yaml").problem
+    best = run_scheduler(make_scheduler("exact"), problem).result.cost_usd
+    with_splits = run_scheduler(make_scheduler("rl", updates=0), problem).result.cost_usd
+    without = run_scheduler(make_scheduler("rl", updates=0, polish_splits=False),
+                            problem).result.cost_usd
+    assert with_splits == pytest.approx(best, rel=1e-9)
+    assert without > best * 1.001

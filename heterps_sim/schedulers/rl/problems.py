@@ -65,12 +65,13 @@ def plan_assignment(problem: Problem, plan: Plan) -> np.ndarray:
                      for _ in st.layers], np.int64)
 
 
-def solved_problems(seed: int, count: int, mode: str = "least"):
-    """Yield (problem, optimal assignment) for `count` random problems with a feasible plan."""
+def solved_problems(seed: int, count: int, mode: str = "least", sizes=SIZES):
+    """Yield (problem, optimal assignment) for `count` random problems with a feasible plan,
+    layer counts drawn from `sizes`."""
     rng = np.random.default_rng(seed)
     found = 0
     while found < count:
-        n_l, n_m = int(rng.choice(SIZES)), int(rng.choice(TYPE_COUNTS))
+        n_l, n_m = int(rng.choice(sizes)), int(rng.choice(TYPE_COUNTS))
         q = float(rng.choice([0.5, 2.0, 8.0, 20.0])) if rng.random() < 0.5 else None
         p = random_problem(rng, n_l, n_m, caps=rng.random() < 0.2, limit_quantile=q)
         best = exact_assignment(p, mode)

@@ -7,11 +7,22 @@ schedule(problem, evaluate):
      file, or an untrained one (`"none"`);
   2. fine-tune: PPO on this problem for `train_seconds` (or `updates` updates, whichever
      comes first; train_rl.ppo_update), keeping the best plan sampled;
-  3. decode: the greedy plan plus `decode_samples` sampled plans, costed in one batch;
+  3. decode: the greedy plan plus `decode_samples` sampled plans, costed in one batch, from
+     the fine-tuned policy and (when it was fine-tuned) from the policy it started from, so
+     fine-tuning never loses the zero-shot decode's plans;
   4. polish: best-improvement local search (polish.py) from the `polish_starts` best distinct
      plans, up to `polish_steps` moves each.
 Returns the cheapest feasible plan seen, re-checked with `evaluate` (search_space.PlanBudget);
-NoFeasiblePlan if none is. Every plan costed counts in `evaluate.count`. With `updates=0` (or
+NoFeasiblePlan if none is.
+
+With `reward="des"` the simulator judges instead (des_reward.py: the plan provisioned as the
+analytic model does, re-provisioned while the DES misses the limit, its DES cost over
+`des_seeds`): PPO rewards the `des_top` analytically cheapest distinct plans of each batch by
+their DES cost; at decode, after the analytic polish, the `des_candidates` analytically
+cheapest distinct plans seen (with the best plan of training and the polish's local optima)
+are simulated, then `des_polish_steps` steps of DES descent (polish.des_descend) start from
+the DES-cheapest. The plan returned carries the units the DES judged it with (num_replicas),
+so `des.simulate(problem, plan)` reproduces the verdict; notes record its DES cost. Every plan costed counts in `evaluate.count`. With `updates=0` (or
 `train_seconds=0`) it decodes only: well under a second at 64 x 64 once torch is loaded.
 The same seed and `updates` give the same plan; a run limited by `train_seconds` depends on
 the machine's speed.
@@ -20,13 +31,16 @@ the machine's speed.
 from __future__ import annotations
 
 import time
+from typing import Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ...plan import Plan
 from ...problem import Problem
 from ..base import Evaluator, SchedulerConfig
+from ..search_space import INFEASIBLE
+from .des_reward import DEFAULT_EFFECTS
 
 
 class RLScheduler:
@@ -54,8 +68,33 @@ class RLScheduler:
         """Most improving moves per polish start."""
         max_shift: int = Field(default=2, ge=1)
         """Largest stage-boundary shift (layers) a polish move makes."""
+        polish_splits: bool = True
+        """Polish moves also recolour any prefix or suffix of a stage (polish.split_moves)."""
         threads: int = Field(default=1, ge=1)
         """torch CPU threads while scheduling (restored afterwards)."""
+        reward: Literal["analytic", "des"] = "analytic"
+        """What ranks plans: the analytic model, or the simulator (des_reward.py; slow)."""
+        effects: str = DEFAULT_EFFECTS
+        """des: simulator effects (none | all | comma list, des.EFFECTS)."""
+        des_steps: int = Field(default=6, ge=2)
+        """des: training steps simulated per plan (a quarter of them warm-up)."""
+        des_seeds: list[int] = Field(default=[0], min_length=1)
+        """des: simulator seeds; a verdict is the mean over them."""
+        des_top: int = Field(default=4, ge=1)
+        """des: plans of each PPO batch simulated (the analytically cheapest distinct)."""
+        des_candidates: int = Field(default=16, ge=1)
+        """des: analytically cheapest distinct plans simulated at decode."""
+        des_polish_steps: int = Field(default=4, ge=0)
+        """des: steps of DES descent from the DES-cheapest candidate."""
+        des_polish_top: int = Field(default=8, ge=1)
+        """des: neighbours simulated per DES descent step (analytically cheapest first)."""
+
+        @field_validator("effects")
+        @classmethod
+        def _known_effects(cls, v: str) -> str:
+            from ...des.options import parse_effects
+            parse_effects(v)  # raises ValueError naming the unknown effect
+            return v
 
     def __init__(self, config: Config | None = None) -> None:
         self.config = config or self.Config()
@@ -72,6 +111,16 @@ class RLScheduler:
         args.max_stage_layers = int(trained.get("max_stage_layers", args.max_stage_layers))
         return policy, str(path)
 
+    def _decode(self, policy, task) -> list[np.ndarray]:
+        """The policy's greedy plan and `decode_samples` sampled plans (seeded)."""
+        import torch
+
+        generator = torch.Generator().manual_seed(self.config.seed + 1)
+        plans = [policy.sample(task.tensors, 1, greedy=True)[0]]
+        if self.config.decode_samples:
+            plans.append(policy.sample(task.tensors, self.config.decode_samples, generator)[0])
+        return plans
+
     def schedule(self, problem: Problem, evaluate: Evaluator) -> Plan:
         import torch
 
@@ -85,7 +134,9 @@ class RLScheduler:
         args = Args(seed=c.seed, batch=c.batch, lr=c.lr, epochs=c.epochs, clip=c.clip,
                     entropy=c.entropy, mode=evaluate.mode, threads=c.threads,
                     ppo_seconds=0.0 if c.updates == 0 else c.train_seconds,
-                    ppo_updates=c.updates or 0)
+                    ppo_updates=c.updates or 0, reward=c.reward, effects=c.effects,
+                    des_steps=c.des_steps, des_seeds=",".join(map(str, c.des_seeds)),
+                    des_top=c.des_top)
         threads = torch.get_num_threads()
         torch.set_num_threads(c.threads)
         start = time.perf_counter()
@@ -93,12 +144,11 @@ class RLScheduler:
             policy, source = self._policy(args)
             task = make_task(problem, args)
             setup_s = time.perf_counter() - start
+            plans = self._decode(policy, task) if args.ppo_seconds > 0 else []
             updates = ppo(policy, [task], args, lambda **row: None)
             train_s = time.perf_counter() - start - setup_s
-            generator = torch.Generator().manual_seed(c.seed + 1)
-            plans = [policy.sample(task.tensors, 1, greedy=True)[0]]
-            if c.decode_samples:
-                plans.append(policy.sample(task.tensors, c.decode_samples, generator)[0])
+            greedy_at = sum(len(x) for x in plans)  # the fine-tuned policy's greedy plan
+            plans += self._decode(policy, task)
             if task.best_plan is not None:
                 plans.append(task.best_plan[None, :])
             plans = np.concatenate(plans)
@@ -107,15 +157,72 @@ class RLScheduler:
             budget = PlanBudget(problem, evaluate, None)
             scores = budget.scores(plans)
             sampled_best = budget.best_cost
-            stats = polish(space, budget, plans, scores, c.polish_starts, c.polish_steps,
-                           c.max_shift) if c.polish_starts else {}
+            stats, ends = {}, []
+            # Polish from the best starts of each decode separately (the starting policy's
+            # first, if fine-tuned), so fine-tuning can only add to the zero-shot result.
+            for part in ((slice(0, greedy_at), slice(greedy_at, None)) if greedy_at
+                         else (slice(None),)) if c.polish_starts else ():
+                more, reached = polish(space, budget, plans[part], scores[part],
+                                       c.polish_starts, c.polish_steps, c.max_shift,
+                                       c.polish_splits)
+                stats = {k: stats.get(k, 0) + v if k in ("polish_starts", "polish_steps")
+                         else stats.get(k, v) for k, v in more.items()}
+                ends += reached
+            if stats:
+                stats["best_after_polish"] = budget.best_cost
+            if task.judge is not None:
+                return self._des_decode(problem, space, budget, task, plans, ends, stats,
+                                        dict(updates=updates, setup_s=setup_s, train_s=train_s,
+                                             decode_s=decode_s, source=source, start=start))
         finally:
             torch.set_num_threads(threads)
         self.notes = {"checkpoint": source, "updates": updates, "setup_s": setup_s,
                       "train_s": train_s,
-                      "decode_s": decode_s, "greedy_score": float(scores[0]),
+                      "decode_s": decode_s, "greedy_score": float(scores[greedy_at]),
                       "best_sampled_cost_usd": sampled_best,
                       "best_training_cost_usd": task.best_cost,
                       "plans_costed": task.evaluations + budget.used,
                       "wall_s": time.perf_counter() - start, **stats}
         return budget.final_plan(self.name)
+
+    def _des_decode(self, problem: Problem, space, budget, task, plans, ends, stats,
+                    info: dict) -> Plan:
+        """Simulate the analytically best candidates, descend by the DES, return the winner
+        with the units it was judged with."""
+        from ..base import NoFeasiblePlan
+        from .polish import des_descend
+
+        c, judge = self.config, task.judge
+        pool = [plans] + [np.asarray(e)[None, :] for e in ends]
+        pool += [row[None, :] for _, row in budget.top]
+        pool = np.concatenate(pool)
+        keys = {np.asarray(r, np.int16).tobytes(): r for r in pool}
+        rows = np.array(list(keys.values()))
+        analytic = budget.scores(rows)
+        order = np.argsort(analytic, kind="stable")[:c.des_candidates]
+        candidates = [rows[i] for i in order if analytic[i] < INFEASIBLE]
+        if task.best_plan is not None:
+            candidates.append(task.best_plan)
+        if not candidates:
+            budget.final_plan(self.name)  # raises NoFeasiblePlan with the nearest miss
+        des = judge.scores(np.array(candidates))
+        best = candidates[int(np.argmin(des))]
+        best, score, steps = des_descend(space, budget, judge, best, c.des_polish_steps,
+                                         c.des_polish_top, c.max_shift, c.polish_splits)
+        verdict = judge(best)
+        self.notes = {"checkpoint": info["source"], "reward": "des",
+                      "effects": c.effects, "updates": info["updates"],
+                      "setup_s": info["setup_s"], "train_s": info["train_s"],
+                      "decode_s": info["decode_s"], "des_plans_judged": len(judge),
+                      "des_simulations": judge.simulations, "des_polish_steps": steps,
+                      "des_cost_usd": verdict.cost, "des_throughput": verdict.throughput,
+                      "des_feasible": verdict.feasible,
+                      "analytic_cost_usd": float(budget.scores(best[None, :])[0]),
+                      "best_analytic_cost_usd": budget.best_cost,
+                      "plans_costed": task.evaluations + budget.used,
+                      "wall_s": time.perf_counter() - info["start"], **stats}
+        if not verdict.feasible:
+            raise NoFeasiblePlan(f"{self.name}: none of the {len(judge)} plans simulated meets "
+                                 f"the throughput limit under the DES ({c.effects}); the "
+                                 f"nearest reached {verdict.throughput:.6g} samples/s")
+        return judge.judged_plan(best)

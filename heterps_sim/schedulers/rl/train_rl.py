@@ -32,13 +32,15 @@ import torch
 from ...cost import MODES
 from ...cost_batch import evaluate_assignments
 from ...problem import Problem
-from .problems import solved_problems
+from .des_reward import DEFAULT_EFFECTS, DesJudge, des_rewards
+from .problems import SIZES, solved_problems
 from .reward import reference_cost, rewards
 from .seg_policy import SegmentPolicy
 from .seg_tensors import SegmentTensors
 from .segments import assignment_to_segments, encode_segments, fits
 from .train import field_docs
 
+REWARDS = ("analytic", "des")
 CHECKPOINT_FORMAT = "heterps-rl/1"
 SHIPPED = Path(__file__).with_name("rl-pretrained.pt")
 """The checkpoint shipped in the repository (see the README for how it was trained)."""
@@ -49,7 +51,7 @@ class Args:
     out: str = "rl.pt"
     """checkpoint written at the end (a CSV log beside it)"""
     init: str = ""
-    """checkpoint to start from ("" = a fresh policy)"""
+    """checkpoint to start from ("" = a fresh policy, "shipped" = rl-pretrained.pt)"""
     seed: int = 0
     """seeds the weights, the training problems and the plan sampling"""
     hidden: int = 64
@@ -67,6 +69,8 @@ class Args:
     """cap on imitation Adam steps (0: none)"""
     imitation_batch: int = 8
     """problems per imitation step"""
+    imitation_sizes: str = ""
+    """comma list of layer counts of the imitation problems ("" = problems.SIZES, 4-64)"""
     imitation_lr: float = 3e-3
     problems: list[str] = field(default_factory=list)
     """scenario / problem files for the PPO phase (none: the imitation problems)"""
@@ -84,6 +88,17 @@ class Args:
     max_grad_norm: float = 1.0
     mode: str = "least"
     """provisioning mode of the cost model (least | exact)"""
+    reward: str = "analytic"
+    """PPO reward: analytic (the batch cost model) | des (the simulator ranks the best plans
+    of each batch, des_reward.py; slow: keep ppo batches small)"""
+    effects: str = DEFAULT_EFFECTS
+    """des reward: simulator effects (none | all | comma list)"""
+    des_steps: int = 6
+    """des reward: training steps simulated per plan"""
+    des_seeds: str = "0"
+    """des reward: comma list of simulator seeds (the verdict is their mean)"""
+    des_top: int = 4
+    """des reward: plans of each batch simulated (the analytically cheapest distinct ones)"""
     threads: int = 1
     """torch CPU threads"""
 
@@ -98,6 +113,25 @@ class Args:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        if self.reward not in REWARDS:
+            raise ValueError(f"reward must be one of {', '.join(REWARDS)}, got {self.reward!r}")
+        if self.reward == "des":
+            self.judge_settings()  # unknown effects or bad seeds fail here, not mid-run
+            if self.des_steps < 1 or self.des_top < 1:
+                raise ValueError("des_steps and des_top must be >= 1")
+
+    def judge_settings(self) -> dict:
+        """DesJudge keyword arguments of the des reward."""
+        from ...des import parse_effects
+
+        try:
+            seeds = tuple(int(x) for x in str(self.des_seeds).split(",") if x.strip())
+        except ValueError:
+            raise ValueError(f"des_seeds must be a comma list of integers, got "
+                             f"{self.des_seeds!r}") from None
+        if not seeds:
+            raise ValueError("des_seeds must name at least one seed")
+        return dict(effects=parse_effects(self.effects), steps=self.des_steps, seeds=seeds)
 
 
 @dataclass
@@ -111,6 +145,10 @@ class Task:
     best_cost: float = float("inf")
     best_plan: np.ndarray | None = None
     evaluations: int = 0
+    judge: DesJudge | None = None
+    """with the DES reward: the simulator's verdicts (des_reward.py); best_* are then DES"""
+    des_top: int = 4
+    """plans of each batch the judge simulates (the analytically cheapest distinct ones)"""
 
 
 def make_task(problem: Problem, args: Args, optimum: np.ndarray | None = None) -> Task:
@@ -121,7 +159,10 @@ def make_task(problem: Problem, args: Args, optimum: np.ndarray | None = None) -
         segs = assignment_to_segments(optimum)
         if fits(enc, segs):
             teacher = tensors.decisions(segs)
-    return Task(problem, tensors, reference_cost(problem, args.mode)[0], teacher)
+    judge = (DesJudge(problem, args.mode, **args.judge_settings()) if args.reward == "des"
+             else None)
+    return Task(problem, tensors, reference_cost(problem, args.mode)[0], teacher, judge=judge,
+                des_top=args.des_top)
 
 
 def evaluate(problem: Problem, plans: np.ndarray, mode: str, threads: int):
@@ -171,10 +212,15 @@ def ppo_update(policy: SegmentPolicy, opt, task: Task, args: Args, gen: torch.Ge
     plans, starts, actions = policy.sample(task.tensors, args.batch, gen)
     result = evaluate(task.problem, plans, args.mode, args.threads)
     task.evaluations += len(plans)
-    i = int(np.argmin(result.cost_usd))
-    if result.cost_usd[i] < task.best_cost:
-        task.best_cost, task.best_plan = float(result.cost_usd[i]), plans[i].copy()
-    reward = rewards(task.problem, plans, result, task.reference)
+    if task.judge is None:
+        i = int(np.argmin(result.cost_usd))
+        if result.cost_usd[i] < task.best_cost:
+            task.best_cost, task.best_plan = float(result.cost_usd[i]), plans[i].copy()
+        reward = rewards(task.problem, plans, result, task.reference)
+    else:
+        reward, judged = des_rewards(task.judge, plans, result.cost_usd, task.reference,
+                                     task.des_top)
+        keep_best_des(task, plans[judged])
     adv = torch.as_tensor((reward - reward.mean()) / (reward.std() + 1e-8), dtype=torch.float32)
     regret = policy.regret(task.tensors, starts, actions)  # no gradient: computed once
     with torch.no_grad():
@@ -192,6 +238,14 @@ def ppo_update(policy: SegmentPolicy, opt, task: Task, args: Args, gen: torch.Ge
     return dict(reward_mean=float(reward.mean()), feasible_share=float(result.feasible.mean()),
                 best_over_reference=task.best_cost / task.reference, loss=float(loss.detach()),
                 entropy=float(ent.detach().mean()))
+
+
+def keep_best_des(task: Task, plans: np.ndarray) -> None:
+    """Keep the plan the DES judges cheapest (feasible) among `plans` (already judged)."""
+    for row in plans:
+        v = task.judge(row)
+        if v.feasible and v.cost < task.best_cost:
+            task.best_cost, task.best_plan = v.cost, row.copy()
 
 
 def ppo(policy: SegmentPolicy, tasks: list[Task], args: Args, log) -> int:
@@ -241,8 +295,11 @@ def load_checkpoint(path: str | Path) -> tuple[SegmentPolicy, dict]:
 # Command line
 # ---------------------------------------------------------------------------------------------
 def parse_args(argv: list[str] | None = None) -> Args:
-    ap = argparse.ArgumentParser(prog="python -m heterps_sim.schedulers.rl.train_rl",
-                                 description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="heterps-sim train-rl --scheduler rl", description=__doc__.splitlines()[0],
+        epilog="example: heterps-sim train-rl --scheduler rl scenarios/dlrm-64types.yaml "
+               "--init shipped --ppo-seconds 30 --out tuned.pt")
+    ap.add_argument("inputs", nargs="*", help="scenario YAML / problem JSON files (PPO phase)")
     docs = field_docs(Args)
     for f in dataclasses.fields(Args):
         flag, text = "--" + f.name.replace("_", "-"), docs.get(f.name, "")
@@ -251,7 +308,11 @@ def parse_args(argv: list[str] | None = None) -> Args:
         else:
             ap.add_argument(flag, type=type(f.default), default=f.default,
                             help=f"{text} (default: %(default)s)".lstrip())
-    return Args(**vars(ap.parse_args(argv)))
+    ns = vars(ap.parse_args(argv))
+    ns["problems"] = ns.pop("inputs") + ns["problems"]
+    if ns["init"] == "shipped":
+        ns["init"] = str(SHIPPED)
+    return Args(**ns)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -263,11 +324,15 @@ def main(argv: list[str] | None = None) -> int:
     except (InputError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    from tqdm import tqdm
+
     torch.set_num_threads(args.threads)
     policy = new_policy(args)
     start = time.perf_counter()
     solved = [make_task(p, args, best) for p, best in
-              solved_problems(args.seed, args.imitation_problems, args.mode)]
+              solved_problems(args.seed, args.imitation_problems, args.mode,
+                              [int(x) for x in args.imitation_sizes.split(",") if x.strip()]
+                              or SIZES)]
     print(f"{len(solved)} problems solved exactly in {time.perf_counter() - start:.1f} s")
     log_path = Path(args.out).with_suffix(".csv")
     with open(log_path, "w", newline="") as fh:
@@ -275,12 +340,23 @@ def main(argv: list[str] | None = None) -> int:
                                      "reward_mean", "feasible_share", "best_over_reference",
                                      "entropy"], extrasaction="ignore")
         writer.writeheader()
+        bar = tqdm(desc="train-rl", unit="update", disable=None)
+
         def log(**row):
             writer.writerow(row)
+            bar.update(1)
+            bar.set_postfix(phase=row["phase"], loss=f"{row.get('loss', 0.0):.3g}",
+                            refresh=False)
 
         steps = imitate(policy, solved, args, log)
-        updates = ppo(policy, [make_task(p, args) for p in files] or solved, args, log)
+        tasks = [make_task(p, args) for p in files] or solved
+        updates = ppo(policy, tasks, args, log)
+        bar.close()
     save_checkpoint(args.out, policy, args)
+    for task in [t for t in tasks if t.evaluations][:20]:
+        best = f"{task.best_cost:.6g} USD" if task.best_plan is not None else "none feasible"
+        print(f"{task.problem.name or '?'}: best sampled plan {best} "
+              f"({'DES' if task.judge else 'analytic'}), {task.evaluations} plans costed")
     print(f"{steps} imitation steps, {updates} PPO updates in "
           f"{time.perf_counter() - start:.1f} s; wrote {args.out} and {log_path}")
     return 0
