@@ -108,15 +108,25 @@ def _write(report: dict, out: Path) -> None:
 
 def _table(report: dict) -> str:
     lines = [f"{'plan':>4} {'replicas':>9} {'sched':>5} {'m':>2} {'measured/s':>11} "
-             f"{'DES/s':>9} {'err %':>7} {'analytic/s':>11} {'err %':>7}"]
+             f"{'DES/s':>9} {'err %':>7} {'analytic/s':>11} {'err %':>7} {'speed':>6} "
+             f"{'DES@speed':>10} {'err %':>7}"]
     for r in report["plans"]:
         lines.append(f"{r['plan']:>4} {r['replicas']:>9} {r['schedule']:>5} "
                      f"{r['microbatches']:>2} {r['measured']:>11,.0f} {r['des']:>9,.0f} "
                      f"{100 * (r['des'] / r['measured'] - 1):>+7.1f} {r['analytic']:>11,.0f} "
-                     f"{100 * (r['analytic'] / r['measured'] - 1):>+7.1f}")
+                     f"{100 * (r['analytic'] / r['measured'] - 1):>+7.1f} "
+                     f"{r['run_speed']:>6.2f} {r['des_at_run_speed']:>10,.0f} "
+                     f"{100 * (r['des_at_run_speed'] / r['measured'] - 1):>+7.1f}")
     lines.append(f"MAPE: DES {report['mape_des']:.1f}%, analytic {report['mape_analytic']:.1f}%; "
                  f"Kendall tau: DES {report['kendall_tau_des']:.2f}, analytic "
                  f"{report['kendall_tau_analytic']:.2f} over {report['num_plans']} plans")
+    lines.append(f"runtime overhead per step (idle of a one-rank calibration run): "
+                 f"{report['step_overhead_s'] * 1e3:.2f} ms")
+    lines.append(f"at each run's measured compute speed: MAPE DES "
+                 f"{report['mape_des_at_run_speed']:.1f}%, analytic "
+                 f"{report['mape_analytic_at_run_speed']:.1f}%; Kendall tau DES "
+                 f"{report['kendall_tau_des_at_run_speed']:.2f}, analytic "
+                 f"{report['kendall_tau_analytic_at_run_speed']:.2f}")
     parts = [f"{c[:-2]} {e['mean_signed_pct']:+.1f}% (|{e['mean_abs_pct']:.1f}%|)"
              for c, e in report["component_errors_des"].items()]
     lines.append("DES step-time error by component, mean share of the measured step: "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from heterps_exec.calibrate import LayerFit, calibrated_problem
@@ -55,6 +56,34 @@ def test_parameter_updates_do_not_split_over_replicas():
     split = len(LAYERS) * (m * 1e-4 + 2e-6 * base.batch_size)
     step = split / k + len(LAYERS) * u  # every replica updates every layer once per step
     assert evaluate_plan(p, plan).throughput == pytest.approx(base.batch_size / step)
+
+
+def test_step_overhead_is_serial_per_replica_and_not_dilated():
+    base = load_input(SCENARIO).problem
+    m, k, slow, o = 2, 2, 3.0, 4e-4
+    plan = Plan(stages=(Stage(layers=tuple(LAYERS), resource=CPU_TYPE, num_replicas=k),),
+                num_microbatches=m)
+    fit = LayerFit.from_rows(_rows())
+    with_o, without = (evaluate_plan(calibrated_problem(
+        base, model_graph("tiny-ctr"), plan, fit, [slow], 1e-4, 1e9, for_des=False,
+        step_overhead_s=x), plan) for x in (o, 0.0))
+    assert with_o.step_time_s - without.step_time_s == pytest.approx(o)
+
+
+def test_run_speed_compares_compute_of_every_replica():
+    from types import SimpleNamespace as NS
+
+    from heterps_exec.validate import run_speed, slowed
+    plan = Plan(stages=(Stage(layers=tuple(LAYERS[:5]), resource=CPU_TYPE, num_replicas=2),
+                        Stage(layers=tuple(LAYERS[5:]), resource=CPU_TYPE, num_replicas=1)))
+    measured = NS(extra={"stages": [{"compute_s": 0.003}, {"compute_s": 0.004}]})
+    des = NS(stages=[NS(exec_time_s=0.002, comm_share=0.5), NS(exec_time_s=0.002,
+                                                               comm_share=0.0)])
+    # (2 x 3 + 4) ms measured against (2 x 1 + 2) ms simulated
+    assert run_speed(measured, des, plan) == pytest.approx(2.5)
+    base = load_input(SCENARIO).problem
+    runnable = ~np.isnan(base.oct_s)
+    assert np.array_equal(slowed(base, 2.5).oct_s[runnable], base.oct_s[runnable] * 2.5)
 
 
 def test_cuts_add_encode_and_decode_per_microbatch():
