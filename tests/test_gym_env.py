@@ -93,13 +93,15 @@ def test_invalid_action_terminates_or_is_remapped():
     assert obs["prev_action"] == obs["choices"][0]
 
 
-def test_stock_ppo_drives_the_env_and_predicts_a_valid_plan():
+def test_stock_ppo_drives_the_env_and_predicts_a_valid_plan(tmp_path):
     from stable_baselines3 import PPO
+    from stable_baselines3.common.logger import configure
 
     p = tiny(4, unrunnable=0.0, limit_quantile=0.5)
     env = ScheduleEnv(p)
     model = PPO("MultiInputPolicy", env, n_steps=64, batch_size=32, n_epochs=2, seed=0,
                 device="cpu")
+    model.set_logger(configure(str(tmp_path), []))  # no SB3-<date> folder left in /tmp
     model.learn(total_timesteps=256)
     obs, info = env.reset(seed=0)
     done, steps = False, 0
