@@ -33,6 +33,14 @@ def add_des_arguments(p: argparse.ArgumentParser, *, effects: bool = True) -> No
     if effects:
         p.add_argument("--effects", help="des: none | all | comma list (e.g. bubbles,allreduce)")
     p.add_argument("--seed", type=int, default=0, help="des: seed of the variability effects")
+    h = p.add_argument_group("H-PS features", "des: as the engine's flags of the same names")
+    h.add_argument("--share", choices=["equal", "speed"],
+                   help="split a stage's microbatches equally or by replica speed")
+    h.add_argument("--slow-replica", action="append", default=[], metavar="STAGE:REPLICA:F",
+                   help="a unit slower by factor F (repeatable)")
+    h.add_argument("--overlap", choices=["on", "off"], help="all-reduce during the last backward")
+    h.add_argument("--quantize", choices=["none", "fp16", "bf16", "int8"],
+                   help="boundary activations and gradients on the wire")
     g = p.add_argument_group(
         "ps hit rates", "des, effect ps: take the tier hit rates from replaying an id stream "
         "through the PS's own policy code (heterps_sim.ps.replay), e.g. --effects ps "
@@ -67,7 +75,26 @@ def des_options(args, effects: frozenset[str] | None = None):
         fields["num_steps"] = args.steps
     if getattr(args, "ps_policy", None):
         fields["ps"] = replayed_ps_options(args)
+    if args.share:
+        fields["share"] = args.share
+    if args.slow_replica:
+        fields["slow_replicas"] = tuple(_slow_replica(text) for text in args.slow_replica)
+    if args.overlap:
+        fields["overlap"] = args.overlap == "on"
+    if args.quantize:
+        fields["quantize"] = args.quantize
     return DesOptions(**fields)
+
+
+def _slow_replica(text: str) -> tuple[int, int, float]:
+    parts = text.split(":")
+    try:
+        g, r, f = int(parts[0]), int(parts[1]), float(parts[2])
+        if len(parts) != 3:
+            raise ValueError
+    except (ValueError, IndexError):
+        raise EffectsError(f"--slow-replica: expected STAGE:REPLICA:FACTOR, got {text!r}") from None
+    return g, r, f
 
 
 def _ps_stream(args):
@@ -116,6 +143,11 @@ def evaluate_des(problem, plan, args, write):
     from .des import simulate
     from .trace import chrome_trace
     options = des_options(args)
+    for g, r, f in options.slow_replicas:
+        k = plan.stages[g].num_replicas if g < len(plan.stages) else 0
+        if g >= len(plan.stages) or (k is not None and r >= k) or f < 1:
+            raise EffectsError(f"--slow-replica {g}:{r}:{f:g}: the plan has no such replica "
+                               "(stage and replica count from 0), or the factor is below 1")
     run = simulate(problem, plan, seed=args.seed, options=options,
                    record_spans=bool(args.trace))
     if getattr(args, "ps_policy", None) and options.on("ps"):  # what the replay gave it

@@ -57,3 +57,24 @@ def test_unknown_effect_is_bad_input(tiny_plan, capsys):
     code, _, err = run(["evaluate", "scenarios/exec-tiny.yaml", str(tiny_plan), "--engine", "des",
                         "--effects", "gremlins"], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1 and "gremlins" in err
+
+
+def test_hps_flags_reach_the_simulator(capsys):
+    """A mixed stage (2 x T4 + 1 x EPYC) with a unit made 2x slower: the speed split beats the
+    equal one in both cases, and the slow unit costs time either way."""
+    plan = "scenarios/plans/exec-tiny-mixed.json"
+    base = ["evaluate", "scenarios/exec-tiny.yaml", plan, "--engine", "des", "--effects",
+            "bubbles", "--microbatches", "12", "--json"]
+    step = {}
+    for name, flags in (("equal", []), ("speed", ["--share", "speed"]),
+                        ("slow", ["--slow-replica", "0:0:2"]),
+                        ("slow speed", ["--slow-replica", "0:0:2", "--share", "speed"])):
+        code, out, _ = run(base + flags, capsys)
+        assert code in (0, 1)
+        step[name] = json.loads(out)["step_time_s"]
+    assert step["speed"] < step["equal"] and step["slow speed"] < step["slow"]
+    assert step["slow"] > step["equal"] and step["slow speed"] > step["speed"]
+    code, _, err = run(base + ["--slow-replica", "5:0:2"], capsys)
+    assert code == 2 and "--slow-replica 5:0:2" in err and len(err.strip().splitlines()) == 1
+    code, _, err = run(base + ["--slow-replica", "0:x"], capsys)
+    assert code == 2 and "STAGE:REPLICA:FACTOR" in err
