@@ -6,7 +6,8 @@ Where things live (one responsibility per module; only this package imports torc
     models.py      zoo graph -> torch modules named by layer (ops.py: one class per graph op)
     rows.py        deterministic initial embedding rows (shared with the parameter server)
     partition.py   stage modules by layer names; Boundary = what crosses a cut, its wire format
-    quantize.py    fp16 / bf16 / int8 encodings of boundary tensors
+    quantize.py    fp16 / bf16 / int8 encodings of boundary tensors, and the `auto` rule
+    auto_quantize.py  --quantize auto: per link and step, the encodings both ends agree on
     data.py        synthetic Criteo-like data on disk + a prefetching loader of global batches
     layout.py      RunSpec (what every rank reads), rank numbering, microbatch routing
     binding.py     resource type -> device, or an emulated slowdown
