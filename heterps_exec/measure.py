@@ -94,6 +94,8 @@ def exec_result(spec: RunSpec, problem, parts: list[dict]) -> RunResult:
                "overlap": spec.overlap,
                "share_counts": next((p["share_counts"] for p in parts
                                      if p.get("share_counts")), None),
+               "quantize_modes": {str(p["rank"]): p["quantize_modes"] for p in parts
+                                  if p.get("quantize_modes")} or None,
                "boundary_bytes_per_step": sum(p.get("bytes_sent", 0) for p in parts)
                / max(max(p.get("steps_run", 1) for p in parts), 1),
                "ps": _ps_summary(parts, ps_parts) if ps_parts else None})

@@ -201,6 +201,7 @@ def train(spec: RunSpec, rank: int, layout: Layout, groups: Groups) -> dict:
         "spans": ctx.recorder.spans, "state": state, "ps": ps_stats,
         "bytes_sent": runner.bytes_sent, "steps_run": spec.steps - start,
         "share_counts": share.history if share is not None else None,
+        "quantize_modes": runner.auto.summary() if runner.auto is not None else None,
     }
 
 

@@ -166,3 +166,13 @@ def test_auto_quantization_in_training(tmp_path):
     assert results["auto"]["boundary_bytes_per_step"] < 0.7 * results["none"]["boundary_bytes_per_step"]
     for fp32, auto in zip(results["none"]["losses"], results["auto"]["losses"], strict=True):
         assert abs(auto - fp32) <= 0.01 * fp32
+    # what the ranks ended on: both ends of every link agree, and something was narrowed
+    modes = results["auto"]["quantize_modes"]
+    links = [(int(rank), key) for rank, table in modes.items() for key in table]
+    assert {key for _, key in links} == {"out:2", "in:0", "in:1"}  # ranks 0, 1 -> rank 2
+    for rank, key in links:
+        side, peer = key.split(":")
+        if side == "out":
+            assert modes[str(rank)][key] == modes[peer][f"in:{rank}"]
+    assert any(m != "none" for table in modes.values() for ms in table.values() for m in ms)
+    assert results["none"]["quantize_modes"] is None
