@@ -1,9 +1,9 @@
 """Random training problems for the `rl` policy's pre-training, each with its exact optimum.
 
-The family is the test factories' (tests/factories.py random_problem: log-normal compute and
-transfer times per layer x type, ~10% of pairs unrunnable, Amdahl fractions 0.5-0.99, random
-boundary bytes, networks, prices and latencies, a throughput limit relative to what one unit
-reaches), drawn over many sizes (4-64 layers x 4-64 types), limits (0.1x-30x one unit) and
+`random_problem` is also the tests' oracle factory (tests/factories.py re-exports it):
+log-normal compute and transfer times per layer x type, ~10% of pairs unrunnable, Amdahl
+fractions 0.5-0.99, random boundary bytes, networks, prices and latencies, a throughput limit
+relative to what one unit reaches. Training draws it over many sizes (4-64 layers x 4-64 types), limits (0.1x-30x one unit) and
 with availability caps on a fifth of them. The benchmark's held-out problems come from the
 factory itself with other seeds, so no benchmark problem is ever trained on.
 """
@@ -21,14 +21,17 @@ TYPE_COUNTS = (4, 8, 16, 32, 64, 64, 64)
 
 
 def random_problem(rng: np.random.Generator, num_layers: int, num_types: int, *,
-                   caps: bool = False, limit_quantile: float | None = None) -> Problem:
-    """One problem of the factory family (see the module docstring)."""
+                   caps: bool = False, unrunnable: float = 0.1,
+                   odt_parallel: bool | None = None,
+                   limit_quantile: float | None = None) -> Problem:
+    """One problem of the family (see the module docstring); ~`unrunnable` of the (layer,
+    type) entries are null. The tests' oracle problems come from here too (tests/factories)."""
     L, M = num_layers, num_types
     batch = int(rng.choice([32, 128, 512]))
     oct_s = rng.lognormal(-4.0, 1.2, size=(L, M))
     odt_s = rng.lognormal(-5.0, 1.5, size=(L, M)) * (rng.random((L, M)) < 0.7)
     alpha = rng.uniform(0.5, 0.99, size=(L, M))
-    mask = rng.random((L, M)) < 0.1
+    mask = rng.random((L, M)) < unrunnable
     mask[np.arange(L), rng.integers(0, M, size=L)] = False  # every layer runs somewhere
     for a in (oct_s, odt_s, alpha):
         a[mask] = np.nan
@@ -40,7 +43,7 @@ def random_problem(rng: np.random.Generator, num_layers: int, num_types: int, *,
     return Problem(
         name="random", batch_size=batch, throughput_limit=float(single * q),
         num_samples=float(rng.integers(1, 100) * 1e6), oct_s=oct_s, odt_s=odt_s, alpha=alpha,
-        odt_parallel=bool(rng.random() < 0.7),
+        odt_parallel=bool(rng.random() < 0.7) if odt_parallel is None else odt_parallel,
         boundary_bytes=rng.lognormal(13, 2, size=L) * (np.arange(L) < L - 1),
         network_bytes_per_s=rng.choice([1.25e9, 3.1e9, 12.5e9, 50e9], size=M),
         latency_s=float(rng.choice([0.0, 5e-5, 1e-3])),
