@@ -81,7 +81,7 @@ class Boundary:
         """Encoding of "grad", "plain" (forward sections) or "back" (the gradient message)."""
         if self.modes is not None:
             return self.modes[SECTIONS.index(section)]
-        return "none" if self.quantize.startswith(quantize.AUTO) else self.quantize
+        return "none" if self.quantize == quantize.AUTO else self.quantize
 
     def with_modes(self, modes: tuple[str, str, str]) -> Boundary:
         return replace(self, modes=tuple(modes))

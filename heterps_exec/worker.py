@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from heterps_exec import checkpoint, sharing
+from heterps_exec import checkpoint, quantize, sharing
 from heterps_exec.data import BatchStream
 from heterps_exec.layout import Layout, RunSpec
 from heterps_exec.partition import boundary_after, stage_model
@@ -91,13 +91,14 @@ def build_context(spec: RunSpec, rank: int, layout: Layout, groups: Groups
     if device.type == "cuda":
         torch.cuda.set_device(device)
     module = stage_model(graph, plan.stages[stage].layers, seed=spec.seed, device=device)
+    wire = quantize.parse_choice(spec.quantize)[0]  # "auto:0.02" -> "auto" (the runner's)
     ctx = StageContext(
         spec=spec, layout=layout, rank=rank, stage=stage, replica=replica, device=device,
         comm_device=device if dist.get_backend() == "nccl" else torch.device("cpu"),
         group=groups.stages[stage],
-        in_boundary=(boundary_after(graph, plan.stages[stage - 1].layers[-1], spec.quantize)
+        in_boundary=(boundary_after(graph, plan.stages[stage - 1].layers[-1], wire)
                      if stage else None),
-        out_boundary=(boundary_after(graph, plan.stages[stage].layers[-1], spec.quantize)
+        out_boundary=(boundary_after(graph, plan.stages[stage].layers[-1], wire)
                       if stage < layout.num_stages - 1 else None),
         slowdown=binding.slowdown_of(replica) * _replica_slowdown(spec, stage, replica),
         recorder=Recorder(keep_spans=spec.trace))

@@ -117,7 +117,7 @@ def test_parse_choice_refuses(text):
 def test_both_ends_of_a_link_choose_the_same_encodings_every_step():
     """The sender and receiver never talk about modes: they must agree from the traffic."""
     from heterps_exec.auto_quantize import AutoLinks
-    cut = boundary_after(zoo.model_graph("tiny-ctr"), "emb_3", "auto:0.006")
+    cut = boundary_after(zoo.model_graph("tiny-ctr"), "emb_3", "auto")
     up, down = AutoLinks(None, cut, 0.006), AutoLinks(cut, None, 0.006)
     gen = torch.Generator().manual_seed(3)
     seen = set()
