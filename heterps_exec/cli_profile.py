@@ -61,7 +61,8 @@ def run(args) -> int:
     import torch
 
     from heterps_exec.models import scale_tables
-    from heterps_exec.profiler import profile_layers, profile_links
+    from heterps_exec.profile_links import profile_links
+    from heterps_exec.profiler import profile_layers
     from heterps_sim.zoo import model_graph
     if args.device.startswith("cuda") and int(args.device[5:]) >= torch.cuda.device_count():
         raise ExecCliError(f"--device: {args.device} but this machine has "
@@ -98,6 +99,10 @@ def run(args) -> int:
     else:
         print(f"{len(rows)} rows -> {path}")
         if links:
-            print(f"gloo loopback: latency {links['latency_s'] * 1e6:.0f} us, "
-                  f"{links['bytes_per_s'] / 1e9:.2f} GB/s -> {out / f'{host}-links.json'}")
+            hot = links["hot"]
+            print(f"gloo loopback after {links['after_compute_s'] * 1e3:g} ms of compute: "
+                  f"latency {links['latency_s'] * 1e6:.0f} us, "
+                  f"{links['bytes_per_s'] / 1e9:.2f} GB/s (back to back: "
+                  f"{hot['latency_s'] * 1e6:.0f} us, {hot['bytes_per_s'] / 1e9:.2f} GB/s) "
+                  f"-> {out / f'{host}-links.json'}")
     return 0

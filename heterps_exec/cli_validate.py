@@ -65,7 +65,8 @@ def run(args) -> int:
     import torch
     from tqdm import tqdm
 
-    from heterps_exec.profiler import profile_layers, profile_links
+    from heterps_exec.profile_links import profile_links
+    from heterps_exec.profiler import profile_layers
     from heterps_exec.validate import ValidateRequest, validate
     from heterps_sim.zoo import model_graph
     model = loaded.scenario.model
