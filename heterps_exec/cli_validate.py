@@ -11,7 +11,8 @@ says otherwise), predicts each with the analytic model and the simulator on a pr
 calibrated to this machine (per-layer fits of the profile, gloo latency and bandwidth, the
 host's cores), runs each with the engine, and writes OUT/validate.csv, OUT/report.json and
 OUT/scatter.png (predicted vs measured, both predictors). Without --profile / --links it
-measures them first (a few seconds). --json prints {"num_plans", "mape_des", "mape_analytic",
+measures them first (about a minute). --repeats R runs every plan R times, in R rounds over
+all plans, and keeps each plan's run of median throughput (a noisy host). --json prints {"num_plans", "mape_des", "mape_analytic",
 "kendall_tau_des", "kendall_tau_analytic", "plans": [...]}.
 """
 
@@ -31,6 +32,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", default="", metavar="CSV", help="heterps-exec profile output")
     p.add_argument("--links", default="", metavar="JSON", help="heterps-exec profile links")
     p.add_argument("--steps", type=int, default=40, help="measured steps per plan")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="runs per plan, in rounds over the plans; the median run counts")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-ranks", type=int, default=6)
     p.add_argument("--out", default="runs/validate", metavar="DIR")
@@ -55,6 +58,8 @@ def run(args) -> int:
     from heterps_exec.cli import ExecCliError
     if args.plans < 2:
         raise ExecCliError("--plans: at least 2 (a ranking needs two plans)")
+    if args.repeats < 1:
+        raise ExecCliError(f"--repeats: at least 1, got {args.repeats}")
     from heterps_sim.inputs import InputError, load_input
     try:
         loaded = load_input(args.scenario)
@@ -82,10 +87,11 @@ def run(args) -> int:
             raise ExecCliError(f"{args.links}: not a links JSON ({exc})") from None
     else:
         links = profile_links(max(args.max_ranks, 2))
-    bar = tqdm(total=args.plans, desc="plans", unit="plan", file=sys.stderr)
+    bar = tqdm(total=args.plans * args.repeats, desc="runs", unit="run", file=sys.stderr)
     report = validate(ValidateRequest(scenario=args.scenario, num_plans=args.plans,
                                       binding=args.binding, steps=args.steps, seed=args.seed,
                                       max_ranks=args.max_ranks, out_dir=args.out,
+                                      repeats=args.repeats,
                                       profile_rows=rows, links=links),
                       progress=lambda n, row: bar.update(1))
     bar.close()

@@ -19,6 +19,8 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from heterps_sim.plan import Plan, Stage
 
 SCHEDULES = ("gpipe", "1f1b")
@@ -57,6 +59,9 @@ class ValidateRequest:
     """Default: every type emulated on the CPU at its relative peak speed."""
     steps: int = 40
     """Steps per plan, the first `warmup` not measured: a tiny step is a few ms, so many."""
+    repeats: int = 1
+    """Runs per plan, in rounds over all plans (so each plan meets the machine at several
+    moments); a plan's measurement is its run of median throughput."""
     warmup: int = 5
     seed: int = 0
     max_ranks: int = 6
@@ -110,6 +115,13 @@ def run_speed(measured, des, plan) -> float:
     model = sum(k * s.exec_time_s * (1.0 - s.comm_share) for k, s in zip(ks, des.stages,
                                                                         strict=True))
     return ran / model if model > 0 and ran > 0 else 1.0
+
+
+def median_run(results: list):
+    """The run of median throughput (the lower middle one for an even count), whole: its
+    split and compute speed belong to the same run as its throughput."""
+    ordered = sorted(results, key=lambda x: x.throughput)
+    return ordered[(len(ordered) - 1) // 2]
 
 
 def slowed(problem, factor: float):
@@ -181,7 +193,16 @@ def validate(req: ValidateRequest, progress=None) -> dict:
     if overhead is None:  # one rank, nothing to wait for: its idle time is the runtime's own
         whole = Plan(stages=(Stage(layers=tuple(base.layer_names),
                                    resource=base.type_names[0], num_replicas=1),))
-        overhead = run(whole, "calibration", emulate=False).extra["stages"][0]["idle_s"]
+        overhead = float(np.median([
+            run(whole, f"calibration-{r}", emulate=False).extra["stages"][0]["idle_s"]
+            for r in range(req.repeats)]))
+    runs: list[list] = [[] for _ in plans]
+    for r in range(req.repeats):  # rounds: every plan once, then again
+        for n, plan in enumerate(plans):
+            runs[n].append(run(plan, f"{n:03d}" + (f"-{r}" if req.repeats > 1 else ""),
+                               emulate=True))
+            if progress:
+                progress(n, r)
     rows = []
     for n, plan in enumerate(plans):
         slow = [b.slowdown for b in bindings.stage_bindings(binding_file, plan, types,
@@ -197,7 +218,7 @@ def validate(req: ValidateRequest, progress=None) -> dict:
         analytic = evaluate_plan(problems["analytic"], plan)
         des = simulate(problems["des"], plan, seed=req.seed, options=des_options,
                        record_spans=False).result
-        measured = run(plan, f"{n:03d}", emulate=True)
+        measured = median_run(runs[n])
         speed = run_speed(measured, des, plan)
         at_speed = {mode: slowed(p, speed) for mode, p in problems.items()}
         des_at_speed = simulate(at_speed["des"], plan, seed=req.seed, options=des_options,
@@ -215,9 +236,8 @@ def validate(req: ValidateRequest, progress=None) -> dict:
             "measured_step_s": measured.step_time_s, "des_step_s": des.step_time_s,
             "measured_split": _split(measured.extra["stages"], measured.bottleneck_stage),
             "des_split": _des_split(des, measured.bottleneck_stage),
-            "des_bubble": des.extra.get("bubble_fraction", 0.0)})
-        if progress:
-            progress(n, rows[-1])
+            "des_bubble": des.extra.get("bubble_fraction", 0.0),
+            "measured_runs": [x.throughput for x in runs[n]]})
     meas = [r["measured"] for r in rows]
     return {"num_plans": len(rows),
             "mape_des": mape([r["des"] for r in rows], meas),
@@ -232,7 +252,7 @@ def validate(req: ValidateRequest, progress=None) -> dict:
                 [r["analytic_at_run_speed"] for r in rows], meas),
             "component_errors_des": component_errors(rows),
             "links": {"latency_s": latency, "bytes_per_s": bandwidth},
-            "step_overhead_s": overhead, "plans": rows}
+            "step_overhead_s": overhead, "repeats": req.repeats, "plans": rows}
 
 
 def _with_bindings(spec, stage_bindings):

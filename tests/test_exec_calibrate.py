@@ -160,10 +160,14 @@ def test_validate_command_writes_report_csv_and_figure(tmp_path):
     out = tmp_path / "val"
     code, stdout, err = run_exec("validate", "--plans", "2", "--scenario", SCENARIO,
                                  "--profile", str(profile), "--links", str(links),
-                                 "--steps", "3", "--max-ranks", "2", "--out", str(out), "--json")
+                                 "--steps", "3", "--max-ranks", "2", "--out", str(out),
+                                 "--repeats", "2", "--json")
     assert code == 0, err
     report = _json.loads(stdout)
-    assert report["num_plans"] == 2 and len(report["plans"]) == 2
+    assert report["num_plans"] == 2 and len(report["plans"]) == 2 and report["repeats"] == 2
+    for row in report["plans"]:  # two runs each; the lower middle of two is the slower
+        assert len(row["measured_runs"]) == 2 and row["measured"] == min(row["measured_runs"])
+    assert len(list(out.glob("run0*-1"))) == 2  # the second round ran every plan again
     for key in ("mape_des", "mape_analytic", "kendall_tau_des", "kendall_tau_analytic"):
         assert math.isfinite(report[key])
     for row in report["plans"]:
@@ -176,10 +180,22 @@ def test_validate_command_writes_report_csv_and_figure(tmp_path):
     assert image.shape[1] >= 400 and len(np.unique(image)) > 10  # drawn, not blank
 
 
+def test_median_run_is_the_middle_run_whole():
+    from types import SimpleNamespace
+
+    from heterps_exec.validate import median_run
+    runs = [SimpleNamespace(throughput=t, tag=i) for i, t in enumerate((30.0, 10.0, 20.0))]
+    assert median_run(runs).tag == 2
+    assert median_run(runs[:2]).tag == 1  # even count: the lower middle (pessimistic)
+    assert median_run(runs[:1]).tag == 0
+
+
 def test_validate_refuses_bad_input(tmp_path):
     from tests.exec_helpers import run_exec
     code, _, err = run_exec("validate", "--plans", "1")
     assert code == 2 and "--plans" in err
+    code, _, err = run_exec("validate", "--repeats", "0")
+    assert code == 2 and "--repeats" in err
     code, _, err = run_exec("validate", "--profile", str(tmp_path / "none.csv"),
                             "--links", str(tmp_path / "none.json"))
     assert code == 2 and "none.csv: cannot read" in err
