@@ -13,9 +13,11 @@ batch B, cuts), from a profile (profiler.profile_layers rows) and the link fit:
     `transfers`); the analytic model has one latency per batch, so it gets 2 m L (a forward
     and a backward message per microbatch).
     param_bytes: every stage parameter, tables included (local tables are all-reduced).
-    step_overhead_s: the runtime's per-step work outside layers (batch loading, bookkeeping),
-    serial on every replica and not dilated by an emulated type; validate.py measures it as
-    the idle time of a one-rank run, where nothing waits on a peer.
+    step_overhead_s + m * microbatch_overhead_s: the runtime's work outside layers (batch
+    loading, bookkeeping; per step, and per microbatch: slicing, scheduling, spans), not
+    dilated by an emulated type; the per-step part is serial on every replica, the
+    per-microbatch part splits with the microbatches. validate.py measures both from the idle
+    time of one-rank runs at 1 and 8 microbatches, where nothing waits on a peer.
 No torch.
 """
 
@@ -66,7 +68,8 @@ def _at(fit: tuple[float, float], samples: float, times: int) -> float:
 
 def calibrated_problem(base: Problem, graph: ModelGraph, plan: Plan, fit: LayerFit,
                        slowdowns: list[float], latency_s: float, bytes_per_s: float,
-                       *, for_des: bool, step_overhead_s: float = 0.0) -> Problem:
+                       *, for_des: bool, step_overhead_s: float = 0.0,
+                       microbatch_overhead_s: float = 0.0) -> Problem:
     """The base problem with oct/odt/alpha/links replaced by this machine's numbers."""
     layers = list(base.layer_names)
     missing = [n for n in layers if n not in fit.compute]
@@ -87,12 +90,16 @@ def calibrated_problem(base: Problem, graph: ModelGraph, plan: Plan, fit: LayerF
     alpha = np.full_like(oct_s, np.nan)
     for stage, slow in zip(plan.stages, slowdowns, strict=True):
         j = base.type_index(stage.resource)
-        # the runtime's own per-step work (loading, bookkeeping) is serial and not dilated
-        update[layers.index(stage.layers[0])] += step_overhead_s / slow
+        # the runtime's own work (loading, bookkeeping) is not dilated: divided by `slow` here,
+        # multiplied back below; per step it is serial, per microbatch it splits
+        first = layers.index(stage.layers[0])
+        serial, split = update.copy(), per_layer.copy()
+        serial[first] += step_overhead_s / slow
+        split[first] += m * microbatch_overhead_s / slow
         for name in stage.layers:
             i = layers.index(name)
-            oct_s[i, j] = (per_layer[i] + update[i]) * slow
-            alpha[i, j] = per_layer[i] / (per_layer[i] + update[i]) if oct_s[i, j] > 0 else 1.0
+            oct_s[i, j] = (split[i] + serial[i]) * slow
+            alpha[i, j] = split[i] / (split[i] + serial[i]) if oct_s[i, j] > 0 else 1.0
     runnable = ~np.isnan(oct_s)
     params = np.array([_param_bytes(graph, n) for n in layers])
     return replace(

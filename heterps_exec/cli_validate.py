@@ -127,8 +127,9 @@ def _table(report: dict) -> str:
     lines.append(f"MAPE: DES {report['mape_des']:.1f}%, analytic {report['mape_analytic']:.1f}%; "
                  f"Kendall tau: DES {report['kendall_tau_des']:.2f}, analytic "
                  f"{report['kendall_tau_analytic']:.2f} over {report['num_plans']} plans")
-    lines.append(f"runtime overhead per step (idle of a one-rank calibration run): "
-                 f"{report['step_overhead_s'] * 1e3:.2f} ms")
+    lines.append(f"runtime overhead (idle of one-rank calibration runs): "
+                 f"{report['step_overhead_s'] * 1e3:.2f} ms per step + "
+                 f"{report['microbatch_overhead_s'] * 1e3:.3f} ms per microbatch")
     lines.append(f"at each run's measured compute speed: MAPE DES "
                  f"{report['mape_des_at_run_speed']:.1f}%, analytic "
                  f"{report['mape_analytic_at_run_speed']:.1f}%; Kendall tau DES "

@@ -67,7 +67,10 @@ class ValidateRequest:
     max_ranks: int = 6
     out_dir: str = "runs/validate"
     step_overhead_s: float | None = None
-    """The runtime's per-step work outside layers; None: measured by a one-rank run first."""
+    """The runtime's per-step work outside layers; None: measured (with the per-microbatch
+    part) by one-rank runs at 1 and 8 microbatches first (runtime_overhead)."""
+    microbatch_overhead_s: float = 0.0
+    """The runtime's per-microbatch work outside layers, when step_overhead_s is given."""
     profile_rows: list | None = None
     links: dict | None = None
 
@@ -115,6 +118,18 @@ def run_speed(measured, des, plan) -> float:
     model = sum(k * s.exec_time_s * (1.0 - s.comm_share) for k, s in zip(ks, des.stages,
                                                                         strict=True))
     return ran / model if model > 0 and ran > 0 else 1.0
+
+
+CALIBRATION_MICROBATCHES = (1, 8)
+
+
+def runtime_overhead(idle: dict[int, float]) -> tuple[float, float]:
+    """(per step, per microbatch) seconds of the runtime's own work, from the idle time per
+    step of one-rank runs at two microbatch counts {m: idle}: a line through both, clipped
+    at 0 (a noisy pair must not predict negative work)."""
+    (m1, i1), (m2, i2) = sorted(idle.items())
+    per_microbatch = max((i2 - i1) / (m2 - m1), 0.0)
+    return max(i1 - m1 * per_microbatch, 0.0), per_microbatch
 
 
 def median_run(results: list):
@@ -189,13 +204,17 @@ def validate(req: ValidateRequest, progress=None) -> dict:
             raise RuntimeError(f"plan {name} failed to run; see {outcome.log}")
         return exec_result(spec, problem, load_ranks(spec))
 
-    overhead = req.step_overhead_s
+    overhead, per_microbatch = req.step_overhead_s, req.microbatch_overhead_s
     if overhead is None:  # one rank, nothing to wait for: its idle time is the runtime's own
-        whole = Plan(stages=(Stage(layers=tuple(base.layer_names),
-                                   resource=base.type_names[0], num_replicas=1),))
-        overhead = float(np.median([
-            run(whole, f"calibration-{r}", emulate=False).extra["stages"][0]["idle_s"]
-            for r in range(req.repeats)]))
+        idle = {}
+        for m in CALIBRATION_MICROBATCHES:
+            whole = Plan(stages=(Stage(layers=tuple(base.layer_names),
+                                       resource=base.type_names[0], num_replicas=1),),
+                         num_microbatches=m)
+            idle[m] = float(np.median([
+                run(whole, f"calibration-m{m}-{r}", emulate=False).extra["stages"][0]["idle_s"]
+                for r in range(req.repeats)]))
+        overhead, per_microbatch = runtime_overhead(idle)
     runs: list[list] = [[] for _ in plans]
     for r in range(req.repeats):  # rounds: every plan once, then again
         for n, plan in enumerate(plans):
@@ -213,7 +232,8 @@ def validate(req: ValidateRequest, progress=None) -> dict:
                                  cpu_share=tuple(1.0 / x for x in slow),
                                  allreduce_measured=measured_allreduce)
         problems = {mode: calibrated_problem(base, graph, plan, fit, slow, latency, bandwidth,
-                                             for_des=mode == "des", step_overhead_s=overhead)
+                                             for_des=mode == "des", step_overhead_s=overhead,
+                                             microbatch_overhead_s=per_microbatch)
                     for mode in ("analytic", "des")}
         analytic = evaluate_plan(problems["analytic"], plan)
         des = simulate(problems["des"], plan, seed=req.seed, options=des_options,
@@ -252,7 +272,8 @@ def validate(req: ValidateRequest, progress=None) -> dict:
                 [r["analytic_at_run_speed"] for r in rows], meas),
             "component_errors_des": component_errors(rows),
             "links": {"latency_s": latency, "bytes_per_s": bandwidth},
-            "step_overhead_s": overhead, "repeats": req.repeats, "plans": rows}
+            "step_overhead_s": overhead, "microbatch_overhead_s": per_microbatch,
+            "repeats": req.repeats, "plans": rows}
 
 
 def _with_bindings(spec, stage_bindings):

@@ -70,6 +70,19 @@ def test_step_overhead_is_serial_per_replica_and_not_dilated():
     assert with_o.step_time_s - without.step_time_s == pytest.approx(o)
 
 
+def test_microbatch_overhead_splits_over_replicas_and_is_not_dilated():
+    base = load_input(SCENARIO).problem
+    m, k, slow, o = 4, 2, 3.0, 1e-4
+    plan = Plan(stages=(Stage(layers=tuple(LAYERS), resource=CPU_TYPE, num_replicas=k),),
+                num_microbatches=m)
+    fit = LayerFit.from_rows(_rows())
+    with_o, without = (evaluate_plan(calibrated_problem(
+        base, model_graph("tiny-ctr"), plan, fit, [slow], 1e-4, 1e9, for_des=False,
+        microbatch_overhead_s=x), plan) for x in (o, 0.0))
+    # each replica runs m / k microbatches, each costing o however slow the emulated type
+    assert with_o.step_time_s - without.step_time_s == pytest.approx(m / k * o)
+
+
 def test_run_speed_compares_compute_of_every_replica():
     from types import SimpleNamespace as NS
 
@@ -168,6 +181,8 @@ def test_validate_command_writes_report_csv_and_figure(tmp_path):
     for row in report["plans"]:  # two runs each; the lower middle of two is the slower
         assert len(row["measured_runs"]) == 2 and row["measured"] == min(row["measured_runs"])
     assert len(list(out.glob("run0*-1"))) == 2  # the second round ran every plan again
+    assert len(list(out.glob("runcalibration-m[18]-[01]"))) == 4  # 1 and 8 microbatches, x2
+    assert report["step_overhead_s"] >= 0 and report["microbatch_overhead_s"] >= 0
     for key in ("mape_des", "mape_analytic", "kendall_tau_des", "kendall_tau_analytic"):
         assert math.isfinite(report[key])
     for row in report["plans"]:
@@ -178,6 +193,14 @@ def test_validate_command_writes_report_csv_and_figure(tmp_path):
     import numpy as np
     image = np.asarray(Image.open(out / "scatter.png").convert("L"))
     assert image.shape[1] >= 400 and len(np.unique(image)) > 10  # drawn, not blank
+
+
+def test_runtime_overhead_is_the_line_through_both_calibration_runs():
+    from heterps_exec.validate import runtime_overhead
+    assert runtime_overhead({1: 3e-4, 8: 1.0e-3}) == pytest.approx((2e-4, 1e-4))
+    assert runtime_overhead({8: 1.0e-3, 1: 3e-4}) == pytest.approx((2e-4, 1e-4))
+    assert runtime_overhead({1: 5e-4, 8: 4e-4}) == (5e-4, 0.0)  # noise: no negative slope
+    assert runtime_overhead({1: 1e-4, 8: 1.5e-3}) == (0.0, pytest.approx(2e-4))
 
 
 def test_median_run_is_the_middle_run_whole():
