@@ -115,8 +115,7 @@ def run_speed(measured, des, plan) -> float:
     """
     ks = [s.num_replicas for s in plan.stages]
     ran = sum(k * s["compute_s"] for k, s in zip(ks, measured.extra["stages"], strict=True))
-    model = sum(k * s.exec_time_s * (1.0 - s.comm_share) for k, s in zip(ks, des.stages,
-                                                                        strict=True))
+    model = sum(k * c for k, c in zip(ks, des.extra["stage_compute_s"], strict=True))
     return ran / model if model > 0 and ran > 0 else 1.0
 
 

@@ -90,13 +90,28 @@ def test_run_speed_compares_compute_of_every_replica():
     plan = Plan(stages=(Stage(layers=tuple(LAYERS[:5]), resource=CPU_TYPE, num_replicas=2),
                         Stage(layers=tuple(LAYERS[5:]), resource=CPU_TYPE, num_replicas=1)))
     measured = NS(extra={"stages": [{"compute_s": 0.003}, {"compute_s": 0.004}]})
-    des = NS(stages=[NS(exec_time_s=0.002, comm_share=0.5), NS(exec_time_s=0.002,
-                                                               comm_share=0.0)])
+    des = NS(extra={"stage_compute_s": [0.001, 0.002]})
     # (2 x 3 + 4) ms measured against (2 x 1 + 2) ms simulated
     assert run_speed(measured, des, plan) == pytest.approx(2.5)
     base = load_input(SCENARIO).problem
     runnable = ~np.isnan(base.oct_s)
     assert np.array_equal(slowed(base, 2.5).oct_s[runnable], base.oct_s[runnable] * 2.5)
+
+
+def test_simulated_compute_leaves_out_slow_messages_and_all_reduces():
+    from heterps_sim.des import DesOptions, simulate
+    base = load_input(SCENARIO).problem
+    plan = Plan(stages=(Stage(layers=tuple(LAYERS[:5]), resource=CPU_TYPE, num_replicas=2),
+                        Stage(layers=tuple(LAYERS[5:]), resource=CPU_TYPE, num_replicas=1)),
+                num_microbatches=4, schedule="1f1b")
+    fit = LayerFit.from_rows(_rows(opt=2e-5))
+    p = calibrated_problem(base, model_graph("tiny-ctr"), plan, fit, [1.0, 2.0], 5e-3, 1e8,
+                           for_des=True)  # 5 ms per message: communication dominates
+    des = simulate(p, plan, seed=0, options=DesOptions(
+        effects={"bubbles", "transfers", "allreduce"}, num_steps=8, warmup_steps=2)).result
+    for stage, got in zip(des.stages, des.extra["stage_compute_s"], strict=True):
+        k = stage.num_replicas  # Amdahl: the split part over k, the updates on every replica
+        assert got == pytest.approx(stage.oct_s * (stage.alpha / k + 1 - stage.alpha))
 
 
 def test_cuts_add_encode_and_decode_per_microbatch():

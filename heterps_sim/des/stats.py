@@ -18,7 +18,9 @@ one.) Per stage, over the window [c_{W-1}, c_{N-1}], c_n = max_g c^g_n:
                  all-reduces, the messages the stage sends and its PS requests (these overlap
                  compute, so the share says how much data moves, not what it costs)
 
-extra["bubble_fraction"] is the bubble of the most utilised stage: (s - 1) / (m + s - 1) for s
+extra["stage_compute_s"]: per stage, compute seconds of one replica per measured step (forwards,
+backwards, updates, redone work; no communication), which a measured run's compute is
+compared with. extra["bubble_fraction"] is the bubble of the most utilised stage: (s - 1) / (m + s - 1) for s
 equal stages under gpipe or 1f1b, 0 for a steady continuous pipeline. Cost: hours = num_samples
 / throughput / 3600 at the plan's cost per hour; it is reported (finite) also when the
 throughput misses the limit, since the plan did run (feasible=False says it misses).
@@ -108,6 +110,7 @@ def build_result(problem: Problem, plan: Plan, analytic: RunResult, terms, world
     extra = {**info, "effects": sorted(options.effects), "num_steps": n, "warmup_steps": w,
              "bubble_fraction": float(1.0 - util[g_max]),
              "ps_time_s": float(ps_s.sum() / (n - w)),
+             "stage_compute_s": [float(x) for x in compute / ks / (n - w)],
              "preemptions": sum(p.count for p in preempt),
              "stragglers": sum(rep.slow for reps in world.replicas for rep in reps),
              "analytic_throughput": analytic.throughput}
