@@ -18,10 +18,14 @@ import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from heterps_sim.plan import Plan, Stage
+
+if TYPE_CHECKING:
+    from heterps_sim.des import DesOptions
 
 SCHEDULES = ("gpipe", "1f1b")
 
@@ -119,6 +123,21 @@ def run_speed(measured, des, plan) -> float:
     return ran / model if model > 0 and ran > 0 else 1.0
 
 
+def simulator_options(plan: Plan, slowdowns: list[float], *, steps: int, warmup: int,
+                      allreduce) -> DesOptions:
+    """What the engine will do, as simulator options: its steps, the plan's microbatch count
+    as it is (the simulator reads a plan's 1 as "unset" and picks its own default; the
+    engine runs 1), every rank on this host's cores at its emulated speed, and the measured
+    all-reduce times."""
+    from heterps_sim.des import DesOptions
+    return DesOptions(effects={"bubbles", "transfers", "allreduce", "cores"},
+                      num_steps=steps, warmup_steps=warmup,
+                      num_microbatches=plan.num_microbatches,
+                      host_cores=os.cpu_count() or 1,
+                      cpu_share=tuple(1.0 / x for x in slowdowns),
+                      allreduce_measured=allreduce)
+
+
 CALIBRATION_MICROBATCHES = (1, 8)
 
 
@@ -162,7 +181,7 @@ def validate(req: ValidateRequest, progress=None) -> dict:
     from heterps_exec.launch import LaunchOptions, RunRequest, launch, prepare
     from heterps_exec.measure import exec_result, load_ranks
     from heterps_sim.cost import evaluate_plan
-    from heterps_sim.des import DesOptions, simulate
+    from heterps_sim.des import simulate
     from heterps_sim.inputs import load_input
     from heterps_sim.plan import save_plan
     from heterps_sim.scenario import build_cluster
@@ -225,11 +244,8 @@ def validate(req: ValidateRequest, progress=None) -> dict:
     for n, plan in enumerate(plans):
         slow = [b.slowdown for b in bindings.stage_bindings(binding_file, plan, types,
                                                             binding_src, 0)]
-        des_options = DesOptions(effects={"bubbles", "transfers", "allreduce", "cores"},
-                                 num_steps=req.steps, warmup_steps=warmup,
-                                 host_cores=os.cpu_count() or 1,
-                                 cpu_share=tuple(1.0 / x for x in slow),
-                                 allreduce_measured=measured_allreduce)
+        des_options = simulator_options(plan, slow, steps=req.steps, warmup=warmup,
+                                        allreduce=measured_allreduce)
         problems = {mode: calibrated_problem(base, graph, plan, fit, slow, latency, bandwidth,
                                              for_des=mode == "des", step_overhead_s=overhead,
                                              microbatch_overhead_s=per_microbatch)

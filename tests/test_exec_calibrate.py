@@ -114,6 +114,25 @@ def test_simulated_compute_leaves_out_slow_messages_and_all_reduces():
         assert got == pytest.approx(stage.oct_s * (stage.alpha / k + 1 - stage.alpha))
 
 
+def test_simulator_runs_the_plans_own_microbatch_count():
+    from heterps_exec.validate import simulator_options
+    from heterps_sim.des import simulate
+    base = load_input(SCENARIO).problem
+    fit = LayerFit.from_rows(_rows())
+    for m in (1, 4):  # 1 is what the engine runs, not the simulator's "unset"
+        plan = Plan(stages=(Stage(layers=tuple(LAYERS[:5]), resource=CPU_TYPE),
+                            Stage(layers=tuple(LAYERS[5:]), resource=CPU_TYPE)),
+                    num_microbatches=m, schedule="1f1b")
+        p = calibrated_problem(base, model_graph("tiny-ctr"), plan, fit, [1.0, 1.0], 1e-3,
+                               1e9, for_des=True)
+        des = simulate(p, plan, seed=0, options=simulator_options(
+            plan, [1.0, 1.0], steps=6, warmup=2, allreduce=None)).result
+        assert des.extra["num_microbatches"] == m
+        if m == 1:  # one microbatch: forward, message, both stages, message, backward
+            serial = sum(s.oct_s for s in des.stages) + 2 * 1e-3
+            assert des.step_time_s == pytest.approx(serial, rel=0.05)
+
+
 def test_cuts_add_encode_and_decode_per_microbatch():
     base = load_input(SCENARIO).problem
     graph = model_graph("tiny-ctr")
