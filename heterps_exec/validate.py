@@ -107,9 +107,12 @@ def _des_split(result, stage: int) -> dict:
             "idle_s": max(result.step_time_s - busy, 0.0)}
 
 
-def run_speed(measured, des, plan) -> float:
+def run_speed(measured, des, plan, overhead_s: tuple[float, float] = (0.0, 0.0)) -> float:
     """How much slower this machine computed during the run than when it was profiled: the
     run's compute seconds per step (every replica, updates included) over the simulator's.
+    The simulator's compute holds the runtime overhead (calibrate.py folds it into the
+    layers), which a run measures as idle time: `overhead_s` = (per step, per microbatch) is
+    taken out first, each replica's share of it (every step's, its m / k microbatches').
 
     This VM's speed drifts: one process stepping exec-tiny alone takes 3.6 to 9 ms per step
     from one second to the next (README, "Validation"), more than any model error we look
@@ -119,7 +122,10 @@ def run_speed(measured, des, plan) -> float:
     """
     ks = [s.num_replicas for s in plan.stages]
     ran = sum(k * s["compute_s"] for k, s in zip(ks, measured.extra["stages"], strict=True))
-    model = sum(k * c for k, c in zip(ks, des.extra["stage_compute_s"], strict=True))
+    per_step, per_microbatch = overhead_s
+    m = plan.num_microbatches
+    model = sum(k * c - (k * per_step + m * per_microbatch)
+                for k, c in zip(ks, des.extra["stage_compute_s"], strict=True))
     return ran / model if model > 0 and ran > 0 else 1.0
 
 
@@ -254,7 +260,7 @@ def validate(req: ValidateRequest, progress=None) -> dict:
         des = simulate(problems["des"], plan, seed=req.seed, options=des_options,
                        record_spans=False).result
         measured = median_run(runs[n])
-        speed = run_speed(measured, des, plan)
+        speed = run_speed(measured, des, plan, (overhead, per_microbatch))
         at_speed = {mode: slowed(p, speed) for mode, p in problems.items()}
         des_at_speed = simulate(at_speed["des"], plan, seed=req.seed, options=des_options,
                                 record_spans=False).result

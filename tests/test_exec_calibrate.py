@@ -93,6 +93,11 @@ def test_run_speed_compares_compute_of_every_replica():
     des = NS(extra={"stage_compute_s": [0.001, 0.002]})
     # (2 x 3 + 4) ms measured against (2 x 1 + 2) ms simulated
     assert run_speed(measured, des, plan) == pytest.approx(2.5)
+    # the simulated compute holds the runtime's overhead, the measured one does not: with
+    # 0.1 ms per step on each of 3 replicas and 0.05 per microbatch (m = 1) in each of 2
+    # stages: (10 ms) / (4 - 0.3 - 0.1) ms
+    assert plan.num_microbatches == 1
+    assert run_speed(measured, des, plan, (1e-4, 5e-5)) == pytest.approx(10 / 3.6)
     base = load_input(SCENARIO).problem
     runnable = ~np.isnan(base.oct_s)
     assert np.array_equal(slowed(base, 2.5).oct_s[runnable], base.oct_s[runnable] * 2.5)
