@@ -127,6 +127,10 @@ def _table(report: dict) -> str:
     lines.append(f"MAPE: DES {report['mape_des']:.1f}%, analytic {report['mape_analytic']:.1f}%; "
                  f"Kendall tau: DES {report['kendall_tau_des']:.2f}, analytic "
                  f"{report['kendall_tau_analytic']:.2f} over {report['num_plans']} plans")
+    if report["host_load_before"] > 0.5:
+        lines.append(f"note: the host's load average was {report['host_load_before']:.1f} "
+                     f"({report['host_cores']} cores) before the runs; other work slows the "
+                     f"runs and the model does not know it")
     lines.append(f"runtime overhead (idle of one-rank calibration runs): "
                  f"{report['step_overhead_s'] * 1e3:.2f} ms per step + "
                  f"{report['microbatch_overhead_s'] * 1e3:.3f} ms per microbatch")

@@ -228,6 +228,8 @@ def validate(req: ValidateRequest, progress=None) -> dict:
             raise RuntimeError(f"plan {name} failed to run; see {outcome.log}")
         return exec_result(spec, problem, load_ranks(spec))
 
+    # other work on the host takes cores the model gives the ranks: reported, not modelled
+    load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     overhead, per_microbatch = req.step_overhead_s, req.microbatch_overhead_s
     if overhead is None:  # one rank, nothing to wait for: its idle time is the runtime's own
         idle = {}
@@ -294,7 +296,8 @@ def validate(req: ValidateRequest, progress=None) -> dict:
             "component_errors_des": component_errors(rows),
             "links": {"latency_s": latency, "bytes_per_s": bandwidth},
             "step_overhead_s": overhead, "microbatch_overhead_s": per_microbatch,
-            "repeats": req.repeats, "plans": rows}
+            "repeats": req.repeats, "host_load_before": load_before,
+            "host_cores": os.cpu_count() or 1, "plans": rows}
 
 
 def _with_bindings(spec, stage_bindings):

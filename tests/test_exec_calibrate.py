@@ -222,6 +222,7 @@ def test_validate_command_writes_report_csv_and_figure(tmp_path):
     assert len(list(out.glob("run0*-1"))) == 2  # the second round ran every plan again
     assert len(list(out.glob("runcalibration-m[18]-[01]"))) == 4  # 1 and 8 microbatches, x2
     assert report["step_overhead_s"] >= 0 and report["microbatch_overhead_s"] >= 0
+    assert report["host_load_before"] >= 0 and report["host_cores"] >= 1
     for key in ("mape_des", "mape_analytic", "kendall_tau_des", "kendall_tau_analytic"):
         assert math.isfinite(report[key])
     for row in report["plans"]:
