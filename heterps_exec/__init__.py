@@ -20,7 +20,8 @@ Where things live (one responsibility per module; only this package imports torc
     ps/, ps_bridge.py  the tiered parameter server, and its ranks/tables in a run
     measure.py     rank measurements -> RunResult(source="exec"), trace spans
     reference.py   single-process training on the same batches: the correctness oracle
-    profiler.py, calibrate.py, validate.py   measured layers -> calibrated predictions vs runs
+    profiler.py, profile_links.py   measured layers; gloo messages and all-reduces timed in situ
+    calibrate.py, validate.py   a problem calibrated from those -> predictions vs measured runs
 
 Glossary: a *stage* is a contiguous run of layers on one resource type; a *replica* is one
 rank running a stage; microbatch mu of step n is numbered n * m + i; a *boundary* is the cut

@@ -8,6 +8,7 @@ Where things live (one responsibility per module):
     scenario.py    scenario YAML -> validated Scenario -> Problem
     problem.py     the numeric problem (oct_s, odt_s, alpha, prices, caps) + its JSON
     plan.py        Plan / Stage + plan.json;  result.py  RunResult + result.json
+    cost_terms.py  per-stage terms of the analytic model: ET_g(k), mixed stages finishing together
     cost.py        the reference analytic cost model and provisioning (least | exact)
     cost_batch.py  the same model over many plans at once (numba)
     schedulers/    base.py (protocol), registry.py (name -> "module:Class"), exact.py, single_type.py
