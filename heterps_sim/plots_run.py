@@ -95,7 +95,9 @@ def gantt_figure(trace: dict, title: str = "") -> Figure:
 def utilisation_figure(result: dict, title: str = "") -> Figure:
     """Three bar series (utilisation, comm share, bubble), one group per stage."""
     stages = result.get("stages") or []
-    labels = [f"{g}: {s['resource']} x{s['num_replicas']}" for g, s in enumerate(stages)]
+    labels = [f"{g}: " + ("+".join(f"{n}x{t}" for t, n in s["replicas"]) if s.get("replicas")
+                          else f"{s['resource']} x{s['num_replicas']}")
+              for g, s in enumerate(stages)]  # a mixed stage names every type
     fig = Figure(figsize=(max(6.5, 0.9 * len(stages) + 3.0), 4.4), dpi=100, layout="constrained")
     ax = fig.add_subplot()
     width = 0.27

@@ -131,9 +131,12 @@ def test_utilisation_figure(tmp_path):
     result = {"source": "des", "throughput": 1e6, "bottleneck_stage": 1, "stages": [
         {"resource": "t4", "num_replicas": 2, "utilisation": 0.5, "comm_share": 0.2, "bubble": 0.1},
         {"resource": "a100", "num_replicas": 3, "utilisation": 1.0, "comm_share": 0.4, "bubble": 0.0},
-        {"resource": "t4", "num_replicas": 1, "utilisation": 0.7, "comm_share": 0.1, "bubble": 0.3}]}
+        {"resource": "t4", "num_replicas": 3, "utilisation": 0.7, "comm_share": 0.1, "bubble": 0.3,
+         "replicas": [["t4", 1], ["v100", 2]]}]}
     fig = plots_run.utilisation_figure(result)
     ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0: t4 x2", "1: a100 x3",
+                                                            "2: 1xt4+2xv100"]
     assert [c.get_label() for c in ax.containers] == ["utilisation", "communication share", "bubble"]
     assert [len(c) for c in ax.containers] == [3, 3, 3]
     assert [p.get_height() for p in ax.containers[0]] == [0.5, 1.0, 0.7]
