@@ -251,3 +251,45 @@ def test_overlap_hides_the_allreduce_under_the_last_backward():
     assert exposed < hidden <= base
     # backward of one microbatch: 1.2 / 4 x 2/3 = 0.2 s; ring: 4e6 / 1e9 + 2 x 1e-3 = 0.006 s
     assert hidden == pytest.approx(base)
+
+
+def test_fair_cores_share_speed_among_running_computations():
+    """Processor sharing, closed forms: 3 jobs of 1 s on 2 cores all end at 1.5 s; on one
+    core, jobs of 1 and 3 s started together end at 2 s (both at half speed) and 4 s."""
+    import simpy
+
+    from heterps_sim.des.fair_cores import FairCores
+
+    def ends(cores: int, works: list[tuple[float, float]]) -> list[float]:
+        env = simpy.Environment()
+        pool = FairCores(env, cores)
+        out = [0.0] * len(works)
+
+        def job(i, at, cpu):
+            yield env.timeout(at)
+            yield pool.run(cpu)
+            out[i] = env.now
+        for i, (at, cpu) in enumerate(works):
+            env.process(job(i, at, cpu))
+        env.run()
+        return out
+
+    assert ends(2, [(0, 1.0)] * 3) == pytest.approx([1.5] * 3)
+    assert ends(1, [(0, 1.0), (0, 3.0)]) == pytest.approx([2.0, 4.0])
+    assert ends(2, [(0, 1.0), (0, 1.0)]) == pytest.approx([1.0, 1.0])  # no slow-down
+    # a late arrival slows the one running: job 0 runs alone to 0.5 s (0.5 s left), then
+    # both run at half speed, so job 0 ends at 1.5 s; job 1, half done, ends alone at 2.0 s
+    assert ends(1, [(0, 1.0), (0.5, 1.0)]) == pytest.approx([1.5, 2.0])
+
+
+def test_fair_cores_in_the_simulator():
+    """Two stages, one core: fifo or fair, the core does all the work (same throughput);
+    fair with 2 cores is the free pipeline."""
+    p = chain_problem([0.6, 0.4], batch_size=64)
+    plan = chain_plan(p, [1, 1], microbatches=4)
+    free = throughput(p, plan, "none")
+    assert throughput(p, plan, "cores", host_cores=1, core_sharing="fair") == pytest.approx(
+        64 / 1.0, rel=1e-3)
+    assert throughput(p, plan, "cores", host_cores=2, core_sharing="fair") == pytest.approx(free)
+    with pytest.raises(ValueError):
+        DesOptions(core_sharing="random")

@@ -183,6 +183,10 @@ class DesOptions(_Strict):
         "the engine's --slow-replica (stragglers draws them at random instead).")
     host_cores: int = Field(default=2, ge=1, description="cores: CPU cores of the one host "
                             "every replica shares.")
+    core_sharing: Literal["fifo", "fair"] = Field(
+        default="fifo", description="cores: a computation waits for a free core and then "
+        "holds it (fifo), or all running computations share the cores, each at "
+        "min(1, cores / running) speed, as an OS time-slices them (fair; des/fair_cores.py).")
     cpu_share: tuple[float, ...] | None = Field(
         default=None, description="cores: per stage, the share of its compute that holds a "
         "core (1 / slowdown for a type emulated by dilation); None = 1 for every stage.")

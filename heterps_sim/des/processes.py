@@ -156,14 +156,19 @@ def step_end(world: World, rep: Replica, i: int, step: int, clock: float, worked
 
 def on_core(world: World, rep: Replica, d: float):
     """cores: run d seconds of work whose CPU part (cpu_share x d) holds one of the host's
-    cores, queueing FIFO for it; the rest (an emulated type's dilation) sleeps without one.
+    cores, queueing FIFO for it (or sharing them all, core_sharing="fair"); the rest (an
+    emulated type's dilation) sleeps without one.
     Returns when the work started (got its core)."""
     shares = world.options.cpu_share
     cpu = d * (1.0 if shares is None else shares[rep.stage.index])
-    with world.cores.request() as req:
-        yield req
+    if world.options.core_sharing == "fair":  # starts now, at the shared speed
         start = world.env.now
-        yield world.env.timeout(cpu)
+        yield world.cores.run(cpu)
+    else:
+        with world.cores.request() as req:
+            yield req
+            start = world.env.now
+            yield world.env.timeout(cpu)
     if d > cpu:
         yield world.env.timeout(d - cpu)
     return start

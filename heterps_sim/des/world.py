@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import simpy
 
 from .effects import Preemptions
+from .fair_cores import FairCores
 from .options import DesOptions
 from .work import StageWork
 
@@ -77,8 +78,9 @@ class World:
         self.nics: list[simpy.Resource] = []
         self.assignments: list[list[list[int]]] | None = None
         """share='speed': [step][stage] -> replica of each microbatch (None: mu mod k)."""
-        self.cores = (simpy.Resource(env, capacity=options.host_cores)
-                      if options.on("cores") else None)
+        self.cores = (None if not options.on("cores") else
+                      FairCores(env, options.host_cores) if options.core_sharing == "fair"
+                      else simpy.Resource(env, capacity=options.host_cores))
         """cores: the one host's CPU cores, shared by every replica's compute."""
         self.ps: simpy.Resource | None = None
         """ps: the shards (in lockstep, see ps_request)."""
