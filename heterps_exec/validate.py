@@ -69,6 +69,8 @@ class ValidateRequest:
     warmup: int = 5
     seed: int = 0
     max_ranks: int = 6
+    core_sharing: str = "fair"
+    """How the simulator shares this host's cores among the ranks (DesOptions.core_sharing)."""
     out_dir: str = "runs/validate"
     step_overhead_s: float | None = None
     """The runtime's per-step work outside layers; None: measured (with the per-microbatch
@@ -130,18 +132,18 @@ def run_speed(measured, des, plan, overhead_s: tuple[float, float] = (0.0, 0.0))
 
 
 def simulator_options(plan: Plan, slowdowns: list[float], *, steps: int, warmup: int,
-                      allreduce) -> DesOptions:
+                      allreduce, core_sharing: str = "fair") -> DesOptions:
     """What the engine will do, as simulator options: its steps, the plan's microbatch count
     as it is (the simulator reads a plan's 1 as "unset" and picks its own default; the
-    engine runs 1), every rank on this host's cores at its emulated speed, and the measured
-    all-reduce times."""
+    engine runs 1), every rank on this host's cores at its emulated speed (time-sliced by
+    default, as the OS does: core_sharing), and the measured all-reduce times."""
     from heterps_sim.des import DesOptions
     return DesOptions(effects={"bubbles", "transfers", "allreduce", "cores"},
                       num_steps=steps, warmup_steps=warmup,
                       num_microbatches=plan.num_microbatches,
                       host_cores=os.cpu_count() or 1,
                       cpu_share=tuple(1.0 / x for x in slowdowns),
-                      allreduce_measured=allreduce)
+                      allreduce_measured=allreduce, core_sharing=core_sharing)
 
 
 CALIBRATION_MICROBATCHES = (1, 8)
@@ -253,7 +255,8 @@ def validate(req: ValidateRequest, progress=None) -> dict:
         slow = [b.slowdown for b in bindings.stage_bindings(binding_file, plan, types,
                                                             binding_src, 0)]
         des_options = simulator_options(plan, slow, steps=req.steps, warmup=warmup,
-                                        allreduce=measured_allreduce)
+                                        allreduce=measured_allreduce,
+                                        core_sharing=req.core_sharing)
         problems = {mode: calibrated_problem(base, graph, plan, fit, slow, latency, bandwidth,
                                              for_des=mode == "des", step_overhead_s=overhead,
                                              microbatch_overhead_s=per_microbatch)
@@ -280,7 +283,8 @@ def validate(req: ValidateRequest, progress=None) -> dict:
             "measured_split": _split(measured.extra["stages"], measured.bottleneck_stage),
             "des_split": _des_split(des, measured.bottleneck_stage),
             "des_bubble": des.extra.get("bubble_fraction", 0.0),
-            "measured_runs": [x.throughput for x in runs[n]]})
+            "measured_runs": [x.throughput for x in runs[n]],
+            "measured_stage_compute_s": [s["compute_s"] for s in measured.extra["stages"]]})
     meas = [r["measured"] for r in rows]
     return {"num_plans": len(rows),
             "mape_des": mape([r["des"] for r in rows], meas),
