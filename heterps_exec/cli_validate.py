@@ -128,8 +128,9 @@ def _table(report: dict) -> str:
                  f"Kendall tau: DES {report['kendall_tau_des']:.2f}, analytic "
                  f"{report['kendall_tau_analytic']:.2f} over {report['num_plans']} plans")
     if report["host_load_before"] > 0.5:
-        lines.append(f"note: the host's load average was {report['host_load_before']:.1f} "
-                     f"({report['host_cores']} cores) before the runs; other work slows the "
+        lines.append(f"note: the host's 1-minute load average was "
+                     f"{report['host_load_before']:.1f} ({report['host_cores']} cores) before "
+                     f"the runs (anything run in the last minute counts); other work slows the "
                      f"runs and the model does not know it")
     lines.append(f"runtime overhead (idle of one-rank calibration runs): "
                  f"{report['step_overhead_s'] * 1e3:.2f} ms per step + "

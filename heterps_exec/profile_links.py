@@ -7,10 +7,10 @@ a peer blocks, so its CPU goes idle. On a VM, waking an idle virtual CPU costs t
 a round trip: here a 4-byte all-reduce right after 2 ms of compute takes about twice its
 back-to-back time, and its mean far more (rare long wake-ups). So every figure the simulator
 uses is measured *in situ*: each round, every rank first does `after_compute_s` of fixed
-compute work (the same number of matrix products each round, so the ranks drift apart as
-real ranks do), then the message or all-reduce is timed, and the MEAN over rounds (and over
-ranks for an all-reduce, as measure.py averages a stage's replicas) is kept: a run's
-throughput is its mean step, long tails included.
+compute work (the same number of matrix products each round and on every rank, so the
+ranks drift apart only as fast as real replicas do), then the message or all-reduce is
+timed, and the MEAN over rounds (and over ranks for an all-reduce, as measure.py averages a
+stage's replicas) is kept: a run's throughput is its mean step, long tails included.
     point-to-point: rank 0 computes, stamps time.perf_counter() (CLOCK_MONOTONIC, one clock
                     for every process of the host) into the message and sends; rank 1 sits in
                     recv and takes the difference on arrival: one-way time
@@ -64,10 +64,20 @@ def _init(rank: int, world: int, store_path: str) -> None:
                             world_size=world)
 
 
+def _same_work(after_s: float) -> FixedWork:
+    """Rank 0's sizing for every rank: the ranks then differ only by how fast they run, as
+    replicas of one stage do (each sizing its own would add a steady skew)."""
+    work = FixedWork(after_s)
+    repeats = torch.tensor([work.repeats])
+    dist.broadcast(repeats, 0)
+    work.repeats = int(repeats.item())
+    return work
+
+
 def _one_way(rank: int, world: int, store_path: str, sizes: list[int], rounds: int, after_s: float,
              queue) -> None:
     _init(rank, world, store_path)
-    work = FixedWork(after_s)
+    work = _same_work(after_s)
     results = []
     for size in sizes:
         buf = torch.zeros(max(size, 8), dtype=torch.uint8)
@@ -117,7 +127,7 @@ def _ping_pong(rank: int, world: int, store_path: str, sizes: list[int], rounds:
 def _all_reduces(rank: int, world: int, store_path: str, sizes: list[int], rounds: int,
                  after_s: float, queue) -> None:
     _init(rank, world, store_path)
-    work = FixedWork(after_s)
+    work = _same_work(after_s)
     results = []
     for size in sizes:
         buf = torch.zeros(max(size // 4, 1), dtype=torch.float32)
@@ -160,7 +170,7 @@ def _fit(points: list[tuple[int, float]]) -> dict:
             "points": [{"bytes": s, "one_way_s": t} for s, t in points]}
 
 
-def profile_p2p(sizes=P2P_SIZES, rounds: int = 50, after_compute_s: float = AFTER_COMPUTE_S,
+def profile_p2p(sizes=P2P_SIZES, rounds: int = 100, after_compute_s: float = AFTER_COMPUTE_S,
                 ) -> dict:
     """One-way gloo loopback time per message size and its latency + bandwidth fit: in situ
     (mean, after compute) or, with after_compute_s=0, back to back (ping-pong median)."""
@@ -171,7 +181,7 @@ def profile_p2p(sizes=P2P_SIZES, rounds: int = 50, after_compute_s: float = AFTE
     return {**_fit(points), "host": os.uname().nodename}
 
 
-def profile_allreduce(ranks=(2, 3, 4, 5, 6), sizes=ALLREDUCE_SIZES, rounds: int = 50,
+def profile_allreduce(ranks=(2, 3, 4, 5, 6), sizes=ALLREDUCE_SIZES, rounds: int = 100,
                       after_compute_s: float = AFTER_COMPUTE_S) -> list[dict]:
     """Gloo all-reduce seconds on this host for k ranks and n bytes, measured (not a ring
     formula: with more ranks than cores the ring's hops wait for descheduled members). Rows
@@ -190,13 +200,24 @@ def profile_allreduce(ranks=(2, 3, 4, 5, 6), sizes=ALLREDUCE_SIZES, rounds: int 
     return rows
 
 
-def profile_links(max_ranks: int = 6, after_compute_s: float = AFTER_COMPUTE_S) -> dict:
+def profile_links(max_ranks: int = 6, after_compute_s: float = AFTER_COMPUTE_S,
+                  sessions: int = 2) -> dict:
     """Everything the simulator needs about this host's gloo, in situ, plus the back-to-back
-    figures under "hot" for comparison."""
+    figures under "hot" for comparison. The in-situ means move a lot from one minute to the
+    next on a shared VM (2-10x for a small all-reduce here), so they are measured in
+    `sessions` separate sessions and averaged."""
     ranks = tuple(range(2, max_ranks + 1))
     hot = {**profile_p2p(after_compute_s=0.0),
            "allreduce": profile_allreduce(ranks, after_compute_s=0.0)}
     hot.pop("host")
-    return {**profile_p2p(after_compute_s=after_compute_s),
-            "allreduce": profile_allreduce(ranks, after_compute_s=after_compute_s),
-            "after_compute_s": after_compute_s, "statistic": "mean", "hot": hot}
+    p2p, allreduce = [], []
+    for _ in range(sessions):
+        p2p.append(profile_p2p(after_compute_s=after_compute_s)["points"])
+        allreduce.append(profile_allreduce(ranks, after_compute_s=after_compute_s))
+    points = [(p["bytes"], float(np.mean([s[i]["one_way_s"] for s in p2p])))
+              for i, p in enumerate(p2p[0])]
+    rows = [{**r, "seconds": float(np.mean([s[i]["seconds"] for s in allreduce]))}
+            for i, r in enumerate(allreduce[0])]
+    return {**_fit(points), "host": os.uname().nodename, "allreduce": rows,
+            "after_compute_s": after_compute_s, "statistic": f"mean of {sessions} sessions",
+            "hot": hot}
