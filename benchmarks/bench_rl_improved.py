@@ -12,8 +12,11 @@ Sections:
             each one's evaluation rate is measured on a small budget first, then it gets
             rate x rl's wall time evaluations (bayesian at most BAYES_CAP); rl-paper gets
             train_seconds = that time
+  heldout   (--heldout N) N + 2 random 64 x 64 problems (random_problems(300, N, sizes=(64,))
+            and the 2 of seed 200): what the polish's compound moves buy (level_moves.py,
+            window_moves.py), and the same polish from an untrained policy's plans
 Usage: python benchmarks/bench_rl_improved.py [--instances 3] [--finetune 10] [--json]
-       [--no-baselines] (the ablation only: a short run)
+       [--no-baselines] (the ablation only: a short run) [--heldout 6] (that section only)
 """
 
 from __future__ import annotations
@@ -88,16 +91,50 @@ def equal_time(problem, best: float, seconds: float) -> dict:
     return out
 
 
+def heldout_variants(finetune: float) -> dict[str, dict]:
+    decode = dict(updates=0)
+    return {
+        "one-move + split polish (zero-shot)": dict(decode, polish_levels=False,
+                                                     polish_window=0),
+        "+ level moves": dict(decode, polish_window=0),
+        "+ window moves (zero-shot rl)": dict(decode),
+        f"+ PPO {finetune:g} s (rl default)": dict(train_seconds=finetune),
+        "untrained policy, no PPO, same polish": dict(decode, checkpoint="none"),
+    }
+
+
+def heldout(count: int, finetune: float) -> None:
+    """Gap % and wall time per 64 x 64 held-out problem and variant; median (worst)."""
+    problems = [x for x in random_problems(200, 2) if x[0] == "random 64x64"]
+    problems += list(random_problems(300, count, sizes=(64,)))
+    names = heldout_variants(finetune)
+    gaps: dict[str, list[float]] = {n: [] for n in names}
+    print("gap % (wall s) per variant: " + " | ".join(names))
+    for _, label, p, best in problems:
+        cells = []
+        for n, options in names.items():
+            r = run("rl", p, best, **options)
+            gaps[n].append(r["gap"])
+            cells.append(f"{fmt(r['gap']):>6s} ({r['wall_s']:5.1f})")
+        print(f"{label:14s} " + "  ".join(cells), flush=True)
+    for n, g in gaps.items():
+        print(f"{n:40s} median {fmt(statistics.median(g))}  worst {fmt(max(g))}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--instances", type=int, default=3)
     ap.add_argument("--finetune", type=float, default=10.0)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--no-baselines", action="store_true", help="skip the equal-time section")
+    ap.add_argument("--heldout", type=int, default=0,
+                    help="run only the 64 x 64 held-out section on this many + 2 problems")
     args = ap.parse_args()
     torch.set_num_threads(1)
     warm = next(random_problems(1, 1, sizes=(8,)))
     run("rl", warm[2], warm[3], updates=1)  # numba / torch warm-up
+    if args.heldout:
+        return heldout(args.heldout, args.finetune)
     names = variants(args.finetune)
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores "
           f"(shared), torch {torch.__version__} on 1 thread; gap % to the exact optimum")

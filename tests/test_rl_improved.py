@@ -141,7 +141,8 @@ def test_polish_split_moves_reach_a_second_stage():
     problem = load_input("scenarios/2emb-ps-contention.yaml").problem
     best = run_scheduler(make_scheduler("exact"), problem).result.cost_usd
     with_splits = run_scheduler(make_scheduler("rl", updates=0), problem).result.cost_usd
-    without = run_scheduler(make_scheduler("rl", updates=0, polish_splits=False),
+    without = run_scheduler(make_scheduler("rl", updates=0, polish_splits=False,
+                                           polish_levels=False, polish_window=0),
                             problem).result.cost_usd
     assert with_splits == pytest.approx(best, rel=1e-9)
     assert without > best * 1.001

@@ -7,14 +7,20 @@ move to the best neighbour if it is cheaper, repeat until no neighbour is (a loc
 or the step or evaluation budget is spent. With `splits`, at such a local optimum the descent
 also tries every stage's prefixes and suffixes on every usable type (split_moves: a stage cut
 anywhere, or a boundary shifted any distance; from a one-stage plan the only way to a second
-stage) and goes on if one is cheaper.
+stage) and goes on if one is cheaper. Then, still at a local optimum, each of `compound`
+(functions plan -> (K, L) plans, e.g. level_moves.level_moves: many stages changed at once,
+raising the bottleneck level) in turn, until one gives a cheaper plan.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import numpy as np
 
 from ..search_space import INFEASIBLE, PlanBudget, SearchSpace
+
+Moves = Callable[[np.ndarray], np.ndarray]
 
 
 def split_moves(space: SearchSpace, a: np.ndarray) -> np.ndarray:
@@ -33,7 +39,8 @@ def split_moves(space: SearchSpace, a: np.ndarray) -> np.ndarray:
 
 
 def descend(space: SearchSpace, budget: PlanBudget, start: np.ndarray, max_steps: int,
-            max_shift: int = 2, splits: bool = False) -> tuple[np.ndarray, float, int]:
+            max_shift: int = 2, splits: bool = False,
+            compound: Sequence[Moves] = ()) -> tuple[np.ndarray, float, int]:
     """(plan, score, steps taken) after best-improvement descent from `start`."""
     current = np.asarray(start, np.int64)
     scores = budget.scores(current[None, :])
@@ -48,6 +55,11 @@ def descend(space: SearchSpace, budget: PlanBudget, start: np.ndarray, max_steps
         if splits and (len(scores) == 0 or scores.min() >= score * (1 - 1e-12)):
             block = split_moves(space, current)  # only at a local optimum: many plans
             scores = budget.scores(block)
+        for moves in compound:
+            if len(scores) and scores.min() < score * (1 - 1e-12):
+                break
+            block = moves(current)
+            scores = budget.scores(block)
         if len(scores) == 0 or scores.min() >= score * (1 - 1e-12):
             return current, score, step
         i = int(np.argmin(scores))
@@ -57,7 +69,8 @@ def descend(space: SearchSpace, budget: PlanBudget, start: np.ndarray, max_steps
 
 def polish(space: SearchSpace, budget: PlanBudget, plans: np.ndarray, scores: np.ndarray,
            starts: int, max_steps: int, max_shift: int = 2,
-           splits: bool = False) -> tuple[dict, list[np.ndarray]]:
+           splits: bool = False,
+           compound: Sequence[Moves] = ()) -> tuple[dict, list[np.ndarray]]:
     """Descend from the `starts` best distinct plans (by score); returns (bookkeeping, the
     local optima reached)."""
     order = np.argsort(scores, kind="stable")
@@ -73,7 +86,7 @@ def polish(space: SearchSpace, budget: PlanBudget, plans: np.ndarray, scores: np
     before = float(scores[order[0]]) if len(order) else np.inf
     steps, ends = 0, []
     for plan in chosen:
-        end, _, taken = descend(space, budget, plan, max_steps, max_shift, splits)
+        end, _, taken = descend(space, budget, plan, max_steps, max_shift, splits, compound)
         steps += taken
         ends.append(end)
     return {"polish_starts": len(chosen), "polish_steps": steps,

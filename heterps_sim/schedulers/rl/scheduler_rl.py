@@ -11,7 +11,9 @@ schedule(problem, evaluate):
      the fine-tuned policy and (when it was fine-tuned) from the policy it started from, so
      fine-tuning never loses the zero-shot decode's plans;
   4. polish: best-improvement local search (polish.py) from the `polish_starts` best distinct
-     plans, up to `polish_steps` moves each.
+     plans, up to `polish_steps` moves each; at each local optimum also the compound moves
+     that raise the bottleneck level (level_moves.py) and re-partition windows of
+     `polish_window` stages (window_moves.py).
 Returns the cheapest feasible plan seen, re-checked with `evaluate` (search_space.PlanBudget);
 NoFeasiblePlan if none is.
 
@@ -70,6 +72,14 @@ class RLScheduler:
         """Largest stage-boundary shift (layers) a polish move makes."""
         polish_splits: bool = True
         """Polish moves also recolour any prefix or suffix of a stage (polish.split_moves)."""
+        polish_levels: bool = True
+        """At a local optimum, polish also tries the compound moves that raise the bottleneck
+        level (level_moves.py)."""
+        level_span: int = Field(default=3, ge=1, le=6)
+        """Level moves re-cut groups of 1 and of this many consecutive stages."""
+        polish_window: int = Field(default=2, ge=0, le=3)
+        """At a local optimum, polish also re-partitions every window of this many stages
+        (window_moves.py; 0: off)."""
         threads: int = Field(default=1, ge=1)
         """torch CPU threads while scheduling (restored afterwards)."""
         reward: Literal["analytic", "des"] = "analytic"
@@ -110,6 +120,18 @@ class RLScheduler:
         policy, trained = load_checkpoint(path)
         args.max_stage_layers = int(trained.get("max_stage_layers", args.max_stage_layers))
         return policy, str(path)
+
+    def _compound(self, space) -> list:
+        """The polish's compound moves (level_moves.py) this config turns on."""
+        from .level_moves import StageOptions, level_moves
+        from .window_moves import window_moves
+
+        opts, c, out = StageOptions(space), self.config, []
+        if c.polish_levels:
+            out.append(lambda a: level_moves(opts, a, span=c.level_span))
+        if c.polish_window:
+            out.append(lambda a: window_moves(opts, a, c.polish_window))
+        return out
 
     def _decode(self, policy, task) -> list[np.ndarray]:
         """The policy's greedy plan and `decode_samples` sampled plans (seeded)."""
@@ -158,13 +180,14 @@ class RLScheduler:
             scores = budget.scores(plans)
             sampled_best = budget.best_cost
             stats, ends = {}, []
+            compound = self._compound(space)
             # Polish from the best starts of each decode separately (the starting policy's
             # first, if fine-tuned), so fine-tuning can only add to the zero-shot result.
             for part in ((slice(0, greedy_at), slice(greedy_at, None)) if greedy_at
                          else (slice(None),)) if c.polish_starts else ():
                 more, reached = polish(space, budget, plans[part], scores[part],
                                        c.polish_starts, c.polish_steps, c.max_shift,
-                                       c.polish_splits)
+                                       c.polish_splits, compound)
                 stats = {k: stats.get(k, 0) + v if k in ("polish_starts", "polish_steps")
                          else stats.get(k, v) for k, v in more.items()}
                 ends += reached
