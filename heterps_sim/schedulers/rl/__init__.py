@@ -14,6 +14,8 @@ The improved scheduler "rl" (a plan built stage by stage; imitation of exact opt
     problems.py     random training problems with their exact optima
     train_rl.py     imitation then PPO, CleanRL style: Args, phases, checkpoints, main
     polish.py       best-improvement local search over plans, batched (and by the DES)
+    level_moves.py  compound polish moves: re-cut stage groups at a higher bottleneck level
+    window_moves.py compound polish moves: re-partition a window of consecutive stages
     des_reward.py   reward="des": plans judged by the simulator's throughput-constrained cost
     scheduler_rl.py RLScheduler ("rl"): checkpoint, fine-tune, sample, polish
     rl-pretrained.pt  the shipped checkpoint (README: how it was trained)
