@@ -58,29 +58,20 @@ def test_parameter_updates_do_not_split_over_replicas():
     assert evaluate_plan(p, plan).throughput == pytest.approx(base.batch_size / step)
 
 
-def test_step_overhead_is_serial_per_replica_and_not_dilated():
+@pytest.mark.parametrize(("overhead", "m", "expected"), [
+    # per step: serial, every replica pays all of it, however slow the emulated type
+    ({"step_overhead_s": 4e-4}, 2, 4e-4),
+    # per microbatch: each of k = 2 replicas runs m / k = 2 of the 4 microbatches
+    ({"microbatch_overhead_s": 1e-4}, 4, 2e-4)])
+def test_runtime_overhead_is_not_dilated_and_splits_only_per_microbatch(overhead, m, expected):
     base = load_input(SCENARIO).problem
-    m, k, slow, o = 2, 2, 3.0, 4e-4
-    plan = Plan(stages=(Stage(layers=tuple(LAYERS), resource=CPU_TYPE, num_replicas=k),),
+    plan = Plan(stages=(Stage(layers=tuple(LAYERS), resource=CPU_TYPE, num_replicas=2),),
                 num_microbatches=m)
     fit = LayerFit.from_rows(_rows())
     with_o, without = (evaluate_plan(calibrated_problem(
-        base, model_graph("tiny-ctr"), plan, fit, [slow], 1e-4, 1e9, for_des=False,
-        step_overhead_s=x), plan) for x in (o, 0.0))
-    assert with_o.step_time_s - without.step_time_s == pytest.approx(o)
-
-
-def test_microbatch_overhead_splits_over_replicas_and_is_not_dilated():
-    base = load_input(SCENARIO).problem
-    m, k, slow, o = 4, 2, 3.0, 1e-4
-    plan = Plan(stages=(Stage(layers=tuple(LAYERS), resource=CPU_TYPE, num_replicas=k),),
-                num_microbatches=m)
-    fit = LayerFit.from_rows(_rows())
-    with_o, without = (evaluate_plan(calibrated_problem(
-        base, model_graph("tiny-ctr"), plan, fit, [slow], 1e-4, 1e9, for_des=False,
-        microbatch_overhead_s=x), plan) for x in (o, 0.0))
-    # each replica runs m / k microbatches, each costing o however slow the emulated type
-    assert with_o.step_time_s - without.step_time_s == pytest.approx(m / k * o)
+        base, model_graph("tiny-ctr"), plan, fit, [3.0], 1e-4, 1e9, for_des=False,
+        **extra), plan) for extra in (overhead, {}))
+    assert with_o.step_time_s - without.step_time_s == pytest.approx(expected)
 
 
 def test_run_speed_compares_compute_of_every_replica():
