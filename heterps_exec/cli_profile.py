@@ -10,7 +10,8 @@ backward on one unit) plus forward_s, backward_s, optimizer_s (one SGD update of
 parameters), encode_s / decode_s (the boundary after
 the layer, packed into and unpacked from the engine's wire format), device, threads, host,
 torch version and date; and OUT/<host>-links.json: gloo loopback latency and bandwidth
-between two ranks (skip with --no-links). `--resource NAME` names the resource type the rows
+between two ranks and all-reduce times for 2-6 ranks, timed in situ after compute (and back
+to back, under "hot"; profile_links.py; two or three minutes; skip with --no-links). `--resource NAME` names the resource type the rows
 describe (default `local-<device>`): a scenario whose cluster has that type uses them in
 place of the roofline.
 """

@@ -11,9 +11,10 @@ says otherwise), predicts each with the analytic model and the simulator on a pr
 calibrated to this machine (per-layer fits of the profile, gloo latency and bandwidth, the
 host's cores), runs each with the engine, and writes OUT/validate.csv, OUT/report.json and
 OUT/scatter.png (predicted vs measured, both predictors). Without --profile / --links it
-measures them first (about a minute). --repeats R runs every plan R times, in R rounds over
-all plans, and keeps each plan's run of median throughput (a noisy host). --json prints {"num_plans", "mape_des", "mape_analytic",
-"kendall_tau_des", "kendall_tau_analytic", "plans": [...]}.
+measures them first (two or three minutes). --repeats R runs every plan R times, in R
+rounds over all plans, and keeps each plan's run of median throughput (a noisy host).
+--json prints {"num_plans", "mape_des", "mape_analytic", "kendall_tau_des",
+"kendall_tau_analytic", "plans": [...]} and more (at-run-speed figures, overheads).
 """
 
 from __future__ import annotations
