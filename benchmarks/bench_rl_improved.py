@@ -14,7 +14,8 @@ Sections:
             train_seconds = that time
   heldout   (--heldout N) N + 2 random 64 x 64 problems (random_problems(300, N, sizes=(64,))
             and the 2 of seed 200): what the polish's compound moves buy (level_moves.py,
-            window_moves.py), and the same polish from an untrained policy's plans
+            window_moves.py), the same polish from an untrained policy's plans, and both
+            decodes polished (untrained_starts, the default)
 Usage: python benchmarks/bench_rl_improved.py [--instances 3] [--finetune 10] [--json]
        [--no-baselines] (the ablation only: a short run) [--heldout 6] (that section only)
 """
@@ -92,14 +93,16 @@ def equal_time(problem, best: float, seconds: float) -> dict:
 
 
 def heldout_variants(finetune: float) -> dict[str, dict]:
-    decode = dict(updates=0)
+    decode = dict(updates=0, untrained_starts=False)
     return {
         "one-move + split polish (zero-shot)": dict(decode, polish_levels=False,
                                                      polish_window=0),
         "+ level moves": dict(decode, polish_window=0),
-        "+ window moves (zero-shot rl)": dict(decode),
-        f"+ PPO {finetune:g} s (rl default)": dict(train_seconds=finetune),
+        "+ window moves": dict(decode),
+        f"+ PPO {finetune:g} s": dict(decode, updates=None, train_seconds=finetune),
         "untrained policy, no PPO, same polish": dict(decode, checkpoint="none"),
+        "zero-shot rl (+ untrained starts)": dict(updates=0),
+        f"rl default (+ PPO {finetune:g} s)": dict(train_seconds=finetune),
     }
 
 

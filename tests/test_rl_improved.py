@@ -142,7 +142,8 @@ def test_polish_split_moves_reach_a_second_stage():
     best = run_scheduler(make_scheduler("exact"), problem).result.cost_usd
     with_splits = run_scheduler(make_scheduler("rl", updates=0), problem).result.cost_usd
     without = run_scheduler(make_scheduler("rl", updates=0, polish_splits=False,
-                                           polish_levels=False, polish_window=0),
+                                           polish_levels=False, polish_window=0,
+                                           untrained_starts=False),
                             problem).result.cost_usd
     assert with_splits == pytest.approx(best, rel=1e-9)
     assert without > best * 1.001

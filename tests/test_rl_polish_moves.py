@@ -120,8 +120,12 @@ def test_rl_options_turn_the_compound_moves_off_and_stay_deterministic():
     problem = _far_above_limit(225)
     runs = {name: run_scheduler(make_scheduler("rl", updates=0, **opts), problem)
             for name, opts in (("default", {}), ("again", {}),
-                               ("off", dict(polish_levels=False, polish_window=0)))}
+                               ("off", dict(polish_levels=False, polish_window=0)),
+                               ("shipped only", dict(untrained_starts=False)))}
     assert runs["default"].result.cost_usd == runs["again"].result.cost_usd
     assert runs["default"].plan == runs["again"].plan
     assert runs["default"].evaluations > runs["off"].evaluations  # more plans costed
     assert runs["default"].result.cost_usd <= runs["off"].result.cost_usd * (1 + 1e-9)
+    # the untrained policy's decode is polished too: more plans, never a dearer result
+    assert runs["default"].evaluations > runs["shipped only"].evaluations
+    assert runs["default"].result.cost_usd <= runs["shipped only"].result.cost_usd * (1 + 1e-9)

@@ -77,6 +77,10 @@ class RLScheduler:
         level (level_moves.py)."""
         level_span: int = Field(default=3, ge=1, le=6)
         """Level moves re-cut groups of 1 and of this many consecutive stages."""
+        untrained_starts: bool = True
+        """Also decode an untrained policy (seeded; greedy + decode_samples) and polish from
+        its best plans: on 64 x 64 problems its samples start the compound moves in better
+        basins than the imitation policy's (README, RL section)."""
         polish_window: int = Field(default=2, ge=0, le=3)
         """At a local optimum, polish also re-partitions every window of this many stages
         (window_moves.py; 0: off)."""
@@ -148,7 +152,7 @@ class RLScheduler:
 
         from ..search_space import PlanBudget, SearchSpace
         from .polish import polish
-        from .train_rl import Args, make_task, ppo
+        from .train_rl import Args, make_task, new_policy, ppo
 
         c = self.config
         space = SearchSpace(problem)
@@ -173,6 +177,11 @@ class RLScheduler:
             plans += self._decode(policy, task)
             if task.best_plan is not None:
                 plans.append(task.best_plan[None, :])
+            bounds = [0, greedy_at] if greedy_at else [0]
+            bounds.append(sum(len(x) for x in plans))
+            if c.untrained_starts and c.checkpoint != "none":
+                plans += self._decode(new_policy(args), task)
+                bounds.append(sum(len(x) for x in plans))
             plans = np.concatenate(plans)
             decode_s = time.perf_counter() - start - setup_s - train_s
             evaluate.count += task.evaluations
@@ -182,9 +191,10 @@ class RLScheduler:
             stats, ends = {}, []
             compound = self._compound(space)
             # Polish from the best starts of each decode separately (the starting policy's
-            # first, if fine-tuned), so fine-tuning can only add to the zero-shot result.
-            for part in ((slice(0, greedy_at), slice(greedy_at, None)) if greedy_at
-                         else (slice(None),)) if c.polish_starts else ():
+            # first, if fine-tuned; an untrained policy's last), so fine-tuning can only add
+            # to the zero-shot result and each decode gets its own starts.
+            parts = [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+            for part in parts if c.polish_starts else ():
                 more, reached = polish(space, budget, plans[part], scores[part],
                                        c.polish_starts, c.polish_steps, c.max_shift,
                                        c.polish_splits, compound)
