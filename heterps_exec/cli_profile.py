@@ -11,9 +11,9 @@ parameters), encode_s / decode_s (the boundary after
 the layer, packed into and unpacked from the engine's wire format), device, threads, host,
 torch version and date; and OUT/<host>-links.json: gloo loopback latency and bandwidth
 between two ranks and all-reduce times for 2-6 ranks, timed in situ after compute (and back
-to back, under "hot"; profile_links.py; two or three minutes; skip with --no-links). `--resource NAME` names the resource type the rows
-describe (default `local-<device>`): a scenario whose cluster has that type uses them in
-place of the roofline.
+to back, under "hot"; profile_links.py; two or three minutes; skip with --no-links).
+`--resource NAME` names the resource type the rows describe (default `local-<device>`): a
+scenario whose cluster has that type uses them in place of the roofline.
 """
 
 from __future__ import annotations

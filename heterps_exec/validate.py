@@ -18,7 +18,7 @@ import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -69,7 +69,7 @@ class ValidateRequest:
     warmup: int = 5
     seed: int = 0
     max_ranks: int = 6
-    core_sharing: str = "fifo"
+    core_sharing: Literal["fifo", "fair"] = "fifo"
     """How the simulator shares this host's cores among the ranks (DesOptions.core_sharing)."""
     out_dir: str = "runs/validate"
     step_overhead_s: float | None = None
@@ -132,7 +132,8 @@ def run_speed(measured, des, plan, overhead_s: tuple[float, float] = (0.0, 0.0))
 
 
 def simulator_options(plan: Plan, slowdowns: list[float], *, steps: int, warmup: int,
-                      allreduce, core_sharing: str = "fifo") -> DesOptions:
+                      allreduce, core_sharing: Literal["fifo", "fair"] = "fifo",
+                      ) -> DesOptions:
     """What the engine will do, as simulator options: its steps, the plan's microbatch count
     as it is (the simulator reads a plan's 1 as "unset" and picks its own default; the
     engine runs 1), every rank on this host's cores at its emulated speed (an operation

@@ -18,12 +18,13 @@ one.) Per stage, over the window [c_{W-1}, c_{N-1}], c_n = max_g c^g_n:
                  all-reduces, the messages the stage sends and its PS requests (these overlap
                  compute, so the share says how much data moves, not what it costs)
 
-extra["stage_compute_s"]: per stage, compute seconds of one replica per measured step (forwards,
-backwards, updates, redone work; no communication), which a measured run's compute is
-compared with. extra["bubble_fraction"] is the bubble of the most utilised stage: (s - 1) / (m + s - 1) for s
-equal stages under gpipe or 1f1b, 0 for a steady continuous pipeline. Cost: hours = num_samples
-/ throughput / 3600 at the plan's cost per hour; it is reported (finite) also when the
-throughput misses the limit, since the plan did run (feasible=False says it misses).
+extra["stage_compute_s"]: per stage, compute seconds of one replica per measured step
+(forwards, backwards, updates, redone work; no communication), which a measured run's compute
+is compared with. extra["bubble_fraction"] is the bubble of the most utilised stage:
+(s - 1) / (m + s - 1) for s equal stages under gpipe or 1f1b, 0 for a steady continuous
+pipeline. Cost: hours = num_samples / throughput / 3600 at the plan's cost per hour; it is
+reported (finite) also when the throughput misses the limit, since the plan did run
+(feasible=False says it misses).
 """
 
 from __future__ import annotations
