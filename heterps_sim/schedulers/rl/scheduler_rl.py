@@ -9,7 +9,8 @@ schedule(problem, evaluate):
      comes first; train_rl.ppo_update), keeping the best plan sampled;
   3. decode: the greedy plan plus `decode_samples` sampled plans, costed in one batch, from
      the fine-tuned policy and (when it was fine-tuned) from the policy it started from, so
-     fine-tuning never loses the zero-shot decode's plans;
+     fine-tuning never loses the zero-shot decode's plans; and (`untrained_starts`) from a
+     freshly initialised, seeded policy;
   4. polish: best-improvement local search (polish.py) from the `polish_starts` best distinct
      plans, up to `polish_steps` moves each; at each local optimum also the compound moves
      that raise the bottleneck level (level_moves.py) and re-partition windows of
@@ -126,7 +127,7 @@ class RLScheduler:
         return policy, str(path)
 
     def _compound(self, space) -> list:
-        """The polish's compound moves (level_moves.py) this config turns on."""
+        """The polish's compound moves (level_moves.py, window_moves.py) this config turns on."""
         from .level_moves import StageOptions, level_moves
         from .window_moves import window_moves
 
