@@ -34,19 +34,19 @@ from pathlib import Path
 
 import numpy as np
 
-from heterps_sim.cost import evaluate_plan
-from heterps_sim.inputs import load_input
+from heterps_sim.cost.reference import evaluate_plan
+from heterps_sim.inputs.load import load_input
 from heterps_sim.schedulers.base import Evaluator, NoFeasiblePlan
-from heterps_sim.schedulers.bayesian import BayesianScheduler
-from heterps_sim.schedulers.exact import ExactScheduler
-from heterps_sim.schedulers.genetic import GeneticScheduler
-from heterps_sim.schedulers.greedy import GreedyScheduler
-from heterps_sim.schedulers.paddle import PaddleHeuristicScheduler
-from heterps_sim.schedulers.random_search import RandomSearchScheduler
+from heterps_sim.schedulers.baselines.bayesian import BayesianScheduler
+from heterps_sim.schedulers.baselines.genetic import GeneticScheduler
+from heterps_sim.schedulers.baselines.greedy import GreedyScheduler
+from heterps_sim.schedulers.baselines.paddle import PaddleHeuristicScheduler
+from heterps_sim.schedulers.baselines.random_search import RandomSearchScheduler
+from heterps_sim.schedulers.exact.sweep import ExactScheduler
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # for tests.factories when run as a script
-from tests.factories import random_problem  # noqa: E402
+from heterps_sim.testing import random_problem  # noqa: E402
 
 SCENARIOS = ("ctr-dnn-64types", "dlrm-64types", "synthetic-64x64")
 

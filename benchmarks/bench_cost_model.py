@@ -16,10 +16,10 @@ import time
 
 import numpy as np
 
-from heterps_sim.cost import evaluate_plan
-from heterps_sim.cost_batch import evaluate_assignments
-from heterps_sim.inputs import load_input
-from heterps_sim.plan import plan_from_assignment
+from heterps_sim.core.plan import plan_from_assignment
+from heterps_sim.cost.batch import evaluate_assignments
+from heterps_sim.cost.reference import evaluate_plan
+from heterps_sim.inputs.load import load_input
 
 
 def random_plans(problem, rng, n):

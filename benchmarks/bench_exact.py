@@ -28,14 +28,14 @@ from pathlib import Path
 
 import numpy as np
 
-from heterps_sim.cost import evaluate_plan
-from heterps_sim.inputs import load_input
+from heterps_sim.cost.reference import evaluate_plan
+from heterps_sim.inputs.load import load_input
 from heterps_sim.schedulers.base import Evaluator
-from heterps_sim.schedulers.exact import ExactScheduler
+from heterps_sim.schedulers.exact.sweep import ExactScheduler
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # for tests.factories when run as a script
-from tests.factories import random_problem  # noqa: E402
+from heterps_sim.testing import random_problem  # noqa: E402
 
 
 def problems(instances: int, skip_256: bool):

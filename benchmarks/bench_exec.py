@@ -35,10 +35,10 @@ sys.path.insert(0, str(ROOT))
 
 from heterps_exec.data import BatchStream  # noqa: E402
 from heterps_exec.layout import RunSpec, microbatch_bounds  # noqa: E402
-from heterps_exec.models import build_model  # noqa: E402
-from heterps_exec.partition import boundary_after, stage_model  # noqa: E402
+from heterps_exec.model.build import build_model  # noqa: E402
+from heterps_exec.model.partition import boundary_after, stage_model  # noqa: E402
 from heterps_exec.worker import graph_for, make_optimizer  # noqa: E402
-from tests.exec_helpers import run_exec  # noqa: E402
+from tests.exec.helpers import run_exec  # noqa: E402
 
 CPU = "xeon-icelake-16vcpu"
 
@@ -137,7 +137,7 @@ def _stock_step(spec_path: Path, steps: int) -> float:
 
 
 def overhead(tmp: Path, steps: int) -> dict:
-    from heterps_sim.zoo import get_model
+    from heterps_sim.inputs.zoo import get_model
     layers = [la.name for la in get_model("tiny-ctr").layers]
     m = 32
     scn = _scenario(tmp / "tiny.yaml", "tiny-ctr", 8 * m)
@@ -174,7 +174,7 @@ def _balanced_cut(tmp: Path, layers: list[str], scn: str, m: int) -> tuple[int, 
 
 
 def efficiency(tmp: Path, steps: int) -> dict:
-    from heterps_sim.zoo import get_model
+    from heterps_sim.inputs.zoo import get_model
     layers = [la.name for la in get_model("ctr-dnn").layers]
     m, batch = 16, 4096
     scn = _scenario(tmp / "ctr.yaml", "ctr-dnn", batch)
@@ -197,10 +197,10 @@ def efficiency(tmp: Path, steps: int) -> dict:
 def speed_sharing(tmp: Path, steps: int, rounds: int = 3) -> dict:
     """One stage of two replicas, one emulated 2x slower: equal split vs speed-aware (engine),
     and the simulator's prediction of the same ratio."""
+    from heterps_sim.core.plan import Plan, Stage
     from heterps_sim.des import DesOptions, simulate
-    from heterps_sim.plan import Plan, Stage
-    from heterps_sim.zoo import get_model
-    from tests.des_cases import chain_problem
+    from heterps_sim.inputs.zoo import get_model
+    from tests.sim.des.des_cases import chain_problem
     layers = [la.name for la in get_model("ctr-dnn").layers]
     m, batch = 12, 1536
     scn = _scenario(tmp / "share.yaml", "ctr-dnn", batch)

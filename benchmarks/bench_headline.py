@@ -1,7 +1,7 @@
 """The paper's headline, honestly, on the shipped scenarios: heterogeneous vs single-type.
 
 HeterPS reported 312.3% lower cost (the baseline pays ~4.1x) and 14.5x higher throughput than
-state-of-the-art placements. Here, per scenario with a feasible optimum (heterps_sim/headline.py):
+state-of-the-art placements. Here, per scenario with a feasible optimum (heterps_sim/studies/headline.py):
   cost ratio        = best single-type plan's cost / exact optimum's cost (same limit);
   throughput ratio  = our throughput / the best single-type throughput bought with the same
                       money per hour (for each type, as many units as our $/hour pays for).
@@ -14,8 +14,8 @@ import argparse
 import json
 from pathlib import Path
 
-from heterps_sim.headline import headline as problem_headline
-from heterps_sim.inputs import load_input
+from heterps_sim.inputs.load import load_input
+from heterps_sim.studies.headline import headline as problem_headline
 
 SCENARIOS = sorted(Path(__file__).resolve().parents[1].joinpath("scenarios").glob("*.yaml"))
 

@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.exec_helpers import run_exec  # noqa: E402
+from tests.exec.helpers import run_exec  # noqa: E402
 
 CPU = "xeon-icelake-16vcpu"
 VARIANTS = [
@@ -35,7 +35,7 @@ VARIANTS = [
 
 def write_inputs(tmp: Path) -> None:
     """The scenario (s.yaml) and plan (p.json) every variant runs."""
-    from heterps_sim.zoo import get_model
+    from heterps_sim.inputs.zoo import get_model
     layers = [la.name for la in get_model("ctr-dnn").layers]
     cut = layers.index("concat") + 1
     (tmp / "s.yaml").write_text(
@@ -77,9 +77,9 @@ def simulated(tmp: Path) -> list[dict]:
     """The same plan and variants in the simulator, on the catalog's xeon VMs (roofline
     compute, their real network): what the features buy where the units do not share 2 cores.
     `auto` has no simulator counterpart (its choice depends on the tensors): n/a."""
+    from heterps_sim.core.plan import plan_from_dict
     from heterps_sim.des import DesOptions, simulate
-    from heterps_sim.inputs import load_input
-    from heterps_sim.plan import plan_from_dict
+    from heterps_sim.inputs.load import load_input
     problem = load_input(str(tmp / "s.yaml")).problem
     plan = plan_from_dict(json.loads((tmp / "p.json").read_text()))
     rows = []

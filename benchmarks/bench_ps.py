@@ -23,7 +23,7 @@ import time
 
 from heterps_exec.ps.bench import run_bench
 from heterps_exec.ps.spec import POLICIES, QUANTIZE
-from heterps_sim.ps.replay import (
+from heterps_sim.tiers.replay import (
     belady_hit_rate,
     replay_hit_rates,
     static_hit_rate,

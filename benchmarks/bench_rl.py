@@ -31,16 +31,22 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from heterps_sim.inputs import load_input
+from heterps_sim.inputs.load import load_input
 from heterps_sim.schedulers.base import Evaluator, NoFeasiblePlan, run_scheduler
-from heterps_sim.schedulers.exact import ExactScheduler
-from heterps_sim.schedulers.rl.scheduler import RLPaperScheduler
-from heterps_sim.schedulers.rl.train import Args, make_task, new_policy, save_checkpoint, train
-from heterps_sim.schedulers.single_type import HomogeneousScheduler
+from heterps_sim.schedulers.baselines.single_type import HomogeneousScheduler
+from heterps_sim.schedulers.exact.sweep import ExactScheduler
+from heterps_sim.schedulers.rl.paper.scheduler import RLPaperScheduler
+from heterps_sim.schedulers.rl.paper.train import (
+    Args,
+    make_task,
+    new_policy,
+    save_checkpoint,
+    train,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # for tests.factories when run as a script
-from tests.factories import random_problem  # noqa: E402
+from heterps_sim.testing import random_problem  # noqa: E402
 
 SIZES = (8, 16, 32, 64)
 SCENARIOS = ("ctr-dnn-64types", "dlrm-64types", "synthetic-64x64")

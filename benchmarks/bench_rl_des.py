@@ -22,12 +22,12 @@ import time
 
 import torch
 
-from heterps_sim.cost import evaluate_plan
-from heterps_sim.inputs import load_input
+from heterps_sim.cost.reference import evaluate_plan
+from heterps_sim.inputs.load import load_input
 from heterps_sim.schedulers.base import run_scheduler
 from heterps_sim.schedulers.registry import make_scheduler
-from heterps_sim.schedulers.rl.des_reward import DesJudge
-from heterps_sim.schedulers.rl.problems import plan_assignment as assignment_of
+from heterps_sim.schedulers.rl.stagewise.des_reward import DesJudge
+from heterps_sim.schedulers.rl.stagewise.imitation import plan_assignment as assignment_of
 
 SCENARIOS = ("2emb-ps-contention", "matchnet-mixed-clouds", "nce-cpu-gpu")
 EFFECTS = ("contention", "stragglers", "ps", "contention,stragglers,ps")

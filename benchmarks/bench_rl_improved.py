@@ -1,6 +1,6 @@
 """`rl` (stage-level LSTM, imitation + PPO, sampling + polish) against the exact optimum.
 
-Problems (all seeded, none trained on: the shipped checkpoint saw problems.py's seeds only):
+Problems (all seeded, none trained on: the shipped checkpoint saw heterps_sim/schedulers/rl/stagewise/imitation.py's seeds only):
   random L x 64   tests.factories.random_problem at L in {8, 16, 32, 64} x 64 types, limits
                   0.5x-20x one unit (bench_rl.random_problems, seed 200: rl-paper's held-out set)
   scenarios       every shipped scenario with 64 types
@@ -13,8 +13,8 @@ Sections:
             rate x rl's wall time evaluations (bayesian at most BAYES_CAP); rl-paper gets
             train_seconds = that time
   heldout   (--heldout N) N + 2 random 64 x 64 problems (random_problems(300, N, sizes=(64,))
-            and the 2 of seed 200): what the polish's compound moves buy (level_moves.py,
-            window_moves.py), the same polish from an untrained policy's plans, and both
+            and the 2 of seed 200): what the polish's compound moves buy (heterps_sim/schedulers/search/level_moves.py,
+            heterps_sim/schedulers/search/window_moves.py), the same polish from an untrained policy's plans, and both
             decodes polished (untrained_starts, the default)
 Usage: python benchmarks/bench_rl_improved.py [--instances 3] [--finetune 10] [--json]
        [--no-baselines] (the ablation only: a short run) [--heldout 6] (that section only)
@@ -33,7 +33,7 @@ from pathlib import Path
 
 import torch
 
-from heterps_sim.inputs import load_input
+from heterps_sim.inputs.load import load_input
 from heterps_sim.schedulers.base import run_scheduler
 from heterps_sim.schedulers.registry import make_scheduler
 

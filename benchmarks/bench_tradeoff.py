@@ -14,9 +14,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from heterps_sim.inputs import load_input
-from heterps_sim.sweep import SweepSpec, choose_limits, fast_schedulers, run_sweep
-from heterps_sim.sweep_files import sweep_meta, write_sweep
+from heterps_sim.inputs.load import load_input
+from heterps_sim.studies.sweep import SweepSpec, choose_limits, fast_schedulers, run_sweep
+from heterps_sim.studies.sweep_files import sweep_meta, write_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 GOAL_S = 120.0

@@ -22,10 +22,10 @@ import math
 import time
 from pathlib import Path
 
-from heterps_sim.cost import stage_terms
+from heterps_sim.core.plan import Plan, Stage
+from heterps_sim.cost.reference import stage_terms
 from heterps_sim.des import DesOptions, simulate
-from heterps_sim.inputs import load_input
-from heterps_sim.plan import Plan, Stage
+from heterps_sim.inputs.load import load_input
 
 ROOT = Path(__file__).resolve().parents[1]
 NUM_STAGES, MICROBATCHES = 16, 256

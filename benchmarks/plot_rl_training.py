@@ -1,4 +1,4 @@
-"""Training curves of the `rl` policy from train_rl.py's CSV logs (reads files, computes nothing).
+"""Training curves of the `rl` policy from heterps_sim/schedulers/rl/stagewise/train.py's CSV logs (reads files, computes nothing).
 
     python benchmarks/plot_rl_training.py PRETRAIN.csv [FINETUNE.csv ...] --out FIG.png
 

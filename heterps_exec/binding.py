@@ -25,9 +25,9 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from heterps_exec.layout import StageBinding
-from heterps_sim.plan import Plan
-from heterps_sim.spec import ResourceType
-from heterps_sim.userfiles import UserFileError, read_mapping, validation_message
+from heterps_sim.core.files import UserFileError, read_mapping, validation_message
+from heterps_sim.core.plan import Plan
+from heterps_sim.core.spec import ResourceType
 
 DEVICE = re.compile(r"^(cpu|cuda:\d+)$")
 

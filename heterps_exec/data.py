@@ -4,7 +4,7 @@
     stream = BatchStream("data/", batch_size=256, seed=0)
     batch = stream.batch(step)          # {raw tensor name: [256, width] array}, same for all
 
-Criteo-like, per the model's raw tensors (heterps_sim.zoo_layers.ModelGraph.raw):
+Criteo-like, per the model's raw tensors (heterps_sim.inputs.graph.ModelGraph.raw):
 - ids (read by an embedding layer): int64 [N, ids per sample], Zipf(a)-distributed over the
   table's rows (a = 1.05 by default: Criteo's id frequencies are close to that), hot ids
   scattered by a fixed permutation so that row 0 is not always the hottest;
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from heterps_sim.zoo_layers import F32, ID_BYTES, ModelGraph
+from heterps_sim.inputs.graph import F32, ID_BYTES, ModelGraph
 
 META = "meta.json"
 HIDDEN_ID_WEIGHT = 0.5

@@ -23,8 +23,8 @@ from pathlib import Path
 
 from heterps_exec.binding import load_binding, stage_bindings
 from heterps_exec.layout import RunSpec
-from heterps_sim.plan import Plan
-from heterps_sim.userfiles import UserFileError
+from heterps_sim.core.files import UserFileError
+from heterps_sim.core.plan import Plan
 
 MAX_RANKS = 64
 """More ranks than this on one launch is almost surely a mistake (a plan provisioned for a
@@ -80,7 +80,7 @@ class LaunchOptions:
 def _provisioned(plan: Plan, problem, source: str) -> Plan:
     if all(s.num_replicas is not None for s in plan.stages):
         return plan
-    from heterps_sim.cost import evaluate_plan
+    from heterps_sim.cost.reference import evaluate_plan
     result = evaluate_plan(problem, plan)
     if not result.feasible:
         raise ExecError(f"{source}: cannot provision the plan: {result.reason}")
@@ -89,8 +89,8 @@ def _provisioned(plan: Plan, problem, source: str) -> Plan:
 
 def prepare(req: RunRequest) -> tuple[RunSpec, object]:
     """Check everything and write the run folder's spec; returns (spec, problem)."""
-    from heterps_sim.inputs import load_input, load_plan
-    from heterps_sim.scenario import build_cluster
+    from heterps_sim.inputs.load import load_input, load_plan
+    from heterps_sim.inputs.scenario import build_cluster
     loaded = load_input(req.scenario)
     if loaded.scenario is None:
         raise ExecError(f"{req.scenario}: the engine needs a scenario YAML naming a zoo model "
@@ -125,7 +125,7 @@ def prepare(req: RunRequest) -> tuple[RunSpec, object]:
     for g, r, f in req.slow_replicas:
         if not (0 <= g < len(plan.stages) and 0 <= r < plan.stages[g].num_replicas and f >= 1):
             raise ExecError(f"--slow-replica {g}:{r}:{f}: no such replica, or factor < 1")
-    from heterps_exec.quantize import parse_choice
+    from heterps_exec.hps.quantize import parse_choice
     try:
         parse_choice(req.quantize)
     except ValueError as err:

@@ -3,7 +3,7 @@
 The launcher writes one `RunSpec` (JSON) that all ranks read. Ranks are numbered stage by
 stage: stage 0's replicas first, then stage 1's, ... (`Layout`). Microbatch mu (numbered
 globally, mu = step * m + i) runs at stage g on replica mu mod k_g and in the order of
-heterps_sim.lanes (the simulator's order, so predicted and measured timelines line up).
+heterps_sim.core.lanes (the simulator's order, so predicted and measured timelines line up).
 No torch.
 """
 
@@ -13,8 +13,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from heterps_sim import lanes
-from heterps_sim.plan import Plan, plan_from_dict
+from heterps_sim.core import lanes
+from heterps_sim.core.plan import Plan, plan_from_dict
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -64,11 +64,11 @@ class RunSpec:
     """All-reduce a stage's gradient buckets during its last backward of the step."""
     share: str = "equal"
     """How a stage's replicas split a step's microbatches: "equal" (mu mod k) or "speed"
-    (in proportion to measured speed, sharing.py)."""
+    (in proportion to measured speed, hps/speed.py)."""
     slow_replicas: list = field(default_factory=list)
     """[[stage, replica, factor], ...]: emulated slow units (compute dilated by factor)."""
     quantize: str = "none"
-    """Boundary activations and gradients on the wire: none, fp16, bf16, int8 (quantize.py)."""
+    """Boundary activations and gradients on the wire: none, fp16, bf16, int8 (hps/quantize.py)."""
     ps_shards: int = 0
     """Parameter-server ranks serving the embedding tables (0: local tables)."""
     ps_policy: str = "lfu"

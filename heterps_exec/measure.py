@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from heterps_exec.layout import RunSpec
-from heterps_sim.result import RunResult, StageStats
-from heterps_sim.trace import Span
+from heterps_sim.core.result import RunResult, StageStats
+from heterps_sim.core.trace import Span
 
 
 class MissingMeasurements(RuntimeError):

@@ -10,7 +10,7 @@ import torch
 
 from heterps_exec.data import BatchStream
 from heterps_exec.layout import RunSpec
-from heterps_exec.models import build_model
+from heterps_exec.model.build import build_model
 from heterps_exec.worker import graph_for, make_optimizer
 
 

@@ -24,13 +24,13 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from heterps_exec import quantize
-from heterps_exec.auto_quantize import AutoLinks
+from heterps_exec.hps import quantize
+from heterps_exec.hps.auto_quantize import AutoLinks
+from heterps_exec.hps.overlap import GradReducer
 from heterps_exec.layout import Layout, RunSpec, microbatch_bounds
-from heterps_exec.overlap import GradReducer
-from heterps_exec.partition import Boundary
+from heterps_exec.model.partition import Boundary
 from heterps_exec.timeline import Recorder
-from heterps_sim.lanes import B, F
+from heterps_sim.core.lanes import B, F
 
 
 @dataclass
@@ -84,12 +84,12 @@ class StageRunner:
         self.step_microbatches = 0
         self.reducer = (GradReducer(self.params, ctx.group, ctx.comm_device)
                         if ctx.spec.overlap and ctx.group is not None and self.params else None)
-        """--overlap on: buckets all-reduced during the step's last backward (overlap.py)."""
+        """--overlap on: buckets all-reduced during the step's last backward (hps/overlap.py)."""
         self.last_backward: int | None = None
         auto, bound = quantize.parse_choice(ctx.spec.quantize)
         self.auto = (AutoLinks(ctx.in_boundary, ctx.out_boundary, bound)
                      if auto == quantize.AUTO else None)
-        """--quantize auto: per-link encodings, re-chosen every step (auto_quantize.py)."""
+        """--quantize auto: per-link encodings, re-chosen every step (hps/auto_quantize.py)."""
 
     # -- messages ------------------------------------------------------------------------
     def post_receives(self, actions) -> None:

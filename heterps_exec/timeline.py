@@ -1,7 +1,7 @@
 """Measured spans of one rank: what it did, when, and the time per category.
 
 Times are wall-clock seconds from the rank's `t0` (set right after a start barrier, so ranks
-on one machine share a time base). Categories are heterps_sim.trace.CATEGORIES, the ones the
+on one machine share a time base). Categories are heterps_sim.core.trace.CATEGORIES, the ones the
 simulator uses, so a measured trace and a simulated one read the same way.
 """
 
@@ -11,7 +11,7 @@ import time
 from collections import defaultdict
 from contextlib import contextmanager
 
-from heterps_sim.trace import CATEGORIES
+from heterps_sim.core.trace import CATEGORIES
 
 
 class Recorder:

@@ -23,18 +23,20 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from heterps_exec import checkpoint, quantize, sharing
+from heterps_exec import checkpoint
 from heterps_exec.data import BatchStream
+from heterps_exec.hps import quantize
+from heterps_exec.hps import speed as sharing
 from heterps_exec.layout import Layout, RunSpec
-from heterps_exec.partition import boundary_after, stage_model
+from heterps_exec.model.partition import boundary_after, stage_model
 from heterps_exec.runtime import StageContext, StageRunner
 from heterps_exec.timeline import Recorder
-from heterps_sim.lanes import STEP, B, F
+from heterps_sim.core.lanes import STEP, B, F
 
 
 def graph_for(spec: RunSpec):
-    from heterps_exec.models import scale_tables
-    from heterps_sim.zoo import model_graph
+    from heterps_exec.model.build import scale_tables
+    from heterps_sim.inputs.zoo import model_graph
     return scale_tables(model_graph(spec.model, **spec.model_params), spec.table_scale)
 
 

@@ -1,29 +1,26 @@
 """heterps_sim: decide where each layer of a deep network trains on heterogeneous rented hardware.
 
-Where things live (one responsibility per module):
-    spec.py        nouns: ResourceType, Layer, ModelSpec, Cluster, Workload, ProfileOptions
-    catalog.py     the 64 real resource types (traces/resource_catalog.csv) + synthetic variants
-    zoo.py         built-in models (2emb, ctr-dnn, matchnet, nce, dlrm, wide-deep, tiny-ctr, synthetic)
-    profile.py     roofline seconds per layer x type (measured traces override)
-    scenario.py    scenario YAML -> validated Scenario -> Problem
-    problem.py     the numeric problem (oct_s, odt_s, alpha, prices, caps) + its JSON
-    plan.py        Plan / Stage + plan.json;  result.py  RunResult + result.json
-    cost_terms.py  per-stage terms of the analytic model: ET_g(k), mixed stages finishing together
-    cost.py        the reference analytic cost model and provisioning (least | exact)
-    cost_batch.py  the same model over many plans at once (numba)
-    schedulers/    base.py (protocol), registry.py (name -> "module:Class"), exact.py, single_type.py
-    pipeline.py    stage_actions: the microbatch order (gpipe | 1f1b | async), shared with the engine
-    des/           the SimPy simulator: simulate(problem, plan, seed=, options=) -> DesRun
-    ps/            the parameter server's hot-tier policies and the id-stream replay (torch-free),
-                   shared by the simulator's PS model and heterps_exec's PS ranks
-    sharing.py     speed-aware splits of a stage's microbatches (and mixed stages' shares)
-    trace.py       spans -> Chrome/Perfetto trace JSON
-    inputs.py      a scenario YAML or a problem JSON -> Problem;  userfiles.py  one-line errors
-    tables.py      readable tables;  cli.py `heterps-sim`;  cli_des.py  its simulator commands
-    sweep.py       throughput-limit sweeps (schedulers x limits, worker processes) -> a table;
-                   sweep_files.py the folder it writes;  headline.py  vs the best single type
-    plots.py       trade-off figures, plots_run.py Gantt + utilisation, plot_files.py `plot DIR`
-                   (files only, never recomputes);  report.py  `report`;  cli_tradeoff.py  commands
+Where things live (a folder per role; one responsibility per module):
+    core/        the contract heterps_exec shares: spec (ResourceType, Layer, ModelSpec, ...),
+                 problem (oct_s, odt_s, alpha, prices, caps + JSON), plan (plan.json),
+                 result (result.json), pipeline (gpipe | 1f1b | async order), lanes, sharing
+                 (speed-aware splits), hps (H-PS options), trace (Perfetto JSON), files
+                 (the one-line bad-input error, atomic writes); numpy + pydantic only
+    inputs/      scenario YAML -> Problem: catalog (the 64 real types), zoo (built-in models),
+                 graph (zoo layer graphs), roofline (seconds per layer x type), scenario
+                 (validation), load (scenario or problem JSON); data/ (package data)
+    cost/        the analytic model: amdahl (the provisioning formula), terms (per-stage terms),
+                 reference (the reference model), batch (many plans at once, numba)
+    des/         the SimPy simulator: simulate(problem, plan, seed=, options=) -> DesRun
+    tiers/       hot/warm/cold residency policies and id-stream replay, shared with the PS ranks
+    schedulers/  base (protocol, Evaluator), registry (name -> "module:Class"); baselines/,
+                 search/ (space, polish, level and window moves), exact/ (sweep, kernels, caps,
+                 mixed), rl/ (reward; paper/ = `rl-paper`, stagewise/ = `rl`)
+    studies/     compare, sweep (+ sweep_files), headline, report, run_folder
+    plots/       tradeoff, run (Gantt, utilisation), redraw (`plot DIR`), tables: files in,
+                 figures out, never recomputed
+    cli/         `heterps-sim`: a COMMANDS table, one module per command group
+    testing.py   seeded problem and plan factories for tests, benchmarks and imitation
 
 Glossary:
     layer      one node of the model chain; its name is the torch module name in heterps_exec

@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
-LIGHT = ["heterps_sim", "heterps_sim.spec", "heterps_sim.plan", "heterps_sim.result", "heterps_sim.pipeline",
-         "heterps_sim.problem", "heterps_sim.cost", "heterps_sim.scenario",
+LIGHT = ["heterps_sim", "heterps_sim.core.spec", "heterps_sim.core.plan", "heterps_sim.core.result", "heterps_sim.core.pipeline",
+         "heterps_sim.core.problem", "heterps_sim.cost.reference", "heterps_sim.inputs.scenario",
          "heterps_sim.schedulers.registry", "heterps_sim.cli"]
 
 

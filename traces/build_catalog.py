@@ -9,11 +9,11 @@ resource types with source URLs. This script keeps every row, every column and e
 cell as written, and fills the blanks the cost model needs by the rules below. Each filled cell
 is appended to its row's `estimated_fields` as `column(rule:NAME)`, so an estimate is never
 mistaken for a published figure. The output is deterministic: running it twice gives the same
-bytes (tests/test_catalog.py checks the committed CSV against a rebuild).
+bytes (tests/sim/inputs/test_catalog.py checks the committed CSV against a rebuild).
 
 Units stay human, as in the source: TFLOPS; mem_gb in GB; mem_bw_gbps and host_link_gbps in
 GB/s (gigaBYTES per second; PCIe Gen3 x16 = 15.75); network_gbps in Gbit/s per unit (the
-unit's share of the instance NIC). heterps_sim/catalog.py converts to SI on load.
+unit's share of the instance NIC). heterps_sim/inputs/catalog.py converts to SI on load.
 
 Fill rules (applied in this order; each reads source values only, so no fill feeds another,
 except gaudi-fp32-mme, which uses the bf16 value gaudi1-bf16 just filled):
@@ -50,7 +50,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from heterps_sim.catalog import split_entries
+from heterps_sim.inputs.catalog import split_entries
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_SOURCE = REPO.parent / "shared" / "data" / "resource_catalog.csv"

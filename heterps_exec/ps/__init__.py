@@ -32,13 +32,13 @@ gradients on the wire (fp16, bf16, int8 with per-row scales); the PS stores floa
 summed and applied once when every client has ended step t; with staleness s the PS applies
 pushes on arrival and lets no client run more than s steps ahead.
 
-Simulator side (heterps_sim.ps.replay): `replay_hit_rates(ids, policy, hot_rows, ...)` runs
+Simulator side (heterps_sim.tiers.replay): `replay_hit_rates(ids, policy, hot_rows, ...)` runs
 the shard's tier code on an id stream (no data), `belady_hit_rate(ids, hot_rows)` is the
 offline optimum, and `ps_options(...)` builds the simulator's `PsOptions` from them.
 
 Modules: spec (TableSpec, ShardConfig), store, shard, checkpoint, protocol,
 server, client, embedding, local (spawn a PS world on one machine), bench, cli; the tier
-logic (policies, kernels, tiers, replay) lives in heterps_sim.ps, torch-free, shared with the
+logic (policies, kernels, tiers, replay) lives in heterps_sim.tiers, torch-free, shared with the
 simulator.
 """
 

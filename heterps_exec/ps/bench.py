@@ -2,7 +2,7 @@
 
 On one Zipf id stream (batches of `batch` ids): end-to-end pull and push rows/s through PS
 ranks in their own processes, per-tier hit rates measured by the servers, the same stream
-replayed through the policy (`replay.py`, which must agree) and through Belady's optimum,
+replayed through the policy (`heterps_sim/tiers/replay.py`, which must agree) and through Belady's optimum,
 raw gloo point-to-point rows/s (ids one way, rows back, nothing else) and an in-process
 `nn.EmbeddingBag` forward as the ceiling. Rows/s count the ids of a batch (duplicates
 included: what a trainer asks for); `unique` figures count the rows that crossed the wire.
@@ -26,7 +26,7 @@ import torch.multiprocessing as mp
 
 from heterps_exec.ps.local import run_local
 from heterps_exec.ps.spec import TableSpec
-from heterps_sim.ps.replay import belady_hit_rate, replay_hit_rates, zipf_ids
+from heterps_sim.tiers.replay import belady_hit_rate, replay_hit_rates, zipf_ids
 
 
 def _client(client, index, spec_dict, stream, batch, warmup, window):

@@ -7,7 +7,7 @@ one computes. Pushes are asynchronous: their acknowledgements are collected at `
 which also waits for the step to end on every shard (see server.py for the semantics).
 Several pulls may be in flight at once (`prefetch` several batches, then `wait` in order).
 
-`quantize` ("none", "fp16", "bf16", "int8": heterps_exec.quantize) encodes the pulled rows on
+`quantize` ("none", "fp16", "bf16", "int8": heterps_exec.hps.quantize) encodes the pulled rows on
 the server and the pushed gradients here for the wire; the PS stores rows and optimizer state
 in float32 either way. Counters: `pull_bytes` / `push_bytes` are the payload bytes that crossed
 the wire (reply rows, request ids + gradients).
@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from heterps_exec import quantize as quant
+from heterps_exec.hps import quantize as quant
 from heterps_exec.ps import protocol
 from heterps_exec.ps.protocol import PSError, Reply, send_request
 from heterps_exec.ps.spec import TableSpec

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from heterps_exec.quantize import MODES
+from heterps_exec.hps.quantize import MODES
 
 REQUEST_LEN = 12
 REQUEST_BYTES = REQUEST_LEN * 8

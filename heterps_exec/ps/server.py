@@ -26,7 +26,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from heterps_exec import quantize
+from heterps_exec.hps import quantize
 from heterps_exec.ps import checkpoint, protocol
 from heterps_exec.ps.protocol import (
     CHECKPOINT,
@@ -41,7 +41,7 @@ from heterps_exec.ps.protocol import (
 )
 from heterps_exec.ps.shard import Shard
 from heterps_exec.ps.spec import PSRequestError, ShardConfig, TableSpec
-from heterps_sim.ps.tiers import compile_kernels
+from heterps_sim.tiers.tiers import compile_kernels
 
 SEND_WINDOW = 64
 """Replies per client whose sends may still be in flight before the server waits on one."""

@@ -21,8 +21,8 @@ import numpy as np
 from heterps_exec.ps.spec import PSRequestError, ShardConfig, TableSpec
 from heterps_exec.ps.store import MemmapStore, RocksStore
 from heterps_exec.rows import initial_rows
-from heterps_sim.ps.policies import make_policy
-from heterps_sim.ps.tiers import TieredRows
+from heterps_sim.tiers.policies import make_policy
+from heterps_sim.tiers.tiers import TieredRows
 
 
 def sum_by_key(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

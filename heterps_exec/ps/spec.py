@@ -10,11 +10,11 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from heterps_sim.ps import POLICIES  # the hot-tier policies, decided in heterps_sim.ps
+from heterps_sim.tiers import POLICIES  # the hot-tier policies, decided in heterps_sim.ps
 
 OPTIMIZERS = ("sgd", "adagrad")
 QUANTIZE = ("none", "fp16", "bf16", "int8")
-"""Wire encodings of pulled rows and pushed gradients: `heterps_exec.quantize.MODES`
+"""Wire encodings of pulled rows and pushed gradients: `heterps_exec.hps.quantize.MODES`
 (repeated here so that the CLI imports no torch; a test keeps the two equal)."""
 
 

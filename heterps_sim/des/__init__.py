@@ -6,13 +6,13 @@
     run.spans    trace.Span per operation (trace.chrome_trace -> Perfetto)
 
 The picture (stage 0 on 1 replica, stage 1 on 2, m = 4 microbatches per step, continuous 1F1B
-over rounds of 2 microbatches, effects off; tests/test_des_oracles.py has exact timelines):
+over rounds of 2 microbatches, effects off; tests/sim/des/test_des_oracles.py has exact timelines):
 
     stage 0 / replica 0   F0 F1 F2 F3 B0 B1 F4 F5 B2 B3 F6 F7 ...  (1 warm-up round ahead)
     stage 1 / replica 0   F0 B0 F2 B2 F4 B4 ...                    (microbatches 0, 2, 4, ...)
     stage 1 / replica 1   F1 B1 F3 B3 F5 B5 ...                    (microbatches 1, 3, 5, ...)
 
-Each replica is one SimPy process walking its own action list (heterps_sim/lanes.py: microbatch mu runs
+Each replica is one SimPy process walking its own action list (core/lanes.py: microbatch mu runs
 on replica mu mod k_g, in the order of `pipeline.stage_actions` over rounds of microbatches).
 A forward waits for the activation from the stage before, a backward for the gradient from the
 stage after. A microbatch costs alpha*P/m (split forward : backward = 1 - backward_fraction :
@@ -33,8 +33,15 @@ Files: options.py (DesOptions), work.py (stage work), ../lanes.py (routing, orde
 (simulate). Only this package imports simpy.
 """
 
-from .options import EFFECTS, HOST_EFFECTS, DesOptions, PsOptions, TierOptions, parse_effects
-from .simulator import DesRun, simulate
+from heterps_sim.des.options import (
+           EFFECTS,
+           HOST_EFFECTS,
+           DesOptions,
+           PsOptions,
+           TierOptions,
+           parse_effects,
+)
+from heterps_sim.des.simulator import DesRun, simulate
 
 __all__ = ["EFFECTS", "HOST_EFFECTS", "DesOptions", "DesRun", "PsOptions", "TierOptions", "parse_effects",
            "simulate"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import simpy
 
-from .world import Replica, World
+from heterps_sim.des.world import Replica, World
 
 
 def send(world: World, rep: Replica, i: int, to_stage: int, code: int, mu: int, t: float) -> None:

@@ -177,7 +177,7 @@ class DesOptions(_Strict):
     share: Literal["equal", "speed"] = Field(
         default="equal", description="How a stage's replicas split a step's microbatches: "
         "equal (mu mod k) or speed (in proportion to each replica's speed from the second "
-        "step on, heterps_sim.sharing; flush schedules only), as the engine's --share.")
+        "step on, heterps_sim.core.sharing; flush schedules only), as the engine's --share.")
     slow_replicas: tuple[tuple[int, int, float], ...] = Field(
         default=(), description="(stage, replica, factor): units slower by a known factor, as "
         "the engine's --slow-replica (stragglers draws them at random instead).")

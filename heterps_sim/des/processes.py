@@ -1,6 +1,6 @@
 """The simulated actors: small SimPy generator functions over one shared `World`.
 
-    replica        walks its action list (lanes.py): waits for the microbatch's input
+    replica        walks its action list (core/lanes.py): waits for the microbatch's input
                    (activation from the stage before, gradient from the stage after), computes,
                    hands the output to the next / previous stage; at each step end: all-reduce
                    barrier (allreduce effect) and the non-splitting work.
@@ -14,17 +14,17 @@ SimPy timeout and a message exists only from its arrival time on. Batched (`DesO
 when no Resource is modelled): a replica keeps its own clock and runs ahead through every
 operation whose input time is already known; outputs are delivered at once with their arrival
 time. Both compute start = max(ready, input arrival), end = start + duration, arrival = end +
-delay with the same floats, so both give the same timeline (tests/test_des_batching.py).
+delay with the same floats, so both give the same timeline (tests/sim/des/test_des_batching.py).
 """
 
 from __future__ import annotations
 
 import simpy
 
-from ..lanes import B, F
-from .comms import ps_request, ring_with_interfaces, send, start_pulls
-from .effects import delay_to
-from .world import OPTIMIZER, Replica, World
+from heterps_sim.core.lanes import B, F
+from heterps_sim.des.comms import ps_request, ring_with_interfaces, send, start_pulls
+from heterps_sim.des.effects import delay_to
+from heterps_sim.des.world import OPTIMIZER, Replica, World
 
 
 def replica(world: World, rep: Replica):

@@ -14,9 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
-from .. import sharing
-from ..cost import StageTerms, evaluate_plan, plan_stages
-from ..lanes import (
+from heterps_sim.core import sharing
+from heterps_sim.core.lanes import (
     F,
     cooldown_steps,
     default_microbatches,
@@ -24,16 +23,17 @@ from ..lanes import (
     replica_actions,
     stage_orders,
 )
-from ..plan import Plan
-from ..problem import Problem
-from ..result import RunResult
-from ..trace import Span
-from .effects import JITTER, Preemptions, choose_stragglers, jitter_factors, stream
-from .options import DesOptions
-from .processes import replica
-from .stats import build_result, build_spans, not_run
-from .work import StageWork, stage_work
-from .world import Replica, World
+from heterps_sim.core.plan import Plan
+from heterps_sim.core.problem import Problem
+from heterps_sim.core.result import RunResult
+from heterps_sim.core.trace import Span
+from heterps_sim.cost.reference import StageTerms, evaluate_plan, plan_stages
+from heterps_sim.des.effects import JITTER, Preemptions, choose_stragglers, jitter_factors, stream
+from heterps_sim.des.options import DesOptions
+from heterps_sim.des.processes import replica
+from heterps_sim.des.stats import build_result, build_spans, not_run
+from heterps_sim.des.work import StageWork, stage_work
+from heterps_sim.des.world import Replica, World
 
 ALLREDUCE_STREAMS = 1 << 20
 """Jitter stream ids of the stages' all-reduces start here (replica ids lie below)."""

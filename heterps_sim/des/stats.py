@@ -34,13 +34,13 @@ from itertools import chain
 
 import numpy as np
 
-from ..lanes import B, F
-from ..plan import Plan
-from ..problem import Problem
-from ..result import RunResult, StageStats
-from ..trace import Span
-from .options import DesOptions
-from .world import ALLREDUCE, OPTIMIZER, World
+from heterps_sim.core.lanes import B, F
+from heterps_sim.core.plan import Plan
+from heterps_sim.core.problem import Problem
+from heterps_sim.core.result import RunResult, StageStats
+from heterps_sim.core.trace import Span
+from heterps_sim.des.options import DesOptions
+from heterps_sim.des.world import ALLREDUCE, OPTIMIZER, World
 
 _NAMES = {F: "F", B: "B", OPTIMIZER: "optimizer", ALLREDUCE: "allreduce"}
 _CATEGORIES = {F: "compute", B: "compute", OPTIMIZER: "optimizer", ALLREDUCE: "allreduce"}

@@ -12,7 +12,7 @@ gives OCT, ODT, alpha, P = parallel_s, S = serial_s):
         backward), so no stage ever stops the pipeline for a whole u at once.
 
 A replica serving m / k microbatches per step is busy (m/k) * alpha*P/m + u = ET_g(k) per step.
-Continuous 1F1B over rounds (lanes.py) keeps every replica fed: a circuit of the schedule
+Continuous 1F1B over rounds (core/lanes.py) keeps every replica fed: a circuit of the schedule
 through stages g..s-1 holds s - g rounds and takes at most sum_h L * ET_h / m <= (s - g) * L *
 max ET / m, so the pipeline runs at min_g B / ET_g(k_g), the analytic throughput (tests: within
 1%; it is exact to rounding when every k_g divides m, and within ~0.2% with the default m when
@@ -41,10 +41,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..cost import MixedTerms, StageTerms, stage_type_indices
-from ..problem import Problem
-from ..sharing import finish_together
-from .options import DesOptions
+from heterps_sim.core.problem import Problem
+from heterps_sim.core.sharing import finish_together
+from heterps_sim.cost.reference import MixedTerms, StageTerms, stage_type_indices
+from heterps_sim.des.options import DesOptions
 
 WIRE_BYTES = {"none": 1.0, "fp16": 0.5, "bf16": 0.5, "int8": 0.25}
 """Share of the float32 boundary bytes that crosses the wire per quantization mode."""

@@ -11,13 +11,13 @@ from dataclasses import dataclass, field
 
 import simpy
 
-from .effects import Preemptions
-from .fair_cores import FairCores
-from .options import DesOptions
-from .work import StageWork
+from heterps_sim.des.effects import Preemptions
+from heterps_sim.des.fair_cores import FairCores
+from heterps_sim.des.options import DesOptions
+from heterps_sim.des.work import StageWork
 
 OPTIMIZER, ALLREDUCE = 2, 3
-"""Operation record codes beyond F / B (lanes.py)."""
+"""Operation record codes beyond F / B (core/lanes.py)."""
 
 
 @dataclass(slots=True, eq=False)

@@ -15,10 +15,10 @@ from typing import ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..cost import evaluate_plan
-from ..plan import Plan
-from ..problem import Problem
-from ..result import RunResult
+from heterps_sim.core.plan import Plan
+from heterps_sim.core.problem import Problem
+from heterps_sim.core.result import RunResult
+from heterps_sim.cost.reference import evaluate_plan
 
 
 class SchedulerConfig(BaseModel):

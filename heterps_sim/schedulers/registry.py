@@ -9,17 +9,17 @@ from __future__ import annotations
 import importlib
 
 SCHEDULERS: dict[str, str] = {
-    "exact": "heterps_sim.schedulers.exact:ExactScheduler",
-    "homogeneous": "heterps_sim.schedulers.single_type:HomogeneousScheduler",
-    "cpu-only": "heterps_sim.schedulers.single_type:CpuOnlyScheduler",
-    "gpu-only": "heterps_sim.schedulers.single_type:GpuOnlyScheduler",
-    "random": "heterps_sim.schedulers.random_search:RandomSearchScheduler",
-    "greedy": "heterps_sim.schedulers.greedy:GreedyScheduler",
-    "genetic": "heterps_sim.schedulers.genetic:GeneticScheduler",
-    "bayesian": "heterps_sim.schedulers.bayesian:BayesianScheduler",
-    "paddle-heuristic": "heterps_sim.schedulers.paddle:PaddleHeuristicScheduler",
-    "rl-paper": "heterps_sim.schedulers.rl.scheduler:RLPaperScheduler",
-    "rl": "heterps_sim.schedulers.rl.scheduler_rl:RLScheduler",
+    "exact": "heterps_sim.schedulers.exact.sweep:ExactScheduler",
+    "homogeneous": "heterps_sim.schedulers.baselines.single_type:HomogeneousScheduler",
+    "cpu-only": "heterps_sim.schedulers.baselines.single_type:CpuOnlyScheduler",
+    "gpu-only": "heterps_sim.schedulers.baselines.single_type:GpuOnlyScheduler",
+    "random": "heterps_sim.schedulers.baselines.random_search:RandomSearchScheduler",
+    "greedy": "heterps_sim.schedulers.baselines.greedy:GreedyScheduler",
+    "genetic": "heterps_sim.schedulers.baselines.genetic:GeneticScheduler",
+    "bayesian": "heterps_sim.schedulers.baselines.bayesian:BayesianScheduler",
+    "paddle-heuristic": "heterps_sim.schedulers.baselines.paddle:PaddleHeuristicScheduler",
+    "rl-paper": "heterps_sim.schedulers.rl.paper.scheduler:RLPaperScheduler",
+    "rl": "heterps_sim.schedulers.rl.stagewise.scheduler:RLScheduler",
 }
 
 

@@ -1,25 +1,18 @@
-"""The reinforcement-learning scheduler (HeterPS's LSTM + REINFORCE) and its Gymnasium env.
+"""The reinforcement-learning schedulers, HeterPS's and an improved one.
 
-    features.py   per-layer and per-(layer, type) features, masks, normalisation (numpy)
     reward.py     reward = -(cost / reference), a penalty when infeasible (numpy)
-    env.py        the Gymnasium environment "heterps/Schedule-v0" (numpy + gymnasium)
-    policy.py     the LSTM policy: types scored by a shared head, so any L and any M (torch)
-    train.py      REINFORCE training, CleanRL style: Args, sampling, update, checkpoints, main
-    scheduler.py  RLPaperScheduler ("rl-paper"): train or fine-tune, keep the best plan sampled
+    paper/        `rl-paper`, HeterPS's scheduler: features (per-layer and per-(layer, type),
+                  masks), env (the Gymnasium environment "heterps/Schedule-v0"), policy (the
+                  LSTM; types scored by a shared head, so any L and any M), train (REINFORCE,
+                  CleanRL style), scheduler (RLPaperScheduler: train or fine-tune, keep the best
+                  plan sampled)
+    stagewise/    `rl`, a plan built stage by stage: segments (candidate stages, relaxed
+                  lookahead), tensors (one problem's candidates as tensors), policy (the
+                  stage-level LSTM), imitation (random problems with their exact optima), train
+                  (imitation then PPO), des_reward (plans judged by the simulator), scheduler
+                  (RLScheduler: checkpoint, fine-tune, sample, polish with
+                  heterps_sim.schedulers.search), rl-pretrained.pt (the shipped checkpoint)
 
-The improved scheduler "rl" (a plan built stage by stage; imitation of exact optima + PPO):
-    segments.py     candidate stages (start, length, type): features, masks, relaxed lookahead
-    seg_tensors.py  one problem's candidates as compact tensors; the lookahead's regret
-    seg_policy.py   the stage-level LSTM policy (torch)
-    problems.py     random training problems with their exact optima
-    train_rl.py     imitation then PPO, CleanRL style: Args, phases, checkpoints, main
-    polish.py       best-improvement local search over plans, batched (and by the DES)
-    level_moves.py  compound polish moves: re-cut stage groups at a higher bottleneck level
-    window_moves.py compound polish moves: re-partition a window of consecutive stages
-    des_reward.py   reward="des": plans judged by the simulator's throughput-constrained cost
-    scheduler_rl.py RLScheduler ("rl"): checkpoint, fine-tune, sample, polish
-    rl-pretrained.pt  the shipped checkpoint (README: how it was trained)
-
-Importing this package imports neither torch nor gymnasium (the registry names the scheduler
-by string; torch loads when it is used).
+Importing this package imports neither torch nor gymnasium (the registry names the schedulers
+by string; torch loads when one is used).
 """

@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...cost_batch import BatchResult, evaluate_assignments
-from ...problem import Problem
-from .features import action_mask
+from heterps_sim.core.problem import Problem
+from heterps_sim.cost.batch import BatchResult, evaluate_assignments
+from heterps_sim.schedulers.rl.paper.features import action_mask
 
 SCALES = ("log", "linear")
 RATIO_CAP = {"log": 1e6, "linear": 100.0}

@@ -1,0 +1,1 @@
+"""Measured layers and links, a problem calibrated from them, and predictions checked against measured runs."""

@@ -1,0 +1,76 @@
+"""`heterps-exec`: run a heterps plan for real with torch.distributed.
+
+Each command lives in its own module (`cli/run.py`, `cli/ps_bench.py`, ...) exposing
+`add_arguments(parser)` and `run(args) -> int`; this file only dispatches, so importing it
+never imports torch. Bad input prints one line naming the file, field and problem, exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+
+EXIT_BAD_INPUT = 2
+
+COMMANDS = {
+    # name: (module, one-line help)
+    "run": ("heterps_exec.cli.run",
+            "launch PLAN.json through torchrun (pipeline + data parallel) and measure it"),
+    "profile": ("heterps_exec.cli.profile",
+                "measure per-layer times and gloo link speed -> traces/profiles/"),
+    "validate": ("heterps_exec.cli.validate",
+                 "predicted (analytic, simulator) vs measured throughput over many plans"),
+    "ps-bench": ("heterps_exec.cli.ps_bench",
+                 "parameter-server pull/push throughput and tier hit rates"),
+}
+"""Commands whose module is missing are left out of --help (built piece by piece)."""
+
+
+class ExecCliError(Exception):
+    """Bad input: str() is one line naming the file, field and problem; exit 2."""
+
+
+def _available() -> dict[str, tuple[str, str]]:
+    found = {}
+    for name, (module, help_) in COMMANDS.items():
+        try:
+            if importlib.util.find_spec(module) is not None:
+                found[name] = (module, help_)
+        except ModuleNotFoundError:  # its package is not there yet
+            pass
+    return found
+
+
+def _parser(commands: dict[str, tuple[str, str]]) -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="heterps-exec", description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module, help_) in commands.items():
+        mod = importlib.import_module(module)
+        p = sub.add_parser(name, help=help_, description=(mod.__doc__ or help_).strip(),
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        mod.add_arguments(p)
+        p.set_defaults(_module=mod)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = _parser(_available())
+    args = ap.parse_args(argv)
+    if args.command is None:
+        ap.print_help()
+        return 0
+    try:
+        return int(args._module.run(args) or 0)
+    except ExecCliError as exc:
+        print(f"heterps-exec {args.command}: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except BrokenPipeError:  # output piped into `head` and closed: not an error of ours
+        sys.stderr.close()
+        return 0
+    except KeyboardInterrupt:
+        print(f"heterps-exec {args.command}: interrupted", file=sys.stderr)
+        return 130
+

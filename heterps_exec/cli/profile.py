@@ -1,0 +1,109 @@
+"""Measure per-layer forward/backward time and gloo link speed on the devices at hand.
+
+examples:
+  heterps-exec profile --model tiny-ctr --device cpu
+  heterps-exec profile --model ctr-dnn --table-scale 0.01 --batch 64,256,1024 --out traces/profiles
+
+Writes OUT/<host>-<device>-<model>.csv, one row per layer x batch size, in the trace format
+heterps-sim reads (model, layer, resource, batch_size, oct_s, odt_s; oct_s = forward +
+backward on one unit) plus forward_s, backward_s, optimizer_s (one SGD update of the layer's
+parameters), encode_s / decode_s (the boundary after
+the layer, packed into and unpacked from the engine's wire format), device, threads, host,
+torch version and date; and OUT/<host>-links.json: gloo loopback latency and bandwidth
+between two ranks and all-reduce times for 2-6 ranks, timed in situ after compute (and back
+to back, under "hot"; calibration/links.py; two or three minutes; skip with --no-links).
+`--resource NAME` names the resource type the rows describe (default `local-<device>`): a
+scenario whose cluster has that type uses them in place of the roofline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import time
+from pathlib import Path
+
+COLUMNS = ("model", "layer", "resource", "batch_size", "oct_s", "odt_s", "forward_s",
+           "backward_s", "optimizer_s", "encode_s", "decode_s", "device", "threads", "host", "torch",
+           "measured_at")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help="a zoo model name")
+    p.add_argument("--device", default="cpu", help='"cpu" or "cuda:N"')
+    p.add_argument("--batch", default="8,32,128,256", help="comma-separated batch sizes")
+    p.add_argument("--table-scale", type=float, default=1.0)
+    p.add_argument("--threads", type=int, default=1, help="torch threads while timing")
+    p.add_argument("--repeats", type=int, default=15)
+    p.add_argument("--resource", default="", help="resource type name the rows describe")
+    p.add_argument("--out", default="traces/profiles", metavar="DIR")
+    p.add_argument("--no-links", action="store_true", help="skip the gloo link measurement")
+    p.add_argument("--json", action="store_true")
+
+
+def _batches(text: str) -> list[int]:
+    from heterps_exec.cli import ExecCliError
+    try:
+        out = sorted({int(x) for x in text.split(",") if x.strip()})
+    except ValueError:
+        out = []
+    if not out or min(out) < 1:
+        raise ExecCliError(f"--batch: expected positive integers like 8,64,256, got {text!r}")
+    return out
+
+
+def run(args) -> int:
+    from heterps_exec.cli import ExecCliError
+    batches = _batches(args.batch)
+    if not (args.device == "cpu" or args.device.startswith("cuda:")):
+        raise ExecCliError(f'--device: expected "cpu" or "cuda:N", got {args.device!r}')
+    import torch
+
+    from heterps_exec.calibration.links import profile_links
+    from heterps_exec.calibration.profiler import profile_layers
+    from heterps_exec.model.build import scale_tables
+    from heterps_sim.inputs.zoo import model_graph
+    if args.device.startswith("cuda") and int(args.device[5:]) >= torch.cuda.device_count():
+        raise ExecCliError(f"--device: {args.device} but this machine has "
+                           f"{torch.cuda.device_count()} CUDA device(s)")
+    try:
+        graph = scale_tables(model_graph(args.model), args.table_scale)
+    except (KeyError, ValueError) as exc:
+        raise ExecCliError(f"--model/--table-scale: {exc}") from None
+    torch.set_num_threads(args.threads)
+    rows = profile_layers(graph, batches=batches, device=args.device, repeats=args.repeats)
+    host = os.uname().nodename
+    device_tag = args.device.replace(":", "")
+    resource = args.resource or f"local-{device_tag}"
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{host}-{device_tag}-{graph.name}.csv"
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=COLUMNS)
+        w.writeheader()
+        for r in rows:
+            w.writerow({**r, "resource": resource, "oct_s": r["forward_s"] + r["backward_s"],
+                        "odt_s": "", "host": host, "torch": torch.__version__,
+                        "measured_at": stamp})
+    os.replace(tmp, path)
+    links = None
+    if not args.no_links:
+        links = profile_links()
+        (out / f"{host}-links.json").write_text(json.dumps({**links, "measured_at": stamp},
+                                                           indent=1) + "\n")
+    if args.json:
+        print(json.dumps({"profile": str(path), "rows": len(rows), "links": links}, indent=1))
+    else:
+        print(f"{len(rows)} rows -> {path}")
+        if links:
+            hot = links["hot"]
+            print(f"gloo loopback after {links['after_compute_s'] * 1e3:g} ms of compute: "
+                  f"latency {links['latency_s'] * 1e6:.0f} us, "
+                  f"{links['bytes_per_s'] / 1e9:.2f} GB/s (back to back: "
+                  f"{hot['latency_s'] * 1e6:.0f} us, {hot['bytes_per_s'] / 1e9:.2f} GB/s) "
+                  f"-> {out / f'{host}-links.json'}")
+    return 0

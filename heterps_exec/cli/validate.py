@@ -1,0 +1,148 @@
+"""Predicted vs measured throughput over many plans: how far to trust the model here.
+
+examples:
+  heterps-exec validate --plans 20 --scenario scenarios/exec-tiny.yaml
+  heterps-exec validate --plans 5 --profile traces/profiles/vm-cpu-tiny-ctr.csv \
+      --links traces/profiles/vm-links.json --json
+
+Draws N diverse plans (stage counts 1-4, replica counts up to --max-ranks ranks, gpipe and
+1f1b, microbatches, the scenario's types emulated at their relative speeds unless --binding
+says otherwise), predicts each with the analytic model and the simulator on a problem
+calibrated to this machine (per-layer fits of the profile, gloo latency and bandwidth, the
+host's cores), runs each with the engine, and writes OUT/validate.csv, OUT/report.json and
+OUT/scatter.png (predicted vs measured, both predictors). Without --profile / --links it
+measures them first (two or three minutes). --repeats R runs every plan R times, in R
+rounds over all plans, and keeps each plan's run of median throughput (a noisy host).
+--json prints {"num_plans", "mape_des", "mape_analytic", "kendall_tau_des",
+"kendall_tau_analytic", "plans": [...]} and more (at-run-speed figures, overheads).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--plans", type=int, default=20)
+    p.add_argument("--scenario", default="scenarios/exec-tiny.yaml", metavar="INPUT")
+    p.add_argument("--binding", default="", metavar="FILE",
+                   help="default: every type emulated on the CPU at its relative peak speed")
+    p.add_argument("--profile", default="", metavar="CSV", help="heterps-exec profile output")
+    p.add_argument("--links", default="", metavar="JSON", help="heterps-exec profile links")
+    p.add_argument("--steps", type=int, default=40, help="measured steps per plan")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="runs per plan, in rounds over the plans; the median run counts")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-ranks", type=int, default=6)
+    p.add_argument("--out", default="runs/validate", metavar="DIR")
+    p.add_argument("--json", action="store_true")
+
+
+def _profile_rows(path: str, model: str) -> list[dict]:
+    import csv
+
+    from heterps_exec.cli import ExecCliError
+    try:
+        with open(path, newline="") as fh:
+            rows = [r for r in csv.DictReader(fh) if r.get("model") == model]
+    except OSError as exc:
+        raise ExecCliError(f"{path}: cannot read ({exc.strerror})") from None
+    if not rows or "forward_s" not in rows[0]:
+        raise ExecCliError(f"{path}: no heterps-exec profile rows for model {model!r}")
+    return rows
+
+
+def run(args) -> int:
+    from heterps_exec.cli import ExecCliError
+    if args.plans < 2:
+        raise ExecCliError("--plans: at least 2 (a ranking needs two plans)")
+    if args.repeats < 1:
+        raise ExecCliError(f"--repeats: at least 1, got {args.repeats}")
+    from heterps_sim.inputs.load import InputError, load_input
+    try:
+        loaded = load_input(args.scenario)
+    except InputError as exc:
+        raise ExecCliError(str(exc)) from None
+    if loaded.scenario is None:
+        raise ExecCliError(f"{args.scenario}: validate needs a scenario YAML naming a zoo model")
+    import torch
+    from tqdm import tqdm
+
+    from heterps_exec.calibration.links import profile_links
+    from heterps_exec.calibration.profiler import profile_layers
+    from heterps_exec.calibration.validate import ValidateRequest, validate
+    from heterps_sim.inputs.zoo import model_graph
+    model = loaded.scenario.model
+    if args.profile:
+        rows = _profile_rows(args.profile, model.name)
+    else:
+        torch.set_num_threads(1)
+        rows = profile_layers(model_graph(model.name, **model.params), batches=(8, 32, 64, 128, 256))
+    if args.links:
+        try:
+            links = json.loads(Path(args.links).read_text())
+        except (OSError, ValueError) as exc:
+            raise ExecCliError(f"{args.links}: not a links JSON ({exc})") from None
+    else:
+        links = profile_links(max(args.max_ranks, 2))
+    bar = tqdm(total=args.plans * args.repeats, desc="runs", unit="run", file=sys.stderr)
+    report = validate(ValidateRequest(scenario=args.scenario, num_plans=args.plans,
+                                      binding=args.binding, steps=args.steps, seed=args.seed,
+                                      max_ranks=args.max_ranks, out_dir=args.out,
+                                      repeats=args.repeats,
+                                      profile_rows=rows, links=links),
+                      progress=lambda n, row: bar.update(1))
+    bar.close()
+    _write(report, Path(args.out))
+    if args.json:
+        print(json.dumps(report, indent=1, default=float))
+    else:
+        print(_table(report))
+    return 0
+
+
+def _write(report: dict, out: Path) -> None:
+    import pandas as pd
+
+    from heterps_exec.calibration.figure import scatter
+    frame = pd.json_normalize(report["plans"])
+    frame.to_csv(out / "validate.csv", index=False)
+    (out / "report.json").write_text(json.dumps(report, indent=1, default=float) + "\n")
+    scatter(report, out / "scatter.png")
+
+
+def _table(report: dict) -> str:
+    lines = [f"{'plan':>4} {'replicas':>9} {'sched':>5} {'m':>2} {'measured/s':>11} "
+             f"{'DES/s':>9} {'err %':>7} {'analytic/s':>11} {'err %':>7} {'speed':>6} "
+             f"{'DES@speed':>10} {'err %':>7}"]
+    for r in report["plans"]:
+        lines.append(f"{r['plan']:>4} {r['replicas']:>9} {r['schedule']:>5} "
+                     f"{r['microbatches']:>2} {r['measured']:>11,.0f} {r['des']:>9,.0f} "
+                     f"{100 * (r['des'] / r['measured'] - 1):>+7.1f} {r['analytic']:>11,.0f} "
+                     f"{100 * (r['analytic'] / r['measured'] - 1):>+7.1f} "
+                     f"{r['run_speed']:>6.2f} {r['des_at_run_speed']:>10,.0f} "
+                     f"{100 * (r['des_at_run_speed'] / r['measured'] - 1):>+7.1f}")
+    lines.append(f"MAPE: DES {report['mape_des']:.1f}%, analytic {report['mape_analytic']:.1f}%; "
+                 f"Kendall tau: DES {report['kendall_tau_des']:.2f}, analytic "
+                 f"{report['kendall_tau_analytic']:.2f} over {report['num_plans']} plans")
+    if report["host_load_before"] > 0.5:
+        lines.append(f"note: the host's 1-minute load average was "
+                     f"{report['host_load_before']:.1f} ({report['host_cores']} cores) before "
+                     f"the runs (anything run in the last minute counts); other work slows the "
+                     f"runs and the model does not know it")
+    lines.append(f"runtime overhead (idle of one-rank calibration runs): "
+                 f"{report['step_overhead_s'] * 1e3:.2f} ms per step + "
+                 f"{report['microbatch_overhead_s'] * 1e3:.3f} ms per microbatch")
+    lines.append(f"at each run's measured compute speed: MAPE DES "
+                 f"{report['mape_des_at_run_speed']:.1f}%, analytic "
+                 f"{report['mape_analytic_at_run_speed']:.1f}%; Kendall tau DES "
+                 f"{report['kendall_tau_des_at_run_speed']:.2f}, analytic "
+                 f"{report['kendall_tau_analytic_at_run_speed']:.2f}")
+    parts = [f"{c[:-2]} {e['mean_signed_pct']:+.1f}% (|{e['mean_abs_pct']:.1f}%|)"
+             for c, e in report["component_errors_des"].items()]
+    lines.append("DES step-time error by component, mean share of the measured step: "
+                 + ", ".join(parts))
+    return "\n".join(lines)

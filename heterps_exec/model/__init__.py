@@ -1,0 +1,1 @@
+"""Zoo graphs as torch modules named by layer, and their cut into pipeline stages."""

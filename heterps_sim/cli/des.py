@@ -1,0 +1,184 @@
+"""The simulator's commands: `evaluate --engine des` and `effects` (what the analytic model misses).
+
+Kept apart from cli/__init__.py so the analytic commands never import simpy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from heterps_sim.tiers import POLICIES
+
+
+class EffectsError(ValueError):
+    """Bad simulator options on the command line (an unknown effect, a bad --ps-* value)."""
+
+
+def parse_effects(text: str | None) -> frozenset[str]:
+    """"none" | "all" | a comma list of effect names (des.parse_effects), as CLI input."""
+    from heterps_sim.des import parse_effects as parse
+    try:
+        return parse(text)
+    except ValueError as exc:
+        raise EffectsError(f"--effects: {exc}") from None
+
+
+def add_des_arguments(p: argparse.ArgumentParser, *, effects: bool = True) -> None:
+    p.add_argument("--schedule", choices=["gpipe", "1f1b", "async"],
+                   help="des: microbatch schedule (default: the plan's)")
+    p.add_argument("--microbatches", type=int, help="des: microbatches per step")
+    p.add_argument("--steps", type=int, help="des: training steps to simulate")
+    if effects:
+        p.add_argument("--effects", help="des: none | all | comma list (e.g. bubbles,allreduce)")
+    p.add_argument("--seed", type=int, default=0, help="des: seed of the variability effects")
+    h = p.add_argument_group("H-PS features", "des: as the engine's flags of the same names")
+    h.add_argument("--share", choices=["equal", "speed"],
+                   help="split a stage's microbatches equally or by replica speed")
+    h.add_argument("--slow-replica", action="append", default=[], metavar="STAGE:REPLICA:F",
+                   help="a unit slower by factor F (repeatable)")
+    h.add_argument("--overlap", choices=["on", "off"], help="all-reduce during the last backward")
+    h.add_argument("--quantize", choices=["none", "fp16", "bf16", "int8"],
+                   help="boundary activations and gradients on the wire")
+    g = p.add_argument_group(
+        "ps hit rates", "des, effect ps: take the tier hit rates from replaying an id stream "
+        "through the PS's own policy code (heterps_sim.tiers.replay), e.g. --effects ps "
+        "--ps-policy lfu --ps-hot-fraction 0.05 --ps-zipf 1.05")
+    g.add_argument("--ps-policy", choices=POLICIES,
+                   help="hot-tier policy to replay (default: keep the fixed hit rates)")
+    g.add_argument("--ps-hot-fraction", type=float, default=0.05,
+                   help="hot-tier rows as a share of the table (default 0.05)")
+    g.add_argument("--ps-warm-fraction", type=float, default=0.20,
+                   help="warm RAM tier rows as a share of the table (default 0.20)")
+    g.add_argument("--ps-zipf", type=float, default=1.05,
+                   help="Zipf exponent of the generated ids (default 1.05)")
+    g.add_argument("--ps-rows", type=int, default=None,
+                   help="table rows (default 1,000,000; with --ps-stream, its largest id + 1)")
+    g.add_argument("--ps-ids", type=int, default=1_000_000,
+                   help="length of the generated stream (default 1,000,000 ids)")
+    g.add_argument("--ps-batch", type=int, default=4096,
+                   help="ids per PS request: the replay de-duplicates per batch (default 4096)")
+    g.add_argument("--ps-stream", metavar="FILE.npy",
+                   help="replay these ids (a 1-D integer .npy array) instead of Zipf ones")
+
+
+def des_options(args, effects: frozenset[str] | None = None):
+    from heterps_sim.des import DesOptions
+    fields: dict = {"effects": parse_effects(args.effects) if effects is None else effects}
+    # (the effects command sets `effects` per row; it has no --effects flag)
+    if args.schedule:
+        fields["schedule"] = args.schedule
+    if args.microbatches is not None:
+        fields["num_microbatches"] = args.microbatches
+    if args.steps is not None:
+        fields["num_steps"] = args.steps
+    if getattr(args, "ps_policy", None):
+        fields["ps"] = replayed_ps_options(args)
+    if args.share:
+        fields["share"] = args.share
+    if args.slow_replica:
+        fields["slow_replicas"] = tuple(_slow_replica(text) for text in args.slow_replica)
+    if args.overlap:
+        fields["overlap"] = args.overlap == "on"
+    if args.quantize:
+        fields["quantize"] = args.quantize
+    return DesOptions(**fields)
+
+
+def _slow_replica(text: str) -> tuple[int, int, float]:
+    parts = text.split(":")
+    try:
+        g, r, f = int(parts[0]), int(parts[1]), float(parts[2])
+        if len(parts) != 3:
+            raise ValueError
+    except (ValueError, IndexError):
+        raise EffectsError(f"--slow-replica: expected STAGE:REPLICA:FACTOR, got {text!r}") from None
+    return g, r, f
+
+
+def _ps_stream(args):
+    import numpy as np
+    path = args.ps_stream
+    try:
+        ids = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise EffectsError(f"--ps-stream: {path}: cannot read a .npy array ({exc})") from None
+    if ids.ndim != 1 or ids.dtype.kind not in "iu" or ids.size == 0:
+        raise EffectsError(f"--ps-stream: {path}: expected a non-empty 1-D integer array, got "
+                           f"{ids.dtype} of shape {ids.shape}")
+    if ids.min() < 0:
+        raise EffectsError(f"--ps-stream: {path}: ids must be >= 0, found {ids.min()}")
+    return ids.astype(np.int64)
+
+
+def replayed_ps_options(args):
+    """`PsOptions` whose hot/warm/cold hit rates come from replaying the id stream (a file, or
+    Zipf ids) through the policy (`heterps_sim.tiers.replay.ps_options`: the server's code)."""
+    from heterps_sim.des.options import PsOptions
+    from heterps_sim.tiers.replay import ps_options, zipf_ids
+    checks = [(0 <= args.ps_hot_fraction <= 1, "--ps-hot-fraction: must be in [0, 1]"),
+              (0 <= args.ps_warm_fraction <= 1, "--ps-warm-fraction: must be in [0, 1]"),
+              (args.ps_zipf > 0, "--ps-zipf: must be > 0"),
+              (args.ps_rows is None or args.ps_rows >= 1, "--ps-rows: must be >= 1"),
+              (args.ps_ids >= 1, "--ps-ids: must be >= 1"),
+              (args.ps_batch >= 1, "--ps-batch: must be >= 1")]
+    for ok, message in checks:
+        if not ok:
+            raise EffectsError(message)
+    if args.ps_stream:
+        ids = _ps_stream(args)
+        rows = args.ps_rows or int(ids.max()) + 1
+    else:
+        rows = args.ps_rows or 1_000_000
+        ids = zipf_ids(args.ps_ids, rows, args.ps_zipf, seed=args.seed)
+    base = PsOptions()
+    return ps_options(ids, args.ps_policy, int(rows * args.ps_hot_fraction),
+                      warm_rows=int(rows * args.ps_warm_fraction), num_shards=base.num_shards,
+                      batch_size=args.ps_batch, base=base)
+
+
+def evaluate_des(problem, plan, args, write):
+    """Simulate one plan; write the trace when asked. Returns the RunResult."""
+    from heterps_sim.core.trace import chrome_trace
+    from heterps_sim.des import simulate
+    options = des_options(args)
+    for g, r, f in options.slow_replicas:
+        k = plan.stages[g].num_replicas if g < len(plan.stages) else 0
+        if g >= len(plan.stages) or (k is not None and r >= k) or f < 1:
+            raise EffectsError(f"--slow-replica {g}:{r}:{f:g}: the plan has no such replica "
+                               "(stage and replica count from 0), or the factor is below 1")
+    run = simulate(problem, plan, seed=args.seed, options=options,
+                   record_spans=bool(args.trace))
+    if getattr(args, "ps_policy", None) and options.on("ps"):  # what the replay gave it
+        run.result.extra["ps_hit_rates"] = {t: getattr(options.ps, t).hit_rate
+                                           for t in ("hot", "warm", "cold")}
+    if args.trace:
+        meta = {"scenario": problem.name, "plan": plan.to_json_dict(), "seed": args.seed}
+        write(Path(args.trace), json.dumps(chrome_trace(run.spans, meta)) + "\n")
+    return run.result
+
+
+def effects_rows(problem, plan, args, mode: str):
+    """One row per configuration: analytic, DES with all off, each effect alone, all on."""
+    from tqdm import tqdm
+
+    from heterps_sim.cost.reference import evaluate_plan
+    from heterps_sim.des import EFFECTS, simulate
+    analytic = evaluate_plan(problem, plan, mode)
+    configs = [("des: all off", frozenset())] + [(f"des: {e} only", frozenset([e])) for e in EFFECTS]
+    configs.append(("des: all on", frozenset(EFFECTS)))
+    rows = [_row("analytic", analytic, analytic)]
+    for label, effects in tqdm(configs, desc="effects", unit="run", leave=False, disable=None):
+        run = simulate(problem, plan, seed=args.seed, options=des_options(args, effects),
+                       record_spans=False)
+        rows.append(_row(label, run.result, analytic))
+    return rows
+
+
+def _row(label: str, result, analytic) -> dict:
+    ref = analytic.throughput
+    return {"configuration": label, "feasible": result.feasible, "throughput": result.throughput,
+            "vs analytic %": 100.0 * (result.throughput / ref - 1.0) if ref > 0 else float("nan"),
+            "step ms": result.step_time_s * 1e3, "cost USD": result.cost_usd,
+            "bubble": result.extra.get("bubble_fraction", 0.0)}

@@ -1,0 +1,59 @@
+"""Command inputs: a scenario YAML or a numeric problem JSON, named on the command line.
+
+Every failure is an `InputError` (a UserFileError) whose str() is one line naming the file,
+the field and the problem, so the CLI can print it and exit 2 with no traceback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from heterps_sim.core.files import UserFileError, read_mapping, validation_message
+from heterps_sim.core.plan import Plan, plan_from_dict
+from heterps_sim.core.problem import Problem, problem_from_dict
+from heterps_sim.inputs.scenario import (
+    ScenarioModel,
+    load_scenario,
+    parse_scenario,
+    scenario_problem,
+)
+
+InputError = UserFileError
+
+
+@dataclass(slots=True)
+class LoadedInput:
+    problem: Problem
+    path: Path | None
+    scenario: ScenarioModel | None
+    """None when the input was a problem JSON."""
+
+
+def load_input(path: str | Path | None) -> LoadedInput:
+    """A scenario (.yaml/.yml, or none: the built-in default) or a problem (.json)."""
+    if path is None:
+        scn, p = load_scenario(None)
+        return LoadedInput(scenario_problem(scn, p), None, scn)
+    p = Path(path)
+    data = read_mapping(p)
+    if p.suffix == ".json":
+        try:
+            return LoadedInput(problem_from_dict(data), p, None)
+        except ValidationError as exc:
+            raise InputError(validation_message(str(p), exc)) from None
+    scn = parse_scenario(data, str(p))
+    return LoadedInput(scenario_problem(scn, p), p, scn)
+
+
+def load_plan(path: str | Path) -> Plan:
+    p = Path(path)
+    data = read_mapping(p)
+    try:
+        return plan_from_dict(data)
+    except ValidationError as exc:
+        raise InputError(validation_message(str(p), exc)) from None
+    except ValueError as exc:
+        raise InputError(f"{p}: {exc}") from None

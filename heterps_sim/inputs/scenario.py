@@ -1,0 +1,185 @@
+"""Scenario YAML -> validated Scenario -> numeric Problem.
+
+A scenario names a model from the zoo, a subset of the resource catalog (with availability
+caps), the workload (batch, throughput floor, samples), profile knobs and the default
+scheduler. Validation is pydantic with `extra="forbid"`; every error is reported at once with
+its dotted path (`workload.batch_size: must be > 0`). `scenarios/schema.json` is the exported
+JSON schema (tests keep it current).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from heterps_sim.core.files import UserFileError, read_mapping, validation_message
+from heterps_sim.core.problem import Problem
+from heterps_sim.core.spec import Cluster, ProfileOptions, Workload
+from heterps_sim.inputs import catalog, zoo
+from heterps_sim.inputs.roofline import DEFAULT_ALPHA, DEFAULT_EFFICIENCY, build_problem, load_trace
+
+DEFAULT_SCENARIO = Path(__file__).with_name("data") / "default.yaml"
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "scenarios" / "schema.json"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ModelSection(_Strict):
+    name: str = Field(description="A zoo model (heterps_sim.inputs.zoo.model_names()) or 'synthetic'.")
+    params: dict[str, int | float | str] = Field(
+        default_factory=dict, description="Generator parameters, e.g. num_layers and seed for 'synthetic'.")
+
+
+class TypeOverride(_Strict):
+    price_per_hour: float | None = Field(default=None, gt=0)
+    network_gbps: float | None = Field(default=None, gt=0, description="Gbit/s per unit.")
+
+
+class SyntheticTypes(_Strict):
+    count: int = Field(default=0, ge=0, description="Synthetic variants added to the selected types.")
+    seed: int = 0
+
+
+class ClusterSection(_Strict):
+    types: list[str] | Literal["all"] = Field(
+        default="all", description="Catalog names or globs ('xeon-*'), or 'all'.")
+    kind: Literal["cpu", "gpu"] | None = None
+    available: dict[str, int | None] = Field(
+        default_factory=dict, description="Units available per type name; absent = unlimited.")
+    overrides: dict[str, TypeOverride] = Field(default_factory=dict)
+    synthetic: SyntheticTypes = Field(default_factory=SyntheticTypes)
+
+
+class WorkloadSection(_Strict):
+    batch_size: int = Field(gt=0, description="Samples per training step.")
+    throughput_limit: float = Field(gt=0, allow_inf_nan=False, description="Floor, samples/s.")
+    num_samples: float = Field(gt=0, allow_inf_nan=False, description="Samples x epochs in total.")
+
+
+class ProfileSection(_Strict):
+    efficiency: dict[str, float] = Field(
+        default_factory=dict, description=f"Fraction of peak by key; keys: {sorted(DEFAULT_EFFICIENCY)}.")
+    alpha: dict[str, float] = Field(
+        default_factory=dict, description=f"Amdahl parallel fraction by layer kind: {sorted(DEFAULT_ALPHA)}.")
+    use_fp16: bool = False
+    latency_s: float = Field(default=5e-5, ge=0, allow_inf_nan=False)
+    odt_parallel: bool = True
+    traces: list[str] = Field(default_factory=list, description="Measured trace CSVs (relative to the scenario).")
+
+
+class ScheduleSection(_Strict):
+    scheduler: str = "exact"
+    mode: Literal["least", "exact"] = "least"
+    seed: int = 0
+    options: dict = Field(default_factory=dict, description="The scheduler's Config fields.")
+
+
+class ScenarioModel(_Strict):
+    name: str
+    description: str = ""
+    model: ModelSection
+    cluster: ClusterSection = Field(default_factory=ClusterSection)
+    workload: WorkloadSection
+    profile: ProfileSection = Field(default_factory=ProfileSection)
+    schedule: ScheduleSection = Field(default_factory=ScheduleSection)
+
+
+class ScenarioError(UserFileError):
+    """Bad scenario input; str() is one line naming the file, the field and the problem."""
+
+
+def parse_scenario(data: dict, source: str = "<scenario>") -> ScenarioModel:
+    try:
+        return ScenarioModel.model_validate(data)
+    except ValidationError as exc:
+        raise ScenarioError(validation_message(source, exc)) from None
+
+
+def load_scenario(path: str | Path | None = None) -> tuple[ScenarioModel, Path]:
+    path = Path(path) if path is not None else DEFAULT_SCENARIO
+    return parse_scenario(read_mapping(path), str(path)), path
+
+
+def build_cluster(section: ClusterSection, source: str) -> Cluster:
+    all_types = catalog.load_catalog()
+    try:
+        names = None if section.types == "all" else section.types
+        types = catalog.select(all_types, kind=section.kind, names=names)
+    except KeyError as exc:
+        raise ScenarioError(f"{source}: cluster.types: {exc.args[0]}") from None
+    if section.synthetic.count:
+        types = types + catalog.synthetic_variants(types, section.synthetic.count, seed=section.synthetic.seed)
+    by_name = {t.name: t for t in types}
+    errors = [f"cluster.{key}.{name}: unknown resource type {name!r} (not among the selected types)"
+              for key in ("available", "overrides")
+              for name in getattr(section, key) if name not in by_name]
+    errors += [f"cluster.available.{n}: must be >= 0 or null, got {a}"
+               for n, a in section.available.items() if a is not None and a < 0]
+    if errors:
+        raise ScenarioError(f"{source}: " + "; ".join(errors))
+    types = tuple(_override(t, section.overrides.get(t.name)) for t in types)
+    if not types:
+        raise ScenarioError(f"{source}: cluster: the selection matches no resource type")
+    return Cluster(types=types, available=tuple(section.available.get(t.name) for t in types))
+
+
+def _override(rt, ov: TypeOverride | None):
+    if ov is None:
+        return rt
+    changes = {}
+    if ov.price_per_hour is not None:
+        changes["price_per_hour"] = ov.price_per_hour
+    if ov.network_gbps is not None:
+        changes["network_bytes_per_s"] = ov.network_gbps * 1e9 / 8
+    fields = {f: getattr(rt, f) for f in rt.__dataclass_fields__}
+    fields.update(changes)
+    fields["estimated_fields"] = tuple(rt.estimated_fields) + tuple(f"{k}(scenario override)" for k in changes)
+    return type(rt)(**fields)
+
+
+def build_profile_options(section: ProfileSection, source: str) -> ProfileOptions:
+    errors = [f"profile.efficiency.{k}: unknown key (known: {', '.join(sorted(DEFAULT_EFFICIENCY))})"
+              for k in section.efficiency if k not in DEFAULT_EFFICIENCY]
+    errors += [f"profile.efficiency.{k}: must be in (0, 1], got {v}"
+               for k, v in section.efficiency.items() if not 0 < v <= 1]
+    errors += [f"profile.alpha.{k}: unknown layer kind (known: {', '.join(sorted(DEFAULT_ALPHA))})"
+               for k in section.alpha if k not in DEFAULT_ALPHA]
+    errors += [f"profile.alpha.{k}: must be in [0, 1), got {v}"
+               for k, v in section.alpha.items() if not 0 <= v < 1]
+    if errors:
+        raise ScenarioError(f"{source}: " + "; ".join(errors))
+    return ProfileOptions(efficiency=dict(section.efficiency), alpha=dict(section.alpha),
+                          use_fp16=section.use_fp16, latency_s=section.latency_s,
+                          odt_parallel=section.odt_parallel)
+
+
+def scenario_problem(scn: ScenarioModel, path: Path | None = None) -> Problem:
+    """Everything the cost model needs for this scenario."""
+    source = str(path) if path else "<scenario>"
+    try:
+        model = zoo.get_model(scn.model.name, **scn.model.params)
+    except KeyError as exc:
+        raise ScenarioError(f"{source}: model.name: {exc.args[0]}") from None
+    except (TypeError, ValueError) as exc:
+        raise ScenarioError(f"{source}: model.params: {exc}") from None
+    cluster = build_cluster(scn.cluster, source)
+    options = build_profile_options(scn.profile, source)
+    base = path.parent if path else Path.cwd()
+    traces = []
+    for k, name in enumerate(scn.profile.traces):
+        try:
+            traces += load_trace(base / name)
+        except ValueError as exc:
+            raise ScenarioError(f"{source}: profile.traces.{k}: {exc}") from None
+    w = scn.workload
+    workload = Workload(batch_size=w.batch_size, throughput_limit=w.throughput_limit,
+                        num_samples=w.num_samples)
+    return build_problem(model, cluster, workload, options, traces, name=scn.name)
+
+
+def scenario_json_schema() -> dict:
+    return ScenarioModel.model_json_schema()

@@ -1,0 +1,1 @@
+"""Figures and tables from files a run or a study wrote; nothing here recomputes a plan."""

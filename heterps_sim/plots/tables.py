@@ -1,0 +1,60 @@
+"""Readable tables of plans and results (pandas), for the CLI and the run folders."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from heterps_sim.core.result import RunResult
+
+
+def _span(layers: tuple[str, ...]) -> str:
+    return layers[0] if len(layers) == 1 else f"{layers[0]}..{layers[-1]} ({len(layers)})"
+
+
+def _types(stage) -> str:
+    """'t4', or for a mixed stage its units per type: '2xv100+1xt4'."""
+    return stage.label if stage.replicas else stage.resource
+
+
+def stages_frame(result: RunResult) -> pd.DataFrame:
+    rows = []
+    for g, s in enumerate(result.stages):
+        rows.append({
+            "stage": g, "layers": _span(s.layers), "type": _types(s), "units": s.num_replicas,
+            "ET ms/batch": s.exec_time_s * 1e3, "stage samples/s": s.throughput,
+            "utilisation": s.utilisation, "comm share": s.comm_share, "$/hour": s.cost_per_hour,
+            "bottleneck": "<-" if g == result.bottleneck_stage else "",
+        })
+    return pd.DataFrame(rows)
+
+
+def _fmt(x: float, unit: str = "") -> str:
+    if not math.isfinite(x):
+        return "n/a"
+    return (f"{x:,.0f}" if abs(x) >= 1e4 else f"{x:,.6g}") + unit
+
+
+def result_summary(result: RunResult) -> str:
+    head = "FEASIBLE" if result.feasible else f"INFEASIBLE: {result.reason}"
+    lines = [
+        head,
+        f"throughput      {_fmt(result.throughput, ' samples/s')} "
+        f"(limit {_fmt(result.throughput_limit, ' samples/s')})",
+        f"cost            {_fmt(result.cost_usd, ' USD')}  over {_fmt(result.hours, ' h')} "
+        f"at {_fmt(result.cost_per_hour, ' USD/h')}",
+        f"provisioning    {result.provisioning}; units: "
+        + (", ".join(f"{k} x{v}" for k, v in result.units_per_type.items()) or "none"),
+    ]
+    return "\n".join(lines)
+
+
+def result_table(result: RunResult) -> str:
+    frame = stages_frame(result)
+    if frame.empty:
+        return result_summary(result)
+    body = frame.to_string(index=False, formatters={
+        "ET ms/batch": "{:.4g}".format, "stage samples/s": _fmt,
+        "utilisation": "{:.2f}".format, "comm share": "{:.2f}".format, "$/hour": "{:,.2f}".format})
+    return body + "\n\n" + result_summary(result)

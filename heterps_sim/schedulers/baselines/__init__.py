@@ -1,0 +1,2 @@
+"""The baseline schedulers: single type, PaddlePaddle's placement, random search, greedy,
+genetic, Bayesian optimisation."""

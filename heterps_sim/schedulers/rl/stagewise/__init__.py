@@ -1,0 +1,1 @@
+"""`rl`: a stage-wise policy learned by imitation then REINFORCE, decoded and polished."""

@@ -1,0 +1,1 @@
+"""The plan search space and the local search (polish, level and window moves) schedulers share."""

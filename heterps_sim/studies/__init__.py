@@ -1,0 +1,1 @@
+"""Studies over many plans: comparisons, throughput-limit sweeps, headline ratios, reports."""

@@ -1,0 +1,149 @@
+"""The improved `rl` scheduler: segments, policy, training, checkpoints, the scheduler.
+
+The all-schedulers contract (valid, feasible, within caps, never below the optimum,
+deterministic per seed) is tests/sim/schedulers/test_schedulers_all.py's, which runs `rl` from the registry.
+"""
+
+import numpy as np
+import pytest
+import torch
+
+from heterps_sim.cost.batch import evaluate_assignments
+from heterps_sim.schedulers.base import Evaluator, run_scheduler
+from heterps_sim.schedulers.registry import make_scheduler, scheduler_names
+from heterps_sim.schedulers.rl.stagewise.imitation import exact_assignment, random_problem
+from heterps_sim.schedulers.rl.stagewise.policy import SegmentPolicy
+from heterps_sim.schedulers.rl.stagewise.segments import (
+    NUM_FEATURES,
+    assignment_to_segments,
+    encode_segments,
+)
+from heterps_sim.schedulers.rl.stagewise.tensors import SegmentTensors
+from heterps_sim.schedulers.rl.stagewise.train import (
+    SHIPPED,
+    Args,
+    imitate,
+    load_checkpoint,
+    make_task,
+    ppo,
+    save_checkpoint,
+)
+
+
+@pytest.fixture(scope="module")
+def small():
+    return random_problem(np.random.default_rng(7), 6, 5, limit_quantile=2.0)
+
+
+def test_registered_and_shipped_checkpoint_is_small():
+    assert "rl" in scheduler_names() and "rl-paper" in scheduler_names()
+    assert SHIPPED.exists() and SHIPPED.stat().st_size < 5_000_000
+
+
+def test_segments_round_trip_and_masks(small):
+    enc = encode_segments(small)
+    assert enc.features.shape == (6, 6, 5, NUM_FEATURES)
+    assert not enc.valid[3, 3:].any()  # past the last layer
+    assert (enc.ok <= enc.valid).all()
+    best = exact_assignment(small)
+    segs = assignment_to_segments(best)
+    assert all(enc.ok[s, w, j] for s, w, j in segs)  # the optimum's stages meet TL alone
+    rebuilt = np.concatenate([[j] * (w + 1) for _, w, j in segs])
+    assert (rebuilt == best).all()
+
+
+def test_sampled_plans_cover_every_layer_and_log_prob_agrees(small):
+    torch.manual_seed(0)
+    policy = SegmentPolicy(hidden=16, embed=4, encoder=8)
+    pt = SegmentTensors.build(encode_segments(small))
+    plans, starts, actions = policy.sample(pt, 16, torch.Generator().manual_seed(0))
+    assert plans.shape == (16, 6)
+    assert (evaluate_assignments(small, plans).cost_usd > 0).all()
+    rows, logp, entropy = policy.log_prob(pt, starts, actions)
+    assert len(rows) == (starts >= 0).sum() and (logp <= 0).all() and (entropy >= 0).all()
+    again = policy.sample(pt, 16, torch.Generator().manual_seed(0))[0]
+    assert (again == plans).all()
+
+
+def test_imitation_then_ppo_improves_on_the_untrained_policy(small):
+    """A few seconds of training on a tiny problem: the greedy plan gets cheaper."""
+    args = Args(hidden=16, embed=8, encoder=16, batch=32, imitation_updates=100,
+                imitation_seconds=30, imitation_batch=1, imitation_lr=1e-2, ppo_updates=20,
+                ppo_seconds=30)
+    best = exact_assignment(small)
+    task = make_task(small, args, best)
+    torch.manual_seed(0)
+    policy = SegmentPolicy(args.hidden, args.embed, args.encoder)
+
+    def greedy_cost():
+        plan = policy.sample(task.tensors, 1, greedy=True)[0]
+        return float(evaluate_assignments(small, plan).cost_usd[0])
+
+    before = greedy_cost()
+    rows = []
+    assert imitate(policy, [task], args, lambda **r: rows.append(r)) == 100
+    assert rows[-1]["loss"] < 0.5 * rows[0]["loss"]
+    imitated = greedy_cost()
+    optimum = float(evaluate_assignments(small, best[None]).cost_usd[0])
+    assert imitated < before and imitated <= optimum * (1 + 1e-9)
+    assert ppo(policy, [task], args, lambda **r: None) == 20
+    assert task.best_cost <= optimum * (1 + 1e-9) and greedy_cost() < before
+
+
+def test_checkpoint_round_trip(tmp_path, small):
+    torch.manual_seed(3)
+    policy = SegmentPolicy(hidden=16, embed=4, encoder=8)
+    path = tmp_path / "p.pt"
+    save_checkpoint(path, policy, Args(hidden=16, embed=4, encoder=8))
+    loaded, trained = load_checkpoint(path)
+    assert trained["hidden"] == 16
+    pt = SegmentTensors.build(encode_segments(small))
+    gen = torch.Generator
+    a = loaded.sample(pt, 8, gen().manual_seed(1))[0]
+    policy.load_state_dict(loaded.state_dict())  # float16 storage: compare the loaded weights
+    assert (policy.sample(pt, 8, gen().manual_seed(1))[0] == a).all()
+    bad = tmp_path / "bad.pt"
+    torch.save({"format": "other"}, bad)
+    with pytest.raises(ValueError, match="not a heterps-rl"):
+        load_checkpoint(bad)
+
+
+def test_decode_only_with_the_shipped_checkpoint_is_near_optimal_and_fast():
+    problem = random_problem(np.random.default_rng(11), 16, 16, limit_quantile=8.0)
+    best = exact_assignment(problem)
+    optimum = float(evaluate_assignments(problem, best[None]).cost_usd[0])
+    outcome = run_scheduler(make_scheduler("rl", updates=0), problem)
+    assert outcome.result.feasible and outcome.notes["updates"] == 0
+    assert outcome.result.cost_usd <= optimum * 1.03
+    assert outcome.notes["decode_s"] < 1.0
+
+
+def test_cli_schedule_with_rl(tmp_path, capsys):
+    from heterps_sim.cli import main
+
+    code = main(["schedule", "scenarios/exec-tiny.yaml", "--scheduler", "rl",
+                 "--set", "updates=0", "--set", f"checkpoint={SHIPPED}"])
+    assert code == 0
+    assert "FEASIBLE" in capsys.readouterr().out
+
+
+def test_evaluations_are_counted(small):
+    evaluate = Evaluator(small)
+    make_scheduler("rl", updates=2, batch=8, decode_samples=8).schedule(small, evaluate)
+    assert evaluate.count >= 2 * 8 + 9
+
+
+def test_polish_split_moves_reach_a_second_stage():
+    # The policy decodes one stage on one CPU type; only cutting that stage (a suffix on
+    # another type, polish.split_moves) reaches the optimum's two stages.
+    from heterps_sim.inputs.load import load_input
+
+    problem = load_input("scenarios/2emb-ps-contention.yaml").problem
+    best = run_scheduler(make_scheduler("exact"), problem).result.cost_usd
+    with_splits = run_scheduler(make_scheduler("rl", updates=0), problem).result.cost_usd
+    without = run_scheduler(make_scheduler("rl", updates=0, polish_splits=False,
+                                           polish_levels=False, polish_window=0,
+                                           untrained_starts=False),
+                            problem).result.cost_usd
+    assert with_splits == pytest.approx(best, rel=1e-9)
+    assert without > best * 1.001
