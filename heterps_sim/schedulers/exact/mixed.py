@@ -20,7 +20,7 @@ network of its own composition and the NEXT stage's type in the split (cost/refe
 slowest network of both sides' final compositions). The plan returned is re-costed by
 cost.evaluate_plan, so the reported numbers are the model's; with equal networks, or when
 the top-up types are no slower on the network, the two agree. Provisioning is at the limit
-(like mode `least`); `schedule_mixed` returns whichever is cheaper of the exact scheduler's
+(like mode `least`); `top_up` returns whichever is cheaper of the exact scheduler's
 single-type plan and the mixed plans built on two splits: the capped optimum's and the
 uncapped optimum's (the one caps would break). Deterministic: ties go to fewer units, then
 to the lower type indices.
@@ -36,8 +36,7 @@ from heterps_sim.core.plan import Plan, Stage
 from heterps_sim.core.problem import Problem
 from heterps_sim.core.sharing import finish_together
 from heterps_sim.cost.reference import evaluate_plan, stage_terms
-from heterps_sim.schedulers.base import Evaluator, NoFeasiblePlan
-from heterps_sim.schedulers.exact.sweep import ExactScheduler
+from heterps_sim.schedulers.base import NoFeasiblePlan
 
 Composition = tuple[tuple[int, int], ...]
 """((type index, units), ...), primary type first."""
@@ -144,34 +143,26 @@ def mixed_plan(problem: Problem, split: Plan, **knobs) -> Plan | None:
     return replace(split, stages=stages)
 
 
-def schedule_mixed(problem: Problem, evaluate: Evaluator, config) -> tuple[Plan, dict]:
-    """The exact scheduler's plan (`config`: its Config, `mixed` set), or a mixed plan on the
-    capped or the uncapped optimum's split, whichever costs least (ties: single-type).
+def top_up(problem: Problem, mode: str, splits: list[tuple[str, Plan]], reason: str,
+           config) -> tuple[Plan, dict]:
+    """The cheapest of the exact sweep's single-type plan and mixed plans on its splits.
 
-    notes: single_type_cost_usd (inf when no single-type plan is feasible), mixed_cost_usd,
-    split ("single" | "capped" | "uncapped": where the returned plan comes from), mixed_stages.
+    `splits`: ("capped", the single-type optimum under the caps) when one exists, then
+    ("uncapped", the optimum with the caps lifted) when one exists; `reason`: why the sweep
+    found none. `config`: the exact scheduler's Config (its mixed_* knobs). Ties go to the
+    single-type plan. notes: single_type_cost_usd (inf when no single-type plan is feasible),
+    mixed_cost_usd, split ("single" | "capped" | "uncapped": where the returned plan comes
+    from), mixed_stages.
     """
-    exact = ExactScheduler(config.model_copy(update={"mixed": False}))
-    found: list[tuple[float, int, str, Plan]] = []
-    splits = []
-    try:
-        plan = exact.schedule(problem, evaluate)
-        found.append((evaluate_plan(problem, plan, evaluate.mode).cost_usd, 0, "single", plan))
-        splits.append(("capped", plan))
-    except NoFeasiblePlan:
-        pass
-    reason = exact.notes.get("reason", "")
-    uncapped = replace(problem, available=tuple(None for _ in problem.available))
-    try:
-        splits.append(("uncapped", exact.schedule(uncapped, Evaluator(uncapped, evaluate.mode))))
-    except NoFeasiblePlan as exc:
-        reason = reason or str(exc)
+    found: list[tuple[float, int, str, Plan]] = [
+        (evaluate_plan(problem, plan, mode).cost_usd, 0, "single", plan)
+        for label, plan in splits if label == "capped"]
     knobs = {"candidates": config.mixed_candidates, "max_types": config.mixed_max_types,
              "max_units": config.mixed_max_units}
     for label, split in splits:
         plan = mixed_plan(problem, split, **knobs)
         if plan is not None:
-            result = evaluate_plan(problem, plan, evaluate.mode)
+            result = evaluate_plan(problem, plan, mode)
             if result.feasible:
                 found.append((result.cost_usd, 1, label, plan))
     notes = {

@@ -35,7 +35,7 @@ returned and notes["proven_optimal"] is False.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from pydantic import Field
@@ -58,6 +58,7 @@ from heterps_sim.schedulers.exact.kernels import (
     reconstruct,
     stage_values,
 )
+from heterps_sim.schedulers.exact.mixed import top_up
 
 
 class ExactScheduler:
@@ -98,11 +99,26 @@ class ExactScheduler:
         self.notes: dict = {}
 
     def schedule(self, problem: Problem, evaluate: Evaluator) -> Plan:
-        if self.config.mixed:
-            from heterps_sim.schedulers.exact.mixed import schedule_mixed
-            plan, self.notes = schedule_mixed(problem, evaluate, self.config)
-            return plan
-        sweep = _Sweep(problem, self.config, evaluate.mode)
+        if not self.config.mixed:
+            return self._sweep(problem, evaluate.mode)
+        # mixed: the single-type optima under the caps and without them are the splits that
+        # mixed.top_up fills with other types' leftovers
+        splits = []
+        try:
+            splits.append(("capped", self._sweep(problem, evaluate.mode)))
+        except NoFeasiblePlan:
+            pass
+        reason = self.notes.get("reason", "")
+        uncapped = replace(problem, available=tuple(None for _ in problem.available))
+        try:
+            splits.append(("uncapped", self._sweep(uncapped, evaluate.mode)))
+        except NoFeasiblePlan as exc:
+            reason = reason or str(exc)
+        plan, self.notes = top_up(problem, evaluate.mode, splits, reason, self.config)
+        return plan
+
+    def _sweep(self, problem: Problem, mode: str) -> Plan:
+        sweep = _Sweep(problem, self.config, mode)
         try:
             return sweep.run()
         finally:
