@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-all bench lint clean
+.PHONY: setup demo test test-all bench lint docs clean
 
 setup: $(STAMP)
 
@@ -39,6 +39,11 @@ bench: setup
 
 lint: setup
 	$(VENV)/bin/ruff check heterps_sim heterps_exec tests benchmarks
+
+# The manual as a site (mkdocs-material); --strict turns every warning (a broken link, a
+# missing page, an API object that no longer exists) into an error.
+docs: setup
+	$(VENV)/bin/mkdocs build --strict --site-dir site
 
 clean:
 	rm -rf $(VENV) build *.egg-info
