@@ -1,4 +1,5 @@
-"""Build traces/resource_catalog.csv from the sourced catalog, filling blank cells by rule.
+"""Build the shipped catalog (heterps_sim/inputs/data/resource_catalog.csv, package data) from
+the sourced catalog, filling blank cells by rule.
 
 Usage (from the repository root):
 
@@ -54,7 +55,7 @@ from heterps_sim.inputs.catalog import split_entries
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_SOURCE = REPO.parent / "shared" / "data" / "resource_catalog.csv"
-DEFAULT_OUT = REPO / "traces" / "resource_catalog.csv"
+DEFAULT_OUT = REPO / "heterps_sim" / "inputs" / "data" / "resource_catalog.csv"
 
 FP32, FP16, NET = "peak_fp32_tflops", "peak_fp16_or_bf16_tensor_tflops", "network_gbps"
 GAUDI1_BF16_TFLOPS = 150.0

@@ -1,6 +1,6 @@
 """The resource catalog: the 64 real rentable types, filters over them, and synthetic variants.
 
-`load_catalog()` reads traces/resource_catalog.csv (built by traces/build_catalog.py from the
+`load_catalog()` reads the package's data/resource_catalog.csv (built by traces/build_catalog.py from the
 sourced data; traces/README.md documents its columns and fill rules) and returns frozen
 `ResourceType`s in SI units:
 
@@ -26,6 +26,7 @@ import csv
 import fnmatch
 import math
 from collections.abc import Iterable, Sequence
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +34,8 @@ import pandas as pd
 
 from heterps_sim.core.spec import RESOURCE_KINDS, ResourceType
 
-CATALOG_PATH = Path(__file__).resolve().parents[2] / "traces" / "resource_catalog.csv"
+# package data: found the same way in a source checkout and in an installed wheel
+CATALOG_PATH = Path(str(resources.files("heterps_sim.inputs") / "data" / "resource_catalog.csv"))
 
 # CSV column -> (ResourceType attribute, factor to SI)
 NUMERIC_COLUMNS = {
@@ -116,7 +118,7 @@ def _row_to_type(row: dict[str, str], where: str) -> ResourceType:
 
 
 def load_catalog(path: str | Path | None = None) -> tuple[ResourceType, ...]:
-    """The resource types of a catalog CSV (default: the repository's CATALOG_PATH), in SI."""
+    """The resource types of a catalog CSV (default: the shipped CATALOG_PATH), in SI."""
     path = Path(path) if path is not None else CATALOG_PATH
     try:
         with path.open(newline="", encoding="utf-8") as f:

@@ -3,12 +3,13 @@
 A scenario names a model from the zoo, a subset of the resource catalog (with availability
 caps), the workload (batch, throughput floor, samples), profile knobs and the default
 scheduler. Validation is pydantic with `extra="forbid"`; every error is reported at once with
-its dotted path (`workload.batch_size: must be > 0`). `scenarios/schema.json` is the exported
-JSON schema (tests keep it current).
+its dotted path (`workload.batch_size: must be > 0`). The exported JSON
+schema ships as the package's data/scenario.schema.json (tests keep it current).
 """
 
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
 from typing import Literal
 
@@ -20,8 +21,10 @@ from heterps_sim.core.spec import Cluster, ProfileOptions, Workload
 from heterps_sim.inputs import catalog, zoo
 from heterps_sim.inputs.roofline import DEFAULT_ALPHA, DEFAULT_EFFICIENCY, build_problem, load_trace
 
-DEFAULT_SCENARIO = Path(__file__).with_name("data") / "default.yaml"
-SCHEMA_PATH = Path(__file__).resolve().parents[2] / "scenarios" / "schema.json"
+# package data: found the same way in a source checkout and in an installed wheel
+_DATA = resources.files("heterps_sim.inputs") / "data"
+DEFAULT_SCENARIO = Path(str(_DATA / "default.yaml"))
+SCHEMA_PATH = Path(str(_DATA / "scenario.schema.json"))
 
 
 class _Strict(BaseModel):

@@ -57,8 +57,8 @@ def test_exec_tiny_is_small():
 
 def test_schema_is_current():
     assert json.loads(SCHEMA_PATH.read_text()) == scenario_json_schema(), (
-        "regenerate scenarios/schema.json: python -c 'import json; from heterps_sim.inputs.scenario "
-        "import scenario_json_schema as s; print(json.dumps(s(), indent=1))' > scenarios/schema.json")
+        "regenerate the schema: python -c 'import json; from heterps_sim.inputs.scenario "
+        "import scenario_json_schema as s; print(json.dumps(s(), indent=1))' > heterps_sim/inputs/data/scenario.schema.json")
 
 
 def test_all_errors_reported_at_once_with_paths():
