@@ -1,7 +1,7 @@
 """The search baselines at equal evaluation budgets: gap to the exact optimum.
 
 Problems (all seeded):
-  L=8 .. L=64   tests.factories.random_problem at 8, 16, 32, 64 layers x 64 types,
+  L=8 .. L=64   heterps_sim.testing.random_problem at 8, 16, 32, 64 layers x 64 types,
                 `--instances` each, throughput limits 0.5x, 2x or 8x a single unit's
                 (independent log-normal times per layer x type: optima cut into many stages)
   scenarios     scenarios/ctr-dnn-64types.yaml, dlrm-64types.yaml, synthetic-64x64.yaml
@@ -28,7 +28,6 @@ import math
 import os
 import platform
 import statistics
-import sys
 import time
 from pathlib import Path
 
@@ -43,10 +42,9 @@ from heterps_sim.schedulers.baselines.greedy import GreedyScheduler
 from heterps_sim.schedulers.baselines.paddle import PaddleHeuristicScheduler
 from heterps_sim.schedulers.baselines.random_search import RandomSearchScheduler
 from heterps_sim.schedulers.exact.sweep import ExactScheduler
+from heterps_sim.testing import random_problem
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # for tests.factories when run as a script
-from heterps_sim.testing import random_problem  # noqa: E402
 
 SCENARIOS = ("ctr-dnn-64types", "dlrm-64types", "synthetic-64x64")
 

@@ -3,7 +3,7 @@
 Problems (all seeded):
   synthetic   scenarios/synthetic-{64,256}x64.yaml: the zoo's synthetic CTR-like chain on the
               64 catalog types (roofline profile, 18 distinct network bandwidths)
-  random      tests.factories.random_problem: independent log-normal times per layer x type,
+  random      heterps_sim.testing.random_problem: independent log-normal times per layer x type,
               4 bandwidths, limits from 0.5x to 20x a single unit's throughput (--instances)
   capped      the same 64 x 64 shapes with availability caps: random caps (factories, ~60% of
               types capped at 1-11 units), and synthetic with the uncapped optimum's types
@@ -22,7 +22,6 @@ import dataclasses
 import os
 import platform
 import statistics
-import sys
 import time
 from pathlib import Path
 
@@ -32,10 +31,9 @@ from heterps_sim.cost.reference import evaluate_plan
 from heterps_sim.inputs.load import load_input
 from heterps_sim.schedulers.base import Evaluator
 from heterps_sim.schedulers.exact.sweep import ExactScheduler
+from heterps_sim.testing import random_problem
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # for tests.factories when run as a script
-from heterps_sim.testing import random_problem  # noqa: E402
 
 
 def problems(instances: int, skip_256: bool):

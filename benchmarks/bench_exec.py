@@ -31,14 +31,13 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from exec_cli import run_exec  # noqa: E402
 
 from heterps_exec.data import BatchStream  # noqa: E402
 from heterps_exec.layout import RunSpec, microbatch_bounds  # noqa: E402
 from heterps_exec.model.build import build_model  # noqa: E402
 from heterps_exec.model.partition import boundary_after, stage_model  # noqa: E402
 from heterps_exec.worker import graph_for, make_optimizer  # noqa: E402
-from tests.exec.helpers import run_exec  # noqa: E402
 
 CPU = "xeon-icelake-16vcpu"
 
@@ -200,7 +199,7 @@ def speed_sharing(tmp: Path, steps: int, rounds: int = 3) -> dict:
     from heterps_sim.core.plan import Plan, Stage
     from heterps_sim.des import DesOptions, simulate
     from heterps_sim.inputs.zoo import get_model
-    from tests.sim.des.des_cases import chain_problem
+    from heterps_sim.testing import chain_problem
     layers = [la.name for la in get_model("ctr-dnn").layers]
     m, batch = 12, 1536
     scn = _scenario(tmp / "share.yaml", "ctr-dnn", batch)

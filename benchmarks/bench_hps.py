@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from tests.exec.helpers import run_exec  # noqa: E402
+from exec_cli import run_exec  # noqa: E402
 
 CPU = "xeon-icelake-16vcpu"
 VARIANTS = [

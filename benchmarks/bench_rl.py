@@ -1,7 +1,7 @@
 """rl-paper (the paper's LSTM + REINFORCE) against the exact optimum: gap after S seconds.
 
 Problems (all seeded):
-  random L x 64   tests.factories.random_problem at L in {8, 16, 32, 64} layers x 64 types,
+  random L x 64   heterps_sim.testing.random_problem at L in {8, 16, 32, 64} layers x 64 types,
                   limits 0.5x-20x a single unit's throughput (--instances per size; instances
                   without a feasible plan are skipped)
   scenarios       scenarios/{ctr-dnn-64types, dlrm-64types, synthetic-64x64}.yaml
@@ -23,7 +23,6 @@ import math
 import os
 import platform
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -43,10 +42,9 @@ from heterps_sim.schedulers.rl.paper.train import (
     save_checkpoint,
     train,
 )
+from heterps_sim.testing import random_problem
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # for tests.factories when run as a script
-from heterps_sim.testing import random_problem  # noqa: E402
 
 SIZES = (8, 16, 32, 64)
 SCENARIOS = ("ctr-dnn-64types", "dlrm-64types", "synthetic-64x64")

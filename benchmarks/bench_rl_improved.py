@@ -1,7 +1,7 @@
 """`rl` (stage-level LSTM, imitation + PPO, sampling + polish) against the exact optimum.
 
 Problems (all seeded, none trained on: the shipped checkpoint saw heterps_sim/schedulers/rl/stagewise/imitation.py's seeds only):
-  random L x 64   tests.factories.random_problem at L in {8, 16, 32, 64} x 64 types, limits
+  random L x 64   heterps_sim.testing.random_problem at L in {8, 16, 32, 64} x 64 types, limits
                   0.5x-20x one unit (bench_rl.random_problems, seed 200: rl-paper's held-out set)
   scenarios       every shipped scenario with 64 types
 Sections:
@@ -27,7 +27,6 @@ import json
 import os
 import platform
 import statistics
-import sys
 import time
 from pathlib import Path
 
@@ -38,8 +37,6 @@ from heterps_sim.schedulers.base import run_scheduler
 from heterps_sim.schedulers.registry import make_scheduler
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_rl import _finite, fmt, gap, optimum, random_problems  # noqa: E402
 
 SCENARIOS = ("ctr-dnn-64types", "dlrm-64types", "synthetic-64x64", "synthetic-256x64")

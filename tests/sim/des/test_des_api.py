@@ -13,7 +13,7 @@ from heterps_sim.core.plan import Plan, Stage
 from heterps_sim.core.trace import chrome_trace
 from heterps_sim.cost.reference import PlanError, evaluate_plan
 from heterps_sim.des import EFFECTS, DesOptions, DesRun, parse_effects, simulate
-from tests.sim.des.des_cases import chain_plan, chain_problem
+from heterps_sim.testing import chain_plan, chain_problem
 
 ROOT = Path(__file__).resolve().parents[3]
 

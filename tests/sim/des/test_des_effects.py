@@ -7,7 +7,7 @@ from heterps_sim.des import EFFECTS, DesOptions, simulate
 from heterps_sim.inputs.load import load_input
 from heterps_sim.schedulers.base import run_scheduler
 from heterps_sim.schedulers.registry import make_scheduler
-from tests.sim.des.des_cases import chain_plan, chain_problem
+from heterps_sim.testing import chain_plan, chain_problem
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,7 @@ from heterps_sim.des import DesOptions, simulate
 from heterps_sim.inputs.load import load_input
 from heterps_sim.schedulers.base import run_scheduler
 from heterps_sim.schedulers.registry import make_scheduler
-from heterps_sim.testing import random_problem
-from tests.sim.des.des_cases import chain_plan, chain_problem
+from heterps_sim.testing import chain_plan, chain_problem, random_problem
 
 SCENARIOS = sorted(Path(__file__).resolve().parents[3].glob("scenarios/*.yaml"))
 
