@@ -113,10 +113,6 @@ class Layer:
         """Embedding row bytes read per sample (the same again is pushed back as gradients)."""
         return float(self.lookups_per_sample * self.table_dim * BYTES_PER_FLOAT32)
 
-    @property
-    def table_bytes(self) -> float:
-        return float(self.table_rows * self.table_dim * BYTES_PER_FLOAT32)
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelSpec:

@@ -13,12 +13,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from heterps_sim.core.plan import Plan
+from heterps_sim.core.plan import Plan, plan_from_assignment
 from heterps_sim.core.problem import Problem
 from heterps_sim.core.result import RunResult
 from heterps_sim.cost.reference import evaluate_plan
+
+SERIAL_BELOW = 512
+"""evaluate_many costs smaller batches on one numba thread: waking the pool costs more (and,
+on a busy machine, can stall for milliseconds)."""
 
 
 class SchedulerConfig(BaseModel):
@@ -39,7 +44,14 @@ class BudgetedConfig(SchedulerConfig):
 
 
 class Evaluator:
-    """evaluate(plan) -> RunResult, counting calls; `mode` is the provisioning mode."""
+    """Costs plans and counts every plan costed, in this one place; `mode` is the
+    provisioning mode.
+
+    evaluate(plan) -> RunResult; evaluate.evaluate_many(assignments) -> USD per assignment
+    (inf when infeasible): batched through the analytic model when `fn` is that model (the
+    same numbers as one call each), one call per plan otherwise. Schedulers read `count`;
+    plans they cost by other means (an RL trainer's sampled batches) they add with `counted`.
+    """
 
     def __init__(self, problem: Problem, mode: str = "least",
                  fn: Callable[[Problem, Plan, str], RunResult] = evaluate_plan):
@@ -49,6 +61,29 @@ class Evaluator:
     def __call__(self, plan: Plan) -> RunResult:
         self.count += 1
         return self._fn(self.problem, plan, self.mode)
+
+    def evaluate_many(self, assignments: np.ndarray) -> np.ndarray:
+        """USD per assignment (one type index per layer per row), inf when infeasible."""
+        rows = np.asarray(assignments, np.int64)
+        if self._fn is not evaluate_plan:  # e.g. the simulator: one counted call per plan
+            names = self.problem.layer_names, self.problem.type_names
+            return np.array([self(plan_from_assignment(*names, row)).cost_usd for row in rows],
+                            np.float64)
+        import numba  # the batched model compiles with numba: loaded only when used
+
+        from heterps_sim.cost.batch import evaluate_assignments
+        self.count += len(rows)
+        threads = numba.get_num_threads()
+        if len(rows) < SERIAL_BELOW:  # thread start-up costs more than it saves
+            numba.set_num_threads(1)
+        try:
+            return evaluate_assignments(self.problem, rows, self.mode).cost_usd
+        finally:
+            numba.set_num_threads(threads)
+
+    def counted(self, plans: int) -> None:
+        """Count plans a scheduler costed with the analytic model outside this evaluator."""
+        self.count += plans
 
 
 class Scheduler(Protocol):

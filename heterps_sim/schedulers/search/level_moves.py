@@ -146,17 +146,6 @@ class StageOptions:
         return starts, ends, types, rate[g, types], thr[g, types]
 
 
-def _cheapest(rate: np.ndarray, thr: np.ndarray, theta: float,
-              banned: tuple[int, ...] = ()) -> tuple[int, float]:
-    """(type, rate) of the cheapest type reaching theta in one row; (-1, inf) if none."""
-    r = np.where(thr >= theta, rate, np.inf)
-    for j in banned:
-        if j >= 0:
-            r[j] = np.inf
-    j = int(np.argmin(r))
-    return (j, float(r[j])) if np.isfinite(r[j]) else (-1, np.inf)
-
-
 def _speed_bins(net: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(speeds, speed index per type): the distinct network speeds, or, beyond MAX_SPEEDS,
     that many bins of them (by rank), each at its slowest speed."""

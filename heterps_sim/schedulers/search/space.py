@@ -35,17 +35,13 @@ import numpy as np
 
 from heterps_sim.core.plan import Plan, plan_from_assignment
 from heterps_sim.core.problem import Problem
-from heterps_sim.cost.batch import evaluate_assignments
-from heterps_sim.cost.reference import CEIL_TOLERANCE, evaluate_plan
+from heterps_sim.cost.reference import CEIL_TOLERANCE
 from heterps_sim.schedulers.base import Evaluator, NoFeasiblePlan
 
 SLACK = 2
 """Evaluations a search may use beyond its budget (re-checks of runners-up, see above)."""
 _KEEP = SLACK + 1
 _CHUNK = 4096
-_SERIAL_BELOW = 512
-"""Batches smaller than this are costed on one thread: waking the pool costs more (and, on
-a busy machine, can stall for milliseconds)."""
 INFEASIBLE = 1e200
 """Scores at or above this are infeasible plans (no plan costs 1e200 USD)."""
 
@@ -247,8 +243,6 @@ class PlanBudget:
         self.mode = getattr(evaluate, "mode", "least")
         self.capacity = None if budget is None else max(1, budget - 1)  # 1 kept to re-check
         self.used = 0
-        # The analytic model (the Evaluator's default function): batches give the same costs.
-        self.batched = isinstance(evaluate, Evaluator) and evaluate._fn is evaluate_plan
         self._cache: dict[bytes, float] = {}
         self.top: list[tuple[float, np.ndarray]] = []
         """The best few feasible (cost, assignment), cheapest first."""
@@ -286,18 +280,7 @@ class PlanBudget:
 
     def _score_new(self, rows: np.ndarray) -> np.ndarray:
         self.used += len(rows)
-        if self.batched:
-            if hasattr(self.evaluate, "count"):
-                self.evaluate.count += len(rows)
-            threads = numba.get_num_threads()
-            if len(rows) < _SERIAL_BELOW:
-                numba.set_num_threads(1)
-            try:
-                cost = evaluate_assignments(self.problem, rows, self.mode).cost_usd
-            finally:
-                numba.set_num_threads(threads)
-        else:  # e.g. the simulator: evaluate counts its own calls
-            cost = np.array([self.evaluate(self.plan(r)).cost_usd for r in rows])
+        cost = self.evaluate.evaluate_many(rows)
         p = self.problem
         short = _shortfall(rows, p.oct_s, p.odt_s, p.alpha, p.boundary_bytes,
                            p.network_bytes_per_s, float(p.latency_s), float(p.batch_size),

@@ -4,7 +4,7 @@ schedule(problem, evaluate): start from `checkpoint` (fine-tune) or a fresh poli
 this problem for `train_seconds` (or `updates` updates, whichever comes first) with the paper's
 recipe (schedulers/rl/paper/train.py), then decode: the final policy's greedy plan plus `decode_samples` sampled
 plans. Returns the cheapest feasible plan ever sampled (training or decode). Every plan costed
-(64 per update, one `evaluate_assignments` call each) counts in `evaluate.count`. Raises
+(64 per update, one `evaluate_assignments` call each) counts in `evaluate.count` (added with `evaluate.counted`). Raises
 NoFeasiblePlan if no plan was feasible. `updates=0` with a checkpoint: decode only (~0.05 s at
 64 x 64 once torch and numba are loaded).
 
@@ -92,7 +92,7 @@ class RLPaperScheduler:
             torch.set_num_threads(threads)
         task.evaluations += len(final)
         keep_best(task, final, costs)
-        evaluate.count += task.evaluations
+        evaluate.counted(task.evaluations)
         wall = time.perf_counter() - start
         self.notes = {"updates": stats["updates"], "train_s": stats["wall_s"],
                       "updates_per_s": stats["updates"] / max(stats["wall_s"], 1e-9),

@@ -185,7 +185,7 @@ class RLScheduler:
                 bounds.append(sum(len(x) for x in plans))
             plans = np.concatenate(plans)
             decode_s = time.perf_counter() - start - setup_s - train_s
-            evaluate.count += task.evaluations
+            evaluate.counted(task.evaluations)
             budget = PlanBudget(problem, evaluate, None)
             scores = budget.scores(plans)
             sampled_best = budget.best_cost
