@@ -27,6 +27,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from heterps_sim.core.hps import HpsOptions
+
 EFFECTS = ("bubbles", "allreduce", "transfers", "contention", "ps", "jitter", "stragglers",
            "preemption")
 """The cluster effects ("all"), in the order the effects table lists them."""
@@ -124,8 +126,15 @@ class PsOptions(_Strict):
         return sum(t.hit_rate * t.latency_s for t in (self.hot, self.warm, self.cold))
 
 
-class DesOptions(_Strict):
-    """Knobs of one simulation; `DesOptions.with_effects("all")` switches every effect on."""
+class DesOptions(HpsOptions):
+    """Knobs of one simulation; `DesOptions.with_effects("all")` switches every effect on.
+
+    The H-PS fields (share, slow_replicas, overlap, quantize) come from
+    heterps_sim.core.hps.HpsOptions, as the engine's run request has them: quantize acts on
+    explicit transfers (effect transfers), overlap on the all-reduce (effect allreduce).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, ignored_types=(_either,))
 
     schedule: Literal["gpipe", "1f1b", "async"] | None = Field(
         default=None, description="Microbatch schedule; None = the plan's.")
@@ -169,18 +178,6 @@ class DesOptions(_Strict):
         default=None, description="allreduce: dense parameter bytes per layer; None = "
         "problem.param_bytes (0 when the problem has none).")
     ps: PsOptions = Field(default_factory=PsOptions, description="ps: shards and tiers.")
-    quantize: Literal["none", "fp16", "bf16", "int8"] = Field(
-        default="none", description="transfers: boundary activations and gradients quantized "
-        "on the wire (fp16/bf16: half the bytes, int8: a quarter), as the engine's --quantize.")
-    overlap: bool = Field(default=False, description="allreduce: the ring overlaps the step's "
-                          "last backward (engine --overlap on); only what is left is exposed.")
-    share: Literal["equal", "speed"] = Field(
-        default="equal", description="How a stage's replicas split a step's microbatches: "
-        "equal (mu mod k) or speed (in proportion to each replica's speed from the second "
-        "step on, heterps_sim.core.sharing; flush schedules only), as the engine's --share.")
-    slow_replicas: tuple[tuple[int, int, float], ...] = Field(
-        default=(), description="(stage, replica, factor): units slower by a known factor, as "
-        "the engine's --slow-replica (stragglers draws them at random instead).")
     host_cores: int = Field(default=2, ge=1, description="cores: CPU cores of the one host "
                             "every replica shares.")
     core_sharing: Literal["fifo", "fair"] = Field(
