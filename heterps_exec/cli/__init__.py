@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import sys
 
 EXIT_BAD_INPUT = 2
@@ -25,22 +24,11 @@ COMMANDS = {
     "ps-bench": ("heterps_exec.cli.ps_bench",
                  "parameter-server pull/push throughput and tier hit rates"),
 }
-"""Commands whose module is missing are left out of --help (built piece by piece)."""
+"""Every command's module is imported to build the parser: none imports torch at its top."""
 
 
 class ExecCliError(Exception):
     """Bad input: str() is one line naming the file, field and problem; exit 2."""
-
-
-def _available() -> dict[str, tuple[str, str]]:
-    found = {}
-    for name, (module, help_) in COMMANDS.items():
-        try:
-            if importlib.util.find_spec(module) is not None:
-                found[name] = (module, help_)
-        except ModuleNotFoundError:  # its package is not there yet
-            pass
-    return found
 
 
 def _parser(commands: dict[str, tuple[str, str]]) -> argparse.ArgumentParser:
@@ -57,7 +45,7 @@ def _parser(commands: dict[str, tuple[str, str]]) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = _parser(_available())
+    ap = _parser(COMMANDS)
     args = ap.parse_args(argv)
     if args.command is None:
         ap.print_help()
