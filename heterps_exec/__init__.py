@@ -13,6 +13,8 @@ Where things live (a folder per role; only this package imports torch for traini
     data.py        synthetic Criteo-like data on disk + a prefetching loader of global batches
     layout.py      RunSpec (what every rank reads), rank numbering, microbatch routing
     binding.py     resource type -> device, or an emulated slowdown
+    request.py     RunRequest: the run's options, checked as they are built (H-PS fields
+                   from heterps_sim.core.hps); ExecError, the one-line bad input
     launch.py      loads and binds, writes the run folder, starts torchrun (with restarts)
     worker.py      one rank: process groups, stage, steps, checkpoints, results to rank 0
     runtime.py     one replica's step: forwards, backwards, messages, all-reduce, update

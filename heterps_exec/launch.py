@@ -4,8 +4,9 @@
     outcome = launch(spec, LaunchOptions(max_restarts=1))      # runs torchrun, waits
     result = collect(spec, problem)                             # reads the run folder
 
-Everything that can be wrong with the inputs is found in `prepare`, before any process starts
-(one-line ExecError). torchrun does the process management: `--standalone` on one machine,
+Everything that can be wrong with the inputs is found before any process starts, as a one-line
+ExecError: the request checks its own values as it is built, `prepare` what needs the plan and
+the files. torchrun does the process management: `--standalone` on one machine,
 a c10d rendezvous endpoint for several (`--nnodes`, `--node-rank`, `--rdzv-endpoint`),
 `--max-restarts` after a failure. The launcher's own timeout kills the whole process group,
 so a hung rank fails the run instead of hanging it.
@@ -18,52 +19,18 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from heterps_exec.binding import load_binding, stage_bindings
 from heterps_exec.layout import RunSpec
-from heterps_sim.core.files import UserFileError
+from heterps_exec.request import ExecError, RunRequest
 from heterps_sim.core.plan import Plan
 
 MAX_RANKS = 64
 """More ranks than this on one launch is almost surely a mistake (a plan provisioned for a
 production cluster); pass a plan with explicit num_replicas instead."""
 LOG = "torchrun.log"
-
-
-class ExecError(UserFileError):
-    """Bad plan / scenario / binding / options: one line, exit 2."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunRequest:
-    plan: str
-    scenario: str
-    binding: str = "cpu"
-    steps: int = 20
-    seed: int = 0
-    out_dir: str = ""
-    data_dir: str = ""
-    num_samples: int = 0
-    """Dataset size when one is generated (0: 20 global batches' worth, at least 4096)."""
-    table_scale: float = 1.0
-    optimizer: str = "sgd"
-    lr: float = 0.05
-    warmup_steps: int = 1
-    timeout_s: float = 120.0
-    checkpoint_dir: str = ""
-    checkpoint_every: int = 0
-    save_state: bool = False
-    trace: bool = False
-    overlap: bool = False
-    share: str = "equal"
-    slow_replicas: tuple = ()
-    quantize: str = "none"
-    ps_shards: int = 0
-    ps_policy: str = "lfu"
-    ps_hot_fraction: float = 0.05
-    fault: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -88,9 +55,36 @@ def _provisioned(plan: Plan, problem, source: str) -> Plan:
 
 
 def prepare(req: RunRequest) -> tuple[RunSpec, object]:
-    """Check everything and write the run folder's spec; returns (spec, problem)."""
+    """Load the scenario and the plan, check the request against them, bind every stage to a
+    device and write the run folder's spec; returns (spec, problem). The request has checked
+    its own values when it was built."""
+    scn, problem, plan = _load(req)
+    _check_against(req, plan)
+    bindings = _bind(req, scn, plan)
+    out = Path(req.out_dir or f"runs/exec-{time.strftime('%Y%m%d-%H%M%S')}")
+    out.mkdir(parents=True, exist_ok=True)
+    spec = RunSpec(plan=plan.to_json_dict(), model=scn.model.name,
+                   model_params=dict(scn.model.params), table_scale=req.table_scale,
+                   data_dir=req.data_dir or str(out / "data"), batch_size=scn.workload.batch_size,
+                   steps=req.steps, seed=req.seed, optimizer=req.optimizer, lr=req.lr,
+                   bindings=bindings, out_dir=str(out.resolve()),
+                   timeout_s=req.timeout_s, warmup_steps=min(req.warmup_steps, req.steps - 1),
+                   checkpoint_dir=str(Path(req.checkpoint_dir).resolve()) if req.checkpoint_dir else "",
+                   checkpoint_every=req.checkpoint_every, save_state=req.save_state,
+                   trace=req.trace, overlap=req.overlap, share=req.share,
+                   slow_replicas=[list(x) for x in req.slow_replicas],
+                   quantize=req.quantize, ps_shards=req.ps_shards,
+                   ps_policy=req.ps_policy,
+                   ps_hot_fraction=req.ps_hot_fraction, fault=dict(req.fault))
+    _ensure_data(spec, req)
+    (out / "plan.json").write_text(_json(spec.plan))
+    (out / "spec.json").write_text(spec.to_json())
+    return spec, problem
+
+
+def _load(req: RunRequest) -> tuple[object, object, Plan]:
+    """(scenario, problem, provisioned plan) the engine can run."""
     from heterps_sim.inputs.load import load_input, load_plan
-    from heterps_sim.inputs.scenario import build_cluster
     loaded = load_input(req.scenario)
     if loaded.scenario is None:
         raise ExecError(f"{req.scenario}: the engine needs a scenario YAML naming a zoo model "
@@ -112,32 +106,16 @@ def prepare(req: RunRequest) -> tuple[RunSpec, object]:
     if plan.num_microbatches > batch:
         raise ExecError(f"{req.plan}: num_microbatches {plan.num_microbatches} exceeds the "
                         f"batch size {batch}")
-    for name, value, ok in (("--steps", req.steps, req.steps >= 1),
-                            ("--table-scale", req.table_scale, 0 < req.table_scale <= 1),
-                            ("--lr", req.lr, req.lr > 0),
-                            ("--checkpoint-every", req.checkpoint_every,
-                             req.checkpoint_every >= 0)):
-        if not ok:
-            raise ExecError(f"{name}: invalid value {value}")
-    from heterps_exec.ps.spec import POLICIES
-    if req.share not in ("equal", "speed"):
-        raise ExecError(f"--share: expected equal or speed, got {req.share!r}")
-    for g, r, f in req.slow_replicas:
-        if not (0 <= g < len(plan.stages) and 0 <= r < plan.stages[g].num_replicas and f >= 1):
-            raise ExecError(f"--slow-replica {g}:{r}:{f}: no such replica, or factor < 1")
-    from heterps_exec.hps.quantize import parse_choice
-    try:
-        parse_choice(req.quantize)
-    except ValueError as err:
-        raise ExecError(f"--quantize: {err}") from None
-    if req.ps_shards < 0 or req.ps_shards > 16:
-        raise ExecError(f"--ps-shards: expected 0..16, got {req.ps_shards}")
-    if req.ps_policy not in POLICIES:
-        raise ExecError(f"--ps-policy: expected one of {', '.join(POLICIES)}, got {req.ps_policy!r}")
-    if not 0 <= req.ps_hot_fraction <= 1:
-        raise ExecError(f"--ps-hot-fraction: expected a share in [0, 1], got {req.ps_hot_fraction}")
-    if req.checkpoint_every and not req.checkpoint_dir:
-        raise ExecError("--checkpoint-every needs --checkpoint-dir")
+    return scn, problem, plan
+
+
+def _check_against(req: RunRequest, plan: Plan) -> None:
+    """What the request names that only the plan and the files can confirm."""
+    world = sum(s.num_replicas for s in plan.stages)
+    missing = req.missing_replica([s.num_replicas for s in plan.stages])
+    if missing:
+        g, r, f = missing
+        raise ExecError(f"--slow-replica {g}:{r}:{f}: no such replica, or factor < 1")
     if req.checkpoint_dir:
         from heterps_exec.checkpoint import latest_step
         try:
@@ -149,30 +127,15 @@ def prepare(req: RunRequest) -> tuple[RunSpec, object]:
                             f"--steps {req.steps} leaves nothing to run")
     if req.fault and not 0 <= req.fault["rank"] < world:
         raise ExecError(f"--inject-fault: rank {req.fault['rank']} outside 0..{world - 1}")
-    cluster = build_cluster(scn.cluster, req.scenario)
-    types = {t.name: t for t in cluster.types}
+
+
+def _bind(req: RunRequest, scn, plan: Plan) -> list:
+    """Every stage's device (heterps_exec.binding), from the binding file or "cpu"."""
+    from heterps_sim.inputs.scenario import build_cluster
+    types = {t.name: t for t in build_cluster(scn.cluster, req.scenario).types}
     import torch
-    bindings = stage_bindings(load_binding(req.binding), plan, types, req.binding,
-                              torch.cuda.device_count())
-    out = Path(req.out_dir or f"runs/exec-{time.strftime('%Y%m%d-%H%M%S')}")
-    out.mkdir(parents=True, exist_ok=True)
-    spec = RunSpec(plan=plan.to_json_dict(), model=scn.model.name,
-                   model_params=dict(scn.model.params), table_scale=req.table_scale,
-                   data_dir=req.data_dir or str(out / "data"), batch_size=batch,
-                   steps=req.steps, seed=req.seed, optimizer=req.optimizer, lr=req.lr,
-                   bindings=bindings, out_dir=str(out.resolve()), timeout_s=req.timeout_s,
-                   warmup_steps=min(req.warmup_steps, req.steps - 1),
-                   checkpoint_dir=str(Path(req.checkpoint_dir).resolve()) if req.checkpoint_dir else "",
-                   checkpoint_every=req.checkpoint_every, save_state=req.save_state,
-                   trace=req.trace, overlap=req.overlap, share=req.share,
-                   slow_replicas=[list(x) for x in req.slow_replicas],
-                   quantize=req.quantize, ps_shards=req.ps_shards,
-                   ps_policy=req.ps_policy,
-                   ps_hot_fraction=req.ps_hot_fraction, fault=dict(req.fault))
-    _ensure_data(spec, req)
-    (out / "plan.json").write_text(_json(spec.plan))
-    (out / "spec.json").write_text(spec.to_json())
-    return spec, problem
+    return stage_bindings(load_binding(req.binding), plan, types, req.binding,
+                          torch.cuda.device_count())
 
 
 def _json(data) -> str:

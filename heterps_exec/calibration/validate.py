@@ -189,8 +189,9 @@ def validate(req: ValidateRequest, progress=None) -> dict:
     """Run the whole comparison; returns the report dict (also written by the CLI)."""
     from heterps_exec import binding as bindings
     from heterps_exec.calibration.calibrate import LayerFit, calibrated_problem
-    from heterps_exec.launch import LaunchOptions, RunRequest, launch, prepare
+    from heterps_exec.launch import LaunchOptions, launch, prepare
     from heterps_exec.measure import exec_result, load_ranks
+    from heterps_exec.request import RunRequest
     from heterps_sim.core.plan import save_plan
     from heterps_sim.cost.reference import evaluate_plan
     from heterps_sim.des import simulate

@@ -19,7 +19,11 @@ from __future__ import annotations
 
 import torch
 
-MODES = ("none", "fp16", "bf16", "int8")
+from heterps_sim.core.hps import ENCODINGS
+
+MODES = ENCODINGS
+"""The encodings, in the order of the wire protocol's index (the simulator models the same:
+heterps_sim.core.hps)."""
 AUTO = "auto"
 CHOICES = (*MODES, AUTO)
 """What `--quantize` accepts."""

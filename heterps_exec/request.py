@@ -1,0 +1,146 @@
+"""What `heterps-exec run` is asked to do: a `RunRequest` that checks itself as it is built.
+
+    req = RunRequest(plan="plan.json", scenario="scenarios/exec-tiny.yaml", steps=0)
+    # ExecError: --steps: invalid value 0
+
+Every bad value is a one-line `ExecError` naming the flag (the CLI prints it, exit 2), raised
+before anything is loaded or started. The H-PS fields (share, slow_replicas, overlap,
+quantize) are the simulator's own (heterps_sim.core.hps.HpsOptions). What needs the plan or
+the files is launch.prepare's to check. No torch at import.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from heterps_sim.core.files import UserFileError
+from heterps_sim.core.hps import HpsOptions
+
+
+class ExecError(UserFileError):
+    """Bad plan / scenario / binding / options: one line, exit 2."""
+
+
+FLAGS = {"plan": "PLAN.json", "out_dir": "--out", "data_dir": "--data",
+         "timeout_s": "--rank-timeout", "slow_replicas": "--slow-replica",
+         "fault": "--inject-fault"}
+"""`heterps-exec run`'s flag for each RunRequest field not spelled --field-name."""
+
+
+class RunRequest(HpsOptions):
+    """What `heterps-exec run` is asked to do; it checks itself as it is built.
+
+    A bad value raises a one-line ExecError naming the flag ("--steps: invalid value 0"), so
+    nothing starts. The H-PS fields (share, slow_replicas, overlap, quantize) are the
+    simulator's (heterps_sim.core.hps); the engine's quantize also takes auto[:BOUND]. What
+    needs the plan or the files (which replicas exist, the fault's rank, the checkpoint's
+    step) is checked by `prepare`.
+    """
+
+    plan: str
+    """PLAN.json to run."""
+    scenario: str
+    """Scenario YAML naming a zoo model (the plan's layers)."""
+    binding: str = "cpu"
+    """Resource type -> device YAML, or "cpu" (everything on the CPU)."""
+    steps: int = 20
+    """Training steps (>= 1)."""
+    seed: int = 0
+    """Seed of the model's initial weights and of a generated dataset."""
+    out_dir: str = ""
+    """Run folder ("": runs/exec-<time>)."""
+    data_dir: str = ""
+    """An existing dataset folder ("": generate one in the run folder)."""
+    num_samples: int = 0
+    """Dataset size when one is generated (0: 20 global batches' worth, at least 4096)."""
+    table_scale: float = 1.0
+    """Multiplies every embedding table's rows, in (0, 1]."""
+    optimizer: str = "sgd"
+    """sgd or adagrad."""
+    lr: float = 0.05
+    """Learning rate (> 0)."""
+    warmup_steps: int = 1
+    """Steps left out of the measured throughput (at most steps - 1 are)."""
+    timeout_s: float = 120.0
+    """A rank waiting longer than this on a peer fails the run."""
+    checkpoint_dir: str = ""
+    """Resume from and write checkpoints to this folder ("": none)."""
+    checkpoint_every: int = 0
+    """Steps between checkpoints (0: none; needs checkpoint_dir)."""
+    save_state: bool = False
+    """Write the whole model's state dict (state.pt) at the end."""
+    trace: bool = False
+    """Record trace spans."""
+    quantize: str = "none"
+    """Boundary activations and gradients on the wire: none, fp16, bf16, int8, or auto[:BOUND]
+    (per link and step the narrowest encoding whose relative error stays within BOUND,
+    heterps_exec/hps/quantize.py)."""
+    ps_shards: int = 0
+    """Parameter-server ranks serving the embedding tables, 0..16 (0: local tables)."""
+    ps_policy: str = "lfu"
+    """PS hot-tier policy (heterps_exec.ps.spec.POLICIES)."""
+    ps_hot_fraction: float = 0.05
+    """PS hot-tier rows as a share of each table, in [0, 1]."""
+    fault: dict = Field(default_factory=dict)
+    """Testing: {"rank": r, "step": s, "mode": "kill" | "hang"} (RunSpec.fault)."""
+
+    def __init__(self, **fields) -> None:
+        try:
+            super().__init__(**fields)
+        except ValidationError as exc:
+            raise ExecError(_request_error(exc)) from None
+
+    @field_validator("steps", "table_scale", "lr", "checkpoint_every")
+    @classmethod
+    def _in_range(cls, value, info):
+        ok = {"steps": lambda v: v >= 1, "table_scale": lambda v: 0 < v <= 1,
+              "lr": lambda v: v > 0, "checkpoint_every": lambda v: v >= 0}[info.field_name]
+        if not ok(value):
+            raise ValueError(f"invalid value {value}")
+        return value
+
+    @field_validator("quantize")
+    @classmethod
+    def _known_quantize(cls, value):
+        from heterps_exec.hps.quantize import parse_choice
+        parse_choice(value)  # raises ValueError naming what it accepts
+        return value
+
+    @field_validator("ps_shards")
+    @classmethod
+    def _shards(cls, value):
+        if not 0 <= value <= 16:
+            raise ValueError(f"expected 0..16, got {value}")
+        return value
+
+    @field_validator("ps_policy")
+    @classmethod
+    def _policy(cls, value):
+        from heterps_exec.ps.spec import POLICIES
+        if value not in POLICIES:
+            raise ValueError(f"expected one of {', '.join(POLICIES)}, got {value!r}")
+        return value
+
+    @field_validator("ps_hot_fraction")
+    @classmethod
+    def _hot_fraction(cls, value):
+        if not 0 <= value <= 1:
+            raise ValueError(f"expected a share in [0, 1], got {value}")
+        return value
+
+    @model_validator(mode="after")
+    def _checkpoints_need_a_folder(self) -> RunRequest:
+        if self.checkpoint_every and not self.checkpoint_dir:
+            raise ValueError("--checkpoint-every needs --checkpoint-dir")
+        return self
+
+
+def _request_error(exc: ValidationError) -> str:
+    """The first problem of a RunRequest as one line naming the flag."""
+    problem = exc.errors()[0]
+    cause = problem.get("ctx", {}).get("error")
+    message = str(cause) if isinstance(cause, ValueError) else problem["msg"]
+    if not problem["loc"]:  # a rule over several fields names its flags itself
+        return message
+    name = str(problem["loc"][0])
+    return f"{FLAGS.get(name, '--' + name.replace('_', '-'))}: {message}"
