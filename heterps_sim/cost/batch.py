@@ -15,7 +15,8 @@ import numba
 import numpy as np
 
 from heterps_sim.core.problem import Problem
-from heterps_sim.cost.reference import CEIL_TOLERANCE, MAX_REPLICAS, MODES
+from heterps_sim.cost import amdahl_numba as amdahl
+from heterps_sim.cost.reference import MAX_REPLICAS, MODES
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,11 +31,10 @@ class BatchResult:
 
 @numba.njit(cache=True, inline="always")
 def _least_units(theta, batch, alpha, par, ser):
-    slack = batch / theta - (1.0 - alpha) * par - ser
+    slack = amdahl.slack(batch / theta, par, ser, alpha)
     if slack <= 0.0:
         return -1
-    k = math.ceil(alpha * par / slack - CEIL_TOLERANCE)
-    return max(1, k)
+    return max(1, int(amdahl.units_for(par, alpha, slack)))
 
 
 @numba.njit(cache=True)
@@ -122,7 +122,7 @@ def _exact_sweep(c, thr, ph, batch, limit, num_samples, num_stages, st_type, st_
     """Exact provisioning: try every stage throughput B/ET_g(k) >= TL as the bottleneck level."""
     ceiling = np.inf
     for g in range(num_stages):
-        ceiling = min(ceiling, batch / ((1.0 - st_alpha[g]) * st_par[g] + st_ser[g]))
+        ceiling = min(ceiling, batch / amdahl.serial_time(st_par[g], st_ser[g], st_alpha[g]))
     hours_floor = num_samples / 3600.0 / ceiling
     best_c, best_thr, best_ph = c, thr, ph
     for g in range(num_stages):

@@ -23,8 +23,8 @@ import numpy as np
 from heterps_sim.core.plan import Plan
 from heterps_sim.core.problem import Problem
 from heterps_sim.core.result import RunResult, StageStats
+from heterps_sim.cost import amdahl
 from heterps_sim.cost.terms import (  # noqa: F401  (re-exported: the cost model's public names)
-    CEIL_TOLERANCE,
     MAX_REPLICAS,
     MODES,
     MixedTerms,
@@ -175,9 +175,9 @@ def _cheapest_level(problem: Problem, terms, fixed, thetas: np.ndarray, chunk: i
     best_theta, best_cost = None, math.inf
     for start in range(0, len(thetas), chunk):
         th = thetas[start:start + chunk, None]
-        slack = B / th - (1.0 - alpha) * par - ser
+        slack = amdahl.slack(B / th, par, ser, alpha)
         with np.errstate(divide="ignore", invalid="ignore"):
-            k = np.maximum(1.0, np.ceil(alpha * par / slack - CEIL_TOLERANCE))
+            k = np.maximum(1.0, amdahl.units_for(par, alpha, slack))
         k = np.where(k_fixed > 0, k_fixed, np.where(slack > 0, k, np.inf))
         used = np.zeros((len(th), problem.num_types))
         np.add.at(used.T, types, (np.where(np.isfinite(k), k, 0.0) * weight).T)
@@ -185,7 +185,7 @@ def _cheapest_level(problem: Problem, terms, fixed, thetas: np.ndarray, chunk: i
         stop = len(ok) if ok.all() else int(np.argmin(ok))
         if stop:
             k = k[:stop]
-            thr = (B / (par * ((1.0 - alpha) + alpha / k) + ser)).min(axis=1)
+            thr = (B / amdahl.step_time(par, ser, alpha, k)).min(axis=1)
             per_hour = (problem.price_per_hour[types] * weight * k).sum(axis=1) + fixed_per_hour
             costs = problem.num_samples / thr / 3600.0 * per_hour
             i = int(np.argmin(costs))

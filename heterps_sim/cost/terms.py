@@ -20,18 +20,16 @@ some microbatch crosses every pair.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from heterps_sim.core.plan import Plan
 from heterps_sim.core.problem import Problem
 from heterps_sim.core.sharing import finish_together
+from heterps_sim.cost import amdahl
 
 MODES = ("least", "exact")
 MAX_REPLICAS = 65536
 """No stage is given more units than this (a safety bound; real caps come from `available`)."""
-CEIL_TOLERANCE = 1e-9
-"""k = ceil(x - 1e-9): a stage that meets theta exactly is not given one unit too many."""
 
 
 class PlanError(ValueError):
@@ -50,7 +48,7 @@ class StageTerms:
     serial_s: float
 
     def exec_time(self, k: int) -> float:
-        return self.parallel_s * ((1.0 - self.alpha) + self.alpha / k) + self.serial_s
+        return amdahl.step_time(self.parallel_s, self.serial_s, self.alpha, k)
 
     def groups(self, k: int) -> list[tuple[int, int]]:
         """(type index, units) of the stage with k units."""
@@ -58,14 +56,14 @@ class StageTerms:
 
     def min_exec_time(self) -> float:
         """ET as k -> infinity (the Amdahl limit)."""
-        return self.parallel_s * (1.0 - self.alpha) + self.serial_s
+        return amdahl.serial_time(self.parallel_s, self.serial_s, self.alpha)
 
     def least_units(self, batch_size: int, theta: float) -> int | None:
         """Fewest units with B / ET(k) >= theta; None when no number of units reaches theta."""
-        slack = batch_size / theta - (1.0 - self.alpha) * self.parallel_s - self.serial_s
+        slack = amdahl.slack(batch_size / theta, self.parallel_s, self.serial_s, self.alpha)
         if slack <= 0:
             return None
-        return max(1, math.ceil(self.alpha * self.parallel_s / slack - CEIL_TOLERANCE))
+        return max(1, int(amdahl.units_for(self.parallel_s, self.alpha, slack)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +88,7 @@ class MixedTerms:
 
     def split(self) -> tuple[float, list[float]]:
         """(step time, batch share of one unit of each type): sharing.finish_together."""
-        serial = [(1.0 - t.alpha) * t.parallel_s + t.serial_s for t in self.parts]
+        serial = [amdahl.serial_time(t.parallel_s, t.serial_s, t.alpha) for t in self.parts]
         parallel = [t.alpha * t.parallel_s for t in self.parts]
         return finish_together(serial, parallel, list(self.counts))
 

@@ -43,6 +43,7 @@ import numpy as np
 
 from heterps_sim.core.problem import Problem
 from heterps_sim.core.sharing import finish_together
+from heterps_sim.cost import amdahl
 from heterps_sim.cost.reference import MixedTerms, StageTerms, stage_type_indices
 from heterps_sim.des.options import DesOptions
 
@@ -197,7 +198,7 @@ def _one_stage(problem: Problem, g: int, t: StageTerms, k: int, link_bw: float, 
     if removed > 0:
         P, S = (t.oct + odt_left, 0.0) if problem.odt_parallel else (t.oct, odt_left)
     w = t.alpha * P / m
-    step_s = (1.0 - t.alpha) * P + S
+    step_s = amdahl.serial_time(P, S, t.alpha)
     if problem.odt_parallel:
         comm_par = comm_step = odt_left / P if P > 0 else 0.0
     else:

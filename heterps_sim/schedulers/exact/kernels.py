@@ -28,7 +28,8 @@ import math
 import numpy as np
 from numba import njit
 
-from heterps_sim.cost.reference import CEIL_TOLERANCE
+from heterps_sim.cost import amdahl_numba as amdahl
+from heterps_sim.cost.amdahl import CEIL_TOLERANCE
 
 INF = np.inf
 SUM, BOTTLENECK, PER_SAMPLE = 0, 1, 2
@@ -63,21 +64,21 @@ def option(alpha, so, odt, pj, bj, kmax_j, batch, par, binv, k_rule, thr_floor, 
         p_s = so
         s_s = odt
     if k_rule == K_LEAST:
-        slack = binv - (1.0 - alpha) * p_s - s_s
+        slack = amdahl.slack(binv, p_s, s_s, alpha)
         if slack <= 0.0:
             return INVALID, 0, INF, INF
-        x = alpha * p_s / slack - CEIL_TOLERANCE
-        if x > kmax_j:
+        units = amdahl.units_for(p_s, alpha, slack)
+        if units > kmax_j:  # kmax_j is whole: the same as testing before the ceiling
             return INVALID, 0, INF, INF
-        k = int(math.ceil(x))
+        k = int(units)
         if k < 1:
             k = 1
-        if k * ((1.0 - alpha) * p_s + s_s) + alpha * p_s > bj:
+        if k * amdahl.serial_time(p_s, s_s, alpha) + alpha * p_s > bj:
             return INVALID, 0, INF, INF
     elif k_rule == K_MAX:
         k = kmax_j
     else:
-        c = (1.0 - alpha) * p_s + s_s
+        c = amdahl.serial_time(p_s, s_s, alpha)
         top = bj - alpha * p_s  # k units fit the budget while k c <= top
         if top < c:
             return INVALID, 0, INF, INF
@@ -87,21 +88,21 @@ def option(alpha, so, odt, pj, bj, kmax_j, batch, par, binv, k_rule, thr_floor, 
             k = int(math.floor(top / c))
     et = np.nan
     if need_et or thr_floor > 0.0 or objective == BOTTLENECK:
-        et = p_s * ((1.0 - alpha) + alpha / k) + s_s
+        et = amdahl.step_time(p_s, s_s, alpha, k)
     if objective == SUM:
         value = pj * k
     elif objective == PER_SAMPLE:  # price * k * ET(k): the stage's own cost per batch
-        value = pj * (k * ((1.0 - alpha) * p_s + s_s) + alpha * p_s)
+        value = pj * (k * amdahl.serial_time(p_s, s_s, alpha) + alpha * p_s)
     else:
         value = et
     if thr_floor > 0.0 and batch / et < thr_floor:
         return FILTERED, k, value, et
     if guard_binv > 0.0:
-        slack = guard_binv - (1.0 - alpha) * p_s - s_s
+        slack = amdahl.slack(guard_binv, p_s, s_s, alpha)
         if slack <= 0.0:
             return FILTERED, k, value, et
-        k_tl = max(1, int(math.ceil(alpha * p_s / slack - CEIL_TOLERANCE)))
-        if batch / (p_s * ((1.0 - alpha) + alpha / k_tl) + s_s) < guard_floor:
+        k_tl = max(1, int(amdahl.units_for(p_s, alpha, slack)))
+        if batch / amdahl.step_time(p_s, s_s, alpha, k_tl) < guard_floor:
             return FILTERED, k, value, et
     return OK, k, value, et
 
@@ -312,7 +313,7 @@ def next_theta(terms, ks, kmax_of_stage, batch, par):
         so, odt, alpha = terms[g, 0], terms[g, 1], terms[g, 2]
         p_s, s_s = (so + odt, 0.0) if par else (so, odt)
         k = ks[g]
-        denom = (1.0 - alpha) * p_s + s_s + alpha * p_s / (k + CEIL_TOLERANCE)
+        denom = amdahl.serial_time(p_s, s_s, alpha) + alpha * p_s / (k + CEIL_TOLERANCE)
         if denom <= 0.0:
             continue
         theta = batch / denom * (1.0 + 1e-12)

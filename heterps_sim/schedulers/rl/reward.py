@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from heterps_sim.core.problem import Problem
+from heterps_sim.cost import amdahl
 from heterps_sim.cost.batch import BatchResult, evaluate_assignments
 from heterps_sim.schedulers.rl.paper.features import action_mask
 
@@ -81,7 +82,7 @@ def reach(problem: Problem, plans: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         alpha = np.where(s_oct > 0, s_aoct / s_oct, 0.0)
     par, ser = (s_oct + s_odt, 0.0) if problem.odt_parallel else (s_oct, s_odt)
-    slowest = ((1 - alpha) * par + ser).reshape(num_n, num_l).max(axis=1)
+    slowest = amdahl.serial_time(par, ser, alpha).reshape(num_n, num_l).max(axis=1)
     with np.errstate(divide="ignore"):
         out = np.where(slowest > 0, problem.batch_size / slowest, np.inf)
     return np.where(bad.any(axis=1), 0.0, out)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from heterps_sim.cost.reference import CEIL_TOLERANCE
+from heterps_sim.cost import amdahl
 from heterps_sim.schedulers.search.space import SearchSpace
 
 LADDER = (1.01, 1.02, 1.05, 1.1, 1.2, 1.35, 1.5, 2.0, 2.5, 3.0, 4.0)
@@ -99,9 +99,9 @@ class StageOptions:
         with np.errstate(divide="ignore", invalid="ignore"):
             a = np.where(o > 0, ao / o, 0.0)
             par, ser = (o + d, 0.0) if p.odt_parallel else (o, d)
-            slack = p.batch_size / p.throughput_limit - (1 - a) * par - ser
-            k = np.maximum(1.0, np.ceil(a * par / slack - CEIL_TOLERANCE))
-            thr = p.batch_size / (par * ((1 - a) + a / k) + ser)
+            slack = amdahl.slack(p.batch_size / p.throughput_limit, par, ser, a)
+            k = np.maximum(1.0, amdahl.units_for(par, a, slack))
+            thr = p.batch_size / amdahl.step_time(par, ser, a, k)
         good = (self._bad[hi] == self._bad[lo]) & (slack > 0)
         return np.where(good, self._price * k, np.inf), np.where(good, thr, 0.0)
 

@@ -35,7 +35,7 @@ import numpy as np
 
 from heterps_sim.core.plan import Plan, plan_from_assignment
 from heterps_sim.core.problem import Problem
-from heterps_sim.cost.reference import CEIL_TOLERANCE
+from heterps_sim.cost import amdahl_numba as amdahl
 from heterps_sim.schedulers.base import Evaluator, NoFeasiblePlan
 
 SLACK = 2
@@ -67,11 +67,11 @@ def _shortfall(assign, oct_s, odt_s, alpha, boundary, net, latency, batch, limit
                     s_odt += boundary[i] / min(net[j], net[assign[p, i + 1]]) + latency
                 a = s_aoct / s_oct if s_oct > 0 else 0.0
                 par_s = s_oct + s_odt if par else s_oct
-                t = (1.0 - a) * par_s + (0.0 if par else s_odt)
-                worst = max(worst, t)
-                slack = batch / limit - t
+                ser_s = 0.0 if par else s_odt
+                worst = max(worst, amdahl.serial_time(par_s, ser_s, a))
+                slack = amdahl.slack(batch / limit, par_s, ser_s, a)
                 if slack > 0:
-                    used[j] += max(1, math.ceil(a * par_s / slack - CEIL_TOLERANCE))
+                    used[j] += max(1, int(amdahl.units_for(par_s, a, slack)))
                 else:
                     reachable = False
                 s_oct = s_odt = s_aoct = 0.0

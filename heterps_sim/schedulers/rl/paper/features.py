@@ -25,7 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from heterps_sim.core.problem import Problem
-from heterps_sim.cost.reference import CEIL_TOLERANCE, MAX_REPLICAS
+from heterps_sim.cost import amdahl
+from heterps_sim.cost.reference import MAX_REPLICAS
 
 LAYER_FEATURES = ("position", "is_first", "is_last", "log_fastest_time", "log_boundary_time",
                   "runnable_share", "log_param_bytes", "log_sparse_bytes", "log_num_layers",
@@ -101,9 +102,8 @@ def _derive(problem: Problem) -> _Derived:
     par, ser = (total, 0.0) if problem.odt_parallel else (oct_s, odt_s)
     caps = np.array([MAX_REPLICAS if a is None else min(a, MAX_REPLICAS)
                      for a in problem.available], np.float64)
-    slack = budget - (1 - alpha) * par - ser
-    units = np.maximum(1.0, np.ceil(alpha * par / np.where(slack > 0, slack, 1.0)
-                                    - CEIL_TOLERANCE))
+    slack = amdahl.slack(budget, par, ser, alpha)
+    units = np.maximum(1.0, amdahl.units_for(par, alpha, np.where(slack > 0, slack, 1.0)))
     price = np.asarray(problem.price_per_hour, np.float64)
     return _Derived(
         budget=budget, mask=mask, total=total, odt=odt_s, alpha=alpha, units=units,

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from heterps_sim.core.problem import Problem
-from heterps_sim.cost.reference import CEIL_TOLERANCE, MAX_REPLICAS
+from heterps_sim.cost import amdahl
+from heterps_sim.cost.reference import MAX_REPLICAS
 
 FEATURES = ("start", "end", "length", "is_last", "ok", "log_units", "log_rate_over_lb_seg",
             "log_rate_over_lb_total", "log_lb_rest", "slack", "ceil_waste", "log_boundary_time",
@@ -101,16 +102,16 @@ def encode_segments(problem: Problem, max_stage_layers: int = 64) -> SegmentEnco
     with np.errstate(divide="ignore", invalid="ignore"):
         alpha = np.where(total_oct > 0, (p_aoct[e_c + 1] - p_aoct[s]) / total_oct, 0.0)
     par, ser = (total_oct + total_odt, 0.0) if problem.odt_parallel else (total_oct, total_odt)
-    slack = budget - (1 - alpha) * par - ser
+    slack = amdahl.slack(budget, par, ser, alpha)
     with np.errstate(divide="ignore", invalid="ignore"):
-        need = alpha * par / np.where(slack > 0, slack, 1.0)
-    units = np.maximum(1.0, np.ceil(need - CEIL_TOLERANCE))
+        need = alpha * par / np.where(slack > 0, slack, 1.0)  # units' worth, before the ceiling
+        units = np.maximum(1.0, amdahl.units_for(par, alpha, np.where(slack > 0, slack, 1.0)))
     valid = inside[..., None] & (p_bad[e_c + 1] == p_bad[s])
     ok = valid & (slack > 0) & (units <= caps[None, None, :])
     rate = price[None, None, :] * units
     lb_seg = np.maximum(p_lb[e_c + 1] - p_lb[s], _TINY)[..., None]
     lb_rest = (p_lb[-1] - p_lb[e_c + 1])[..., None]
-    et = par * ((1 - alpha) + alpha / units) + ser
+    et = amdahl.step_time(par, ser, alpha, units)
     with np.errstate(divide="ignore", invalid="ignore"):
         thr = np.where(ok, problem.batch_size / et, 0.0)  # at `units`: >= TL where ok
     rest, best = lookahead(rate, thr, ok, e_c, problem.throughput_limit)
