@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from heterps_sim.core.files import UserFileError
 from heterps_sim.core.spec import RESOURCE_KINDS, ResourceType
 
 # package data: found the same way in a source checkout and in an installed wheel
@@ -53,7 +54,7 @@ SYNTHETIC = "synthetic"
 """First entry of a synthetic variant's `estimated_fields`."""
 
 
-class CatalogError(ValueError):
+class CatalogError(UserFileError):
     """A catalog file that cannot be read; the message names the file, row and column."""
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from heterps_sim.core.files import UserFileError
 from heterps_sim.core.problem import Problem
 from heterps_sim.core.spec import Cluster, Layer, ModelSpec, ProfileOptions, ResourceType, Workload
 
@@ -49,7 +50,7 @@ MEMORY_HEADROOM = 0.9
 TRACE_COLUMNS = ("model", "layer", "resource", "batch_size", "oct_s", "odt_s")
 
 
-class TraceError(ValueError):
+class TraceError(UserFileError):
     """A measured trace file that cannot be used; the message names file, row and column."""
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from heterps_sim.core.files import UserFileError
 from heterps_sim.plots import run as plots_run
 from heterps_sim.plots import tradeoff as plots
 
@@ -22,7 +23,7 @@ FORMATS = ("png", "svg")
 PNGs are rendered by Agg, SVGs by matplotlib's SVG backend."""
 
 
-class PlotError(ValueError):
+class PlotError(UserFileError):
     """A folder with nothing to plot, or a file that cannot be read (one line)."""
 
 

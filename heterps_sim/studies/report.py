@@ -17,11 +17,13 @@ import math
 import time
 from pathlib import Path
 
+from heterps_sim.core.files import UserFileError
+
 SCENARIO_DIR = Path(__file__).resolve().parents[2] / "scenarios"
 REPORT_SCHEDULERS = ("exact", "homogeneous", "paddle-heuristic", "greedy")
 
 
-class ReportError(ValueError):
+class ReportError(UserFileError):
     """An unknown scenario name or an unreadable scenario file (one line)."""
 
 

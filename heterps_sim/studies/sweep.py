@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from heterps_sim.core.files import UserFileError
 from heterps_sim.core.problem import Problem
 
 COLUMNS = ["index", "scheduler", "throughput_limit", "feasible", "cost_usd", "throughput",
@@ -51,7 +52,7 @@ SLOW_SCHEDULERS = {"bayesian": "optuna TPE, ~4 s a run on a 64-type problem"}
 RL schedulers, under heterps_sim.schedulers.rl) are slow too: they train a policy per run."""
 
 
-class SweepError(ValueError):
+class SweepError(UserFileError):
     """Bad sweep settings or a problem with no feasible plan at any limit (one line)."""
 
 
