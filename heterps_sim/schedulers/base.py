@@ -27,9 +27,10 @@ on a busy machine, can stall for milliseconds)."""
 
 
 class SchedulerConfig(BaseModel):
-    """Base of every scheduler's Config: unknown options are errors."""
+    """Base of every scheduler's Config: unknown options are errors; the docstring under a
+    field is its description (`heterps-sim schedule --scheduler NAME --set help` lists them)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
     seed: int = 0
     """Seed of any randomness; same seed, same plan."""
 

@@ -40,11 +40,13 @@ class RLPaperScheduler:
         hidden: int = Field(default=128, ge=1)
         """LSTM hidden size (ignored with a checkpoint: its own is used)."""
         lr: float = Field(default=3e-3, gt=0)
+        """Adam learning rate (paper recipe: 3e-3)."""
         batch: int = Field(default=64, ge=1)
         """Plans sampled per update."""
         entropy: float = Field(default=0.01, ge=0)
         """Entropy bonus coefficient."""
         baseline_decay: float = Field(default=0.9, ge=0, lt=1)
+        """Moving-average reward baseline: b <- decay x b + (1 - decay) x the batch's mean."""
         threads: int = Field(default=1, ge=1)
         """torch CPU threads while scheduling (restored afterwards)."""
         decode_samples: int = Field(default=64, ge=0)

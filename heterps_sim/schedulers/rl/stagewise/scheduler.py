@@ -59,10 +59,13 @@ class RLScheduler:
         batch: int = Field(default=64, ge=2)
         """Plans sampled per PPO update."""
         lr: float = Field(default=1e-3, gt=0)
+        """PPO Adam learning rate."""
         epochs: int = Field(default=2, ge=1)
         """PPO passes over each batch."""
         clip: float = Field(default=0.2, gt=0)
+        """PPO clip range: the probability ratio is clipped to [1 - clip, 1 + clip]."""
         entropy: float = Field(default=0.003, ge=0)
+        """Entropy bonus coefficient."""
         decode_samples: int = Field(default=256, ge=0)
         """Plans sampled from the final policy besides its greedy plan."""
         polish_starts: int = Field(default=8, ge=0)
