@@ -16,24 +16,22 @@ machine's speed; a run limited by updates is the same on every run with the same
 from __future__ import annotations
 
 import argparse
-import ast
 import csv
-import dataclasses
-import inspect
 import sys
-import textwrap
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numba
 import numpy as np
 import torch
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from tqdm import tqdm
 
 from heterps_sim.core.problem import Problem
 from heterps_sim.cost.batch import evaluate_assignments
 from heterps_sim.cost.reference import MODES
+from heterps_sim.schedulers.fields import add_flags, plain_message
 from heterps_sim.schedulers.rl.paper.features import FeatureNorm, encode
 from heterps_sim.schedulers.rl.paper.policy import LSTMPolicy, ProblemTensors
 from heterps_sim.schedulers.rl.reward import SCALES, reference_cost, rewards
@@ -47,9 +45,13 @@ LOG_COLUMNS = ("update", "wall_s", "problem", "reward_mean", "reward_max", "feas
 # ---------------------------------------------------------------------------------------------
 # Arguments
 # ---------------------------------------------------------------------------------------------
-@dataclass
-class Args:
-    problems: list[str] = field(default_factory=list)
+class Args(BaseModel):
+    """The training run's settings: each field is a --flag of `parse_args` (its docstring the
+    help); bad values raise a ValueError naming the field."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    problems: list[str] = Field(default_factory=list)
     """scenario YAML / problem JSON files to train on (none: the built-in default scenario)"""
     seconds: float = 60.0
     """wall-clock training budget"""
@@ -88,7 +90,8 @@ class Args:
     progress: bool = True
     """tqdm progress bar"""
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _check(self) -> Args:
         positive = {"lr": self.lr, "batch": self.batch, "hidden": self.hidden,
                     "embed": self.embed, "threads": self.threads,
                     "max_grad_norm": self.max_grad_norm}
@@ -104,6 +107,7 @@ class Args:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         if self.reward not in SCALES:
             raise ValueError(f"reward must be one of {', '.join(SCALES)}, got {self.reward!r}")
+        return self
 
 
 # ---------------------------------------------------------------------------------------------
@@ -223,7 +227,7 @@ def train(policy: LSTMPolicy, tasks: list[Task], args: Args, norm: FeatureNorm |
 def save_checkpoint(path: str | Path, policy: LSTMPolicy, norm: FeatureNorm, args: Args) -> None:
     torch.save({"format": CHECKPOINT_FORMAT, "state_dict": policy.state_dict(),
                 "policy": {"hidden": policy.hidden, "embed": policy.embed},
-                "feature_norm": norm.to_dict(), "args": dataclasses.asdict(args)}, path)
+                "feature_norm": norm.to_dict(), "args": args.model_dump()}, path)
 
 
 def load_checkpoint(path: str | Path) -> tuple[LSTMPolicy, FeatureNorm, dict]:
@@ -249,35 +253,26 @@ def new_policy(args: Args, problems: list[Problem]) -> tuple[LSTMPolicy, Feature
 # ---------------------------------------------------------------------------------------------
 # Command line
 # ---------------------------------------------------------------------------------------------
-def field_docs(cls) -> dict[str, str]:
-    """The docstring under each dataclass field (the --help text, as tyro would show it)."""
-    body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body
-    return {a.target.id: b.value.value for a, b in zip(body, body[1:])
-            if isinstance(a, ast.AnnAssign) and isinstance(b, ast.Expr)
-            and isinstance(b.value, ast.Constant)}
-
-
-def parse_args(argv: list[str] | None = None) -> Args:
+def parser() -> argparse.ArgumentParser:
+    """The command line: input files, then one flag per `Args` field (generated from it)."""
     ap = argparse.ArgumentParser(
         prog="heterps-sim train-rl", description=__doc__.splitlines()[0],
         epilog="example: heterps-sim train-rl scenarios/dlrm-64types.yaml --seconds 60 "
                "--out dlrm.pt")
     ap.add_argument("inputs", nargs="*", help="scenario YAML / problem JSON files")
-    ap.add_argument("--problems", nargs="+", default=[], help="more input files")
-    docs = field_docs(Args)
-    for f in dataclasses.fields(Args):
-        if f.name == "problems":
-            continue
-        flag, text = "--" + f.name.replace("_", "-"), docs.get(f.name, "")
-        if isinstance(f.default, bool):
-            ap.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default,
-                            help=text)
-        else:
-            ap.add_argument(flag, type=type(f.default), default=f.default,
-                            help=f"{text} (default: %(default)s)".lstrip())
-    ns = vars(ap.parse_args(argv))
+    ap.add_argument("--problems", nargs="+", default=[],  # at least one value, unlike the rest
+                    help=Args.model_fields["problems"].description)
+    add_flags(ap, Args, skip=("problems",))
+    return ap
+
+
+def parse_args(argv: list[str] | None = None) -> Args:
+    ns = vars(parser().parse_args(argv))
     ns["problems"] = ns.pop("inputs") + ns["problems"]
-    return Args(**ns)
+    try:
+        return Args(**ns)
+    except ValidationError as exc:  # the validator's sentence, as the dataclass raised it
+        raise ValueError(plain_message(exc)) from None
 
 
 def main(argv: list[str] | None = None) -> int:

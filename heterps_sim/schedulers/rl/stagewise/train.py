@@ -19,20 +19,20 @@ from __future__ import annotations
 
 import argparse
 import csv
-import dataclasses
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numba
 import numpy as np
 import torch
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from heterps_sim.core.problem import Problem
 from heterps_sim.cost.batch import evaluate_assignments
 from heterps_sim.cost.reference import MODES
-from heterps_sim.schedulers.rl.paper.train import field_docs
+from heterps_sim.schedulers.fields import add_flags, plain_message
 from heterps_sim.schedulers.rl.reward import reference_cost, rewards
 from heterps_sim.schedulers.rl.stagewise.des_reward import DEFAULT_EFFECTS, DesJudge, des_rewards
 from heterps_sim.schedulers.rl.stagewise.imitation import SIZES, solved_problems
@@ -50,8 +50,12 @@ SHIPPED = Path(__file__).with_name("rl-pretrained.pt")
 """The checkpoint shipped in the repository (see the README for how it was trained)."""
 
 
-@dataclass
-class Args:
+class Args(BaseModel):
+    """The training run's settings: each field is a --flag of `parse_args` (its docstring the
+    help); bad values raise a ValueError naming the field."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
     out: str = "rl.pt"
     """checkpoint written at the end (a CSV log beside it)"""
     init: str = ""
@@ -69,6 +73,7 @@ class Args:
     imitation_problems: int = 0
     """random problems solved exactly and imitated (0: no imitation phase)"""
     imitation_seconds: float = 60.0
+    """wall-clock budget of the imitation phase"""
     imitation_updates: int = 0
     """cap on imitation Adam steps (0: none)"""
     imitation_batch: int = 8
@@ -76,9 +81,11 @@ class Args:
     imitation_sizes: str = ""
     """comma list of layer counts of the imitation problems ("" = problems.SIZES, 4-64)"""
     imitation_lr: float = 3e-3
-    problems: list[str] = field(default_factory=list)
+    """imitation Adam learning rate"""
+    problems: list[str] = Field(default_factory=list)
     """scenario / problem files for the PPO phase (none: the imitation problems)"""
     ppo_seconds: float = 0.0
+    """wall-clock budget of the PPO phase (0: no PPO phase)"""
     ppo_updates: int = 0
     """cap on PPO updates (0: none)"""
     lr: float = 1e-3
@@ -88,8 +95,11 @@ class Args:
     epochs: int = 2
     """PPO passes over each batch"""
     clip: float = 0.2
+    """PPO clip range: the probability ratio is clipped to [1 - clip, 1 + clip]"""
     entropy: float = 0.003
+    """entropy bonus coefficient"""
     max_grad_norm: float = 1.0
+    """gradient norm clip"""
     mode: str = "least"
     """provisioning mode of the cost model (least | exact)"""
     reward: str = "analytic"
@@ -106,7 +116,8 @@ class Args:
     threads: int = 1
     """torch CPU threads"""
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _check(self) -> Args:
         for name in ("hidden", "embed", "encoder", "max_stage_layers", "imitation_batch",
                      "batch", "epochs", "threads", "lr", "imitation_lr", "clip"):
             if not getattr(self, name) > 0:
@@ -123,6 +134,7 @@ class Args:
             self.judge_settings()  # unknown effects or bad seeds fail here, not mid-run
             if self.des_steps < 1 or self.des_top < 1:
                 raise ValueError("des_steps and des_top must be >= 1")
+        return self
 
     def judge_settings(self) -> dict:
         """DesJudge keyword arguments of the des reward."""
@@ -282,7 +294,7 @@ def save_checkpoint(path: str | Path, policy: SegmentPolicy, args: Args) -> None
     torch.save({"format": CHECKPOINT_FORMAT, "state_dict": state,
                 "policy": {"hidden": policy.hidden, "embed": policy.embed,
                            "encoder": policy.encoder},
-                "args": dataclasses.asdict(args)}, path)
+                "args": args.model_dump()}, path)
 
 
 def load_checkpoint(path: str | Path) -> tuple[SegmentPolicy, dict]:
@@ -298,25 +310,26 @@ def load_checkpoint(path: str | Path) -> tuple[SegmentPolicy, dict]:
 # ---------------------------------------------------------------------------------------------
 # Command line
 # ---------------------------------------------------------------------------------------------
-def parse_args(argv: list[str] | None = None) -> Args:
+def parser() -> argparse.ArgumentParser:
+    """The command line: input files, then one flag per `Args` field (generated from it)."""
     ap = argparse.ArgumentParser(
         prog="heterps-sim train-rl --scheduler rl", description=__doc__.splitlines()[0],
         epilog="example: heterps-sim train-rl --scheduler rl scenarios/dlrm-64types.yaml "
                "--init shipped --ppo-seconds 30 --out tuned.pt")
     ap.add_argument("inputs", nargs="*", help="scenario YAML / problem JSON files (PPO phase)")
-    docs = field_docs(Args)
-    for f in dataclasses.fields(Args):
-        flag, text = "--" + f.name.replace("_", "-"), docs.get(f.name, "")
-        if f.name == "problems":
-            ap.add_argument(flag, nargs="*", default=[], help=text)
-        else:
-            ap.add_argument(flag, type=type(f.default), default=f.default,
-                            help=f"{text} (default: %(default)s)".lstrip())
-    ns = vars(ap.parse_args(argv))
+    add_flags(ap, Args)
+    return ap
+
+
+def parse_args(argv: list[str] | None = None) -> Args:
+    ns = vars(parser().parse_args(argv))
     ns["problems"] = ns.pop("inputs") + ns["problems"]
     if ns["init"] == "shipped":
         ns["init"] = str(SHIPPED)
-    return Args(**ns)
+    try:
+        return Args(**ns)
+    except ValidationError as exc:  # the validator's sentence, as the dataclass raised it
+        raise ValueError(plain_message(exc)) from None
 
 
 def main(argv: list[str] | None = None) -> int:
