@@ -60,6 +60,7 @@ class RunSpec:
     checkpoint_every: int = 0
     save_state: bool = False
     trace: bool = False
+    # The H-PS options (heterps_sim.core.hps.HpsOptions), copied from the checked RunRequest:
     overlap: bool = False
     """All-reduce a stage's gradient buckets during its last backward of the step."""
     share: str = "equal"
@@ -68,7 +69,8 @@ class RunSpec:
     slow_replicas: list = field(default_factory=list)
     """[[stage, replica, factor], ...]: emulated slow units (compute dilated by factor)."""
     quantize: str = "none"
-    """Boundary activations and gradients on the wire: none, fp16, bf16, int8 (hps/quantize.py)."""
+    """Boundary activations and gradients on the wire: none, fp16, bf16, int8, or
+    auto[:BOUND] (hps/quantize.py)."""
     ps_shards: int = 0
     """Parameter-server ranks serving the embedding tables (0: local tables)."""
     ps_policy: str = "lfu"
