@@ -65,3 +65,12 @@ def test_missing_replica_names_the_first_one_the_plan_lacks(slow, replicas, miss
 def test_a_nan_factor_is_never_a_valid_slowdown():
     got = HpsOptions(slow_replicas=((0, 0, math.nan),)).missing_replica([1])
     assert got is not None and math.isnan(got[2])
+
+
+def test_the_shared_options_import_neither_simpy_nor_torch():
+    import subprocess
+    import sys
+    code = ("import sys, heterps_sim.core.hps; "
+            "print(','.join(m for m in ('torch', 'simpy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
