@@ -1,0 +1,67 @@
+"""The run folder `heterps-sim simulate` writes: one scheduled plan, file by file.
+
+    scenario.yaml   the scenario as validated (only when the input was a scenario)
+    problem.json    the numeric problem the scheduler saw
+    schedule.json   the scheduler's outcome: plan, analytic result, evaluations, wall time, notes
+    plan.json       the plan (`heterps-exec run` takes it)              }
+    result.json     the analytic model's RunResult                      } only when a
+    stages.csv      one row per stage (plots.tables.stages_frame)       } plan was found
+    trace.json      the plan simulated with every effect off, as a      }
+                    Chrome/Perfetto trace (`heterps-sim plot` draws it)
+
+Every file is written atomically (core.files.atomic_write): a crash never leaves half a file.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from heterps_sim.core.files import atomic_write
+from heterps_sim.core.plan import Plan
+from heterps_sim.core.problem import Problem
+
+Write = Callable[[Path, str], None]
+
+
+def _json(data) -> str:
+    return json.dumps(data, indent=1, default=str) + "\n"
+
+
+def write_run_folder(out: Path, problem: Problem, outcome, *, scenario=None, seed: int = 0,
+                     write: Write = atomic_write) -> None:
+    """Write the folder of one `schedulers.base.ScheduleOutcome` (see the module docstring);
+    `scenario`: the validated ScenarioModel the problem came from, if any; `seed` seeds the
+    trace's simulation."""
+    import yaml
+
+    from heterps_sim.plots.tables import stages_frame
+    out = Path(out)
+    if scenario is not None:
+        write(out / "scenario.yaml", yaml.safe_dump(scenario.model_dump(), sort_keys=False))
+    write(out / "problem.json", _json(problem.to_json_dict()))
+    write(out / "schedule.json", _json(outcome.to_json_dict()))
+    if outcome.plan is not None:
+        write(out / "plan.json", _json(outcome.plan.to_json_dict()))
+        write(out / "result.json", _json(outcome.result.to_json_dict()))
+        write(out / "stages.csv", stages_frame(outcome.result).to_csv(index=False))
+        write_run_trace(problem, outcome.plan, out / "trace.json", seed, write)
+
+
+def write_trace(path: Path, run, problem: Problem, plan: Plan, seed: int,
+                write: Write = atomic_write, **meta) -> None:
+    """A simulation's spans (`des.simulate(..., record_spans=True)`) as a Chrome/Perfetto
+    trace JSON; its metadata names the scenario, the plan, the seed and `meta`."""
+    from heterps_sim.core.trace import chrome_trace
+    meta = {"scenario": problem.name, "plan": plan.to_json_dict(), "seed": seed, **meta}
+    write(Path(path), json.dumps(chrome_trace(run.spans, meta)) + "\n")
+
+
+def write_run_trace(problem: Problem, plan: Plan, path: Path, seed: int,
+                    write: Write = atomic_write) -> None:
+    """A run folder's trace.json: the plan simulated with the effects off (des defaults)."""
+    from heterps_sim.des import simulate
+    run = simulate(problem, plan, seed=seed)
+    write_trace(path, run, problem, plan, seed, write,
+                effects="none (heterps-sim evaluate --engine des --effects ... --trace for more)")

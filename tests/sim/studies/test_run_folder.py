@@ -1,0 +1,65 @@
+"""The run folder a `simulate` writes (studies/run_folder.py) and the effects table
+(studies/effects.py), called as library functions with typed options."""
+
+import json
+
+import pytest
+
+from heterps_sim.core.files import atomic_write
+from heterps_sim.des import EFFECTS, DesOptions, simulate
+from heterps_sim.inputs.load import load_input
+from heterps_sim.schedulers.base import run_scheduler
+from heterps_sim.schedulers.registry import make_scheduler
+from heterps_sim.studies.effects import effects_rows
+from heterps_sim.studies.run_folder import write_run_folder, write_run_trace
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    loaded = load_input("scenarios/exec-tiny.yaml")
+    outcome = run_scheduler(make_scheduler("exact"), loaded.problem, "least")
+    assert outcome.plan is not None
+    return loaded, outcome
+
+
+def test_write_run_trace_is_the_plan_simulated_with_the_effects_off(tiny, tmp_path):
+    loaded, outcome = tiny
+    path = tmp_path / "trace.json"
+    write_run_trace(loaded.problem, outcome.plan, path, 3)
+    doc = json.loads(path.read_text())
+    spans = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    run = simulate(loaded.problem, outcome.plan, seed=3)
+    assert len(spans) == len(run.spans) > 0
+    meta = doc["otherData"]
+    assert (meta["scenario"], meta["seed"]) == (loaded.problem.name, 3)
+    assert meta["plan"] == json.loads(json.dumps(outcome.plan.to_json_dict()))
+    assert meta["effects"].startswith("none")
+
+
+def test_write_run_trace_writes_through_the_given_writer(tiny, tmp_path):
+    loaded, outcome = tiny
+    written = {}
+    write_run_trace(loaded.problem, outcome.plan, tmp_path / "t.json", 0,
+                    lambda path, text: written.update({path: text}))
+    assert list(written) == [tmp_path / "t.json"] and not (tmp_path / "t.json").exists()
+    assert json.loads(written[tmp_path / "t.json"])["traceEvents"]
+
+
+def test_write_run_folder_writes_every_file(tiny, tmp_path):
+    loaded, outcome = tiny
+    write_run_folder(tmp_path / "run", loaded.problem, outcome, scenario=loaded.scenario,
+                     seed=0, write=atomic_write)
+    names = sorted(p.name for p in (tmp_path / "run").iterdir())
+    assert names == ["plan.json", "problem.json", "result.json", "scenario.yaml",
+                     "schedule.json", "stages.csv", "trace.json"]
+    assert json.loads((tmp_path / "run" / "plan.json").read_text()) == json.loads(
+        json.dumps(outcome.plan.to_json_dict(), default=str))
+
+
+def test_effects_rows_take_typed_options(tiny):
+    loaded, outcome = tiny
+    rows = effects_rows(loaded.problem, outcome.plan, DesOptions(num_steps=2), "least",
+                        seed=0, progress=False)
+    assert [r["configuration"] for r in rows] == (
+        ["analytic", "des: all off"] + [f"des: {e} only" for e in EFFECTS] + ["des: all on"])
+    assert rows[0]["vs analytic %"] == 0.0 and abs(rows[1]["vs analytic %"]) < 5.0
