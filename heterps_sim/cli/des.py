@@ -1,19 +1,29 @@
-"""The simulator's commands: `evaluate --engine des` and `effects` (what the analytic model misses).
+"""The simulator's flags and commands: `evaluate --engine des` and `effects` (what the analytic
+model misses, studies/effects.py).
 
-Kept apart from cli/__init__.py so the analytic commands never import simpy.
+The flags become one typed `DesOptions` here, in `des_options`; nothing below the CLI sees the
+argparse Namespace. Kept apart from the analytic commands so they never import simpy.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
+from heterps_sim.cli.common import (
+    EXIT_INFEASIBLE,
+    add_input,
+    dump,
+    load,
+    run_scheduler,
+    schedule_settings,
+)
+from heterps_sim.core.files import UserFileError
 from heterps_sim.tiers import POLICIES
 
 
-class EffectsError(ValueError):
-    """Bad simulator options on the command line (an unknown effect, a bad --ps-* value)."""
+class EffectsError(UserFileError):
+    """A bad simulator flag (an unknown effect, a bad --ps-* or --slow-replica value)."""
 
 
 def parse_effects(text: str | None) -> frozenset[str]:
@@ -64,9 +74,14 @@ def add_des_arguments(p: argparse.ArgumentParser, *, effects: bool = True) -> No
 
 
 def des_options(args, effects: frozenset[str] | None = None):
+    """The simulator flags -> `DesOptions` (the one conversion). `effects` replaces --effects
+    (the effects command has no such flag). Bad flags raise EffectsError, values the options
+    reject a UserFileError naming the fields."""
+    from pydantic import ValidationError
+
+    from heterps_sim.core.files import validation_message
     from heterps_sim.des import DesOptions
     fields: dict = {"effects": parse_effects(args.effects) if effects is None else effects}
-    # (the effects command sets `effects` per row; it has no --effects flag)
     if args.schedule:
         fields["schedule"] = args.schedule
     if args.microbatches is not None:
@@ -83,7 +98,10 @@ def des_options(args, effects: frozenset[str] | None = None):
         fields["overlap"] = args.overlap == "on"
     if args.quantize:
         fields["quantize"] = args.quantize
-    return DesOptions(**fields)
+    try:
+        return DesOptions(**fields)
+    except ValidationError as exc:
+        raise UserFileError(validation_message("simulator options", exc)) from None
 
 
 def _slow_replica(text: str) -> tuple[int, int, float]:
@@ -97,9 +115,8 @@ def _slow_replica(text: str) -> tuple[int, int, float]:
     return g, r, f
 
 
-def _ps_stream(args):
+def _ps_stream(path: str):
     import numpy as np
-    path = args.ps_stream
     try:
         ids = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:
@@ -127,7 +144,7 @@ def replayed_ps_options(args):
         if not ok:
             raise EffectsError(message)
     if args.ps_stream:
-        ids = _ps_stream(args)
+        ids = _ps_stream(args.ps_stream)
         rows = args.ps_rows or int(ids.max()) + 1
     else:
         rows = args.ps_rows or 1_000_000
@@ -138,47 +155,67 @@ def replayed_ps_options(args):
                       batch_size=args.ps_batch, base=base)
 
 
-def evaluate_des(problem, plan, args, write):
-    """Simulate one plan; write the trace when asked. Returns the RunResult."""
-    from heterps_sim.core.trace import chrome_trace
-    from heterps_sim.des import simulate
-    options = des_options(args)
+def _check_slow_replicas(options, plan) -> None:
     for g, r, f in options.slow_replicas:
         k = plan.stages[g].num_replicas if g < len(plan.stages) else 0
         if g >= len(plan.stages) or (k is not None and r >= k) or f < 1:
             raise EffectsError(f"--slow-replica {g}:{r}:{f:g}: the plan has no such replica "
                                "(stage and replica count from 0), or the factor is below 1")
-    run = simulate(problem, plan, seed=args.seed, options=options,
-                   record_spans=bool(args.trace))
+
+
+def evaluate_des(problem, plan, args):
+    """`evaluate --engine des`: simulate the plan with the flags' options, write --trace when
+    asked. Returns the RunResult (with the replayed hit rates when --ps-policy set them)."""
+    from heterps_sim.des import simulate
+    from heterps_sim.studies.run_folder import write_trace
+    options = des_options(args)
+    _check_slow_replicas(options, plan)
+    run = simulate(problem, plan, seed=args.seed, options=options, record_spans=bool(args.trace))
     if getattr(args, "ps_policy", None) and options.on("ps"):  # what the replay gave it
         run.result.extra["ps_hit_rates"] = {t: getattr(options.ps, t).hit_rate
                                            for t in ("hot", "warm", "cold")}
     if args.trace:
-        meta = {"scenario": problem.name, "plan": plan.to_json_dict(), "seed": args.seed}
-        write(Path(args.trace), json.dumps(chrome_trace(run.spans, meta)) + "\n")
+        write_trace(Path(args.trace), run, problem, plan, args.seed)
     return run.result
 
 
-def effects_rows(problem, plan, args, mode: str):
-    """One row per configuration: analytic, DES with all off, each effect alone, all on."""
-    from tqdm import tqdm
-
-    from heterps_sim.cost.reference import evaluate_plan
-    from heterps_sim.des import EFFECTS, simulate
-    analytic = evaluate_plan(problem, plan, mode)
-    configs = [("des: all off", frozenset())] + [(f"des: {e} only", frozenset([e])) for e in EFFECTS]
-    configs.append(("des: all on", frozenset(EFFECTS)))
-    rows = [_row("analytic", analytic, analytic)]
-    for label, effects in tqdm(configs, desc="effects", unit="run", leave=False, disable=None):
-        run = simulate(problem, plan, seed=args.seed, options=des_options(args, effects),
-                       record_spans=False)
-        rows.append(_row(label, run.result, analytic))
-    return rows
+def add_effects(p) -> None:
+    add_input(p)
+    p.add_argument("plan", nargs="?", help="plan.json (default: the scenario's scheduler's plan)")
+    p.add_argument("--scheduler")
+    p.add_argument("--mode", choices=["least", "exact"], help="provisioning mode")
+    add_des_arguments(p, effects=False)
+    p.set_defaults(allow_same_type_cuts=False)
 
 
-def _row(label: str, result, analytic) -> dict:
-    ref = analytic.throughput
-    return {"configuration": label, "feasible": result.feasible, "throughput": result.throughput,
-            "vs analytic %": 100.0 * (result.throughput / ref - 1.0) if ref > 0 else float("nan"),
-            "step ms": result.step_time_s * 1e3, "cost USD": result.cost_usd,
-            "bubble": result.extra.get("bubble_fraction", 0.0)}
+def cmd_effects(args) -> int:
+    from heterps_sim.cost.reference import PlanError
+    from heterps_sim.inputs.load import load_plan
+    from heterps_sim.studies.effects import effects_rows
+    loaded = load(args.input)
+    if args.plan:
+        plan = load_plan(args.plan)
+    else:
+        name, mode, seed, options = schedule_settings(args, loaded)
+        plan = run_scheduler(loaded.problem, name, mode, seed, options).plan
+        if plan is None:
+            print("no feasible plan to simulate")
+            return EXIT_INFEASIBLE
+    try:
+        options = des_options(args, frozenset())  # each row sets its own effects
+        rows = effects_rows(loaded.problem, plan, options, args.mode or "least", seed=args.seed)
+    except (PlanError, EffectsError) as exc:
+        raise UserFileError(f"{args.plan or 'plan'}: {exc}") from None
+    if args.json:
+        print(dump(rows))
+    else:
+        import pandas as pd
+        frame = pd.DataFrame(rows)
+        print(frame.to_string(index=False, formatters={
+            "throughput": "{:,.0f}".format, "vs analytic %": "{:+.2f}".format,
+            "step ms": "{:.4g}".format, "cost USD": "{:,.6g}".format, "bubble": "{:.3f}".format}))
+    return 0
+
+
+HANDLERS = {"effects": (add_effects, cmd_effects)}
+"""Command name -> (add its arguments to a parser, run it with the parsed args)."""

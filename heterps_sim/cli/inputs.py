@@ -1,0 +1,82 @@
+"""The input commands: `catalog` (the resource types), `check` (validate scenarios), `problem`
+(the numeric problem a scenario becomes)."""
+
+from __future__ import annotations
+
+import sys
+
+from heterps_sim.cli.common import EXIT_BAD_INPUT, dump, load
+from heterps_sim.core.files import UserFileError
+
+
+def add_catalog(p) -> None:
+    p.add_argument("--kind", choices=["cpu", "gpu"])
+
+
+def cmd_catalog(args) -> int:
+    from heterps_sim.inputs import catalog
+    types = catalog.select(catalog.load_catalog(), kind=args.kind)
+    if args.json:
+        from dataclasses import asdict
+        print(dump([asdict(t) for t in types]))
+    else:
+        import pandas as pd
+        with pd.option_context("display.width", 200, "display.max_rows", 500):
+            print(catalog.catalog_frame(types).to_string(index=False))
+        print(f"\n{len(types)} resource types ({catalog.CATALOG_PATH})")
+    return 0
+
+
+def add_check(p) -> None:
+    p.add_argument("scenarios", nargs="*")
+
+
+def cmd_check(args) -> int:
+    """Every file is checked; each bad one is one line on stderr, and the exit is 2."""
+    from heterps_sim.schedulers.registry import SCHEDULERS
+    rows, bad = [], 0
+    for path in args.scenarios or [None]:
+        try:
+            loaded = load(path)
+            scn = loaded.scenario
+            if scn is not None and scn.schedule.scheduler not in SCHEDULERS:
+                raise UserFileError(f"{path}: schedule.scheduler: unknown scheduler "
+                                    f"{scn.schedule.scheduler!r}")
+            p = loaded.problem
+            rows.append({"input": str(path or "default"), "ok": True, "layers": p.num_layers,
+                         "types": p.num_types, "throughput_limit": p.throughput_limit,
+                         "runnable_entries": int(p.runnable.sum())})
+        except UserFileError as exc:
+            bad += 1
+            rows.append({"input": str(path), "ok": False, "error": str(exc)})
+    if args.json:
+        print(dump(rows))
+    else:
+        for r in rows:
+            if r["ok"]:
+                print(f"ok    {r['input']}: {r['layers']} layers x {r['types']} types, limit "
+                      f"{r['throughput_limit']:,.0f} samples/s")
+            else:
+                print(f"heterps-sim check: {' '.join(r['error'].split())}", file=sys.stderr)
+    return EXIT_BAD_INPUT if bad else 0
+
+
+def add_problem(p) -> None:
+    p.add_argument("input", nargs="?")
+
+
+def cmd_problem(args) -> int:
+    p = load(args.input).problem
+    if args.json:
+        print(dump(p.to_json_dict()))
+    else:
+        print(f"{p.name}: {p.num_layers} layers x {p.num_types} types, batch {p.batch_size}, "
+              f"limit {p.throughput_limit:,.6g} samples/s, {p.num_samples:,.6g} samples; "
+              f"{int(p.runnable.sum())} of {p.runnable.size} (layer, type) entries runnable. "
+              "Use --json for the numbers.")
+    return 0
+
+
+HANDLERS = {"catalog": (add_catalog, cmd_catalog), "check": (add_check, cmd_check),
+            "problem": (add_problem, cmd_problem)}
+"""Command name -> (add its arguments to a parser, run it with the parsed args)."""
