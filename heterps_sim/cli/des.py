@@ -19,6 +19,7 @@ from heterps_sim.cli.common import (
     schedule_settings,
 )
 from heterps_sim.core.files import UserFileError
+from heterps_sim.core.hps import parse_slow_replica
 from heterps_sim.tiers import POLICIES
 
 
@@ -105,14 +106,11 @@ def des_options(args, effects: frozenset[str] | None = None):
 
 
 def _slow_replica(text: str) -> tuple[int, int, float]:
-    parts = text.split(":")
+    """--slow-replica STAGE:REPLICA:F, read by the one parser the engine's flag uses too."""
     try:
-        g, r, f = int(parts[0]), int(parts[1]), float(parts[2])
-        if len(parts) != 3:
-            raise ValueError
-    except (ValueError, IndexError):
-        raise EffectsError(f"--slow-replica: expected STAGE:REPLICA:FACTOR, got {text!r}") from None
-    return g, r, f
+        return parse_slow_replica(text)
+    except ValueError as exc:
+        raise EffectsError(f"--slow-replica: {exc}") from None
 
 
 def _ps_stream(path: str):
