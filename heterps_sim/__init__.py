@@ -10,16 +10,20 @@ Where things live (a folder per role; one responsibility per module):
                  graph (zoo layer graphs), roofline (seconds per layer x type), scenario
                  (validation), load (scenario or problem JSON); data/ (package data)
     cost/        the analytic model: amdahl (the provisioning formula), terms (per-stage terms),
-                 reference (the reference model), batch (many plans at once, numba)
+                 reference (the reference model), batch (many plans at once, numba),
+                 amdahl_numba (the formula compiled for the kernels)
     des/         the SimPy simulator: simulate(problem, plan, seed=, options=) -> DesRun
     tiers/       hot/warm/cold residency policies and id-stream replay, shared with the PS ranks
-    schedulers/  base (protocol, Evaluator), registry (name -> "module:Class"); baselines/,
+    schedulers/  base (protocol, Evaluator), registry (name -> "module:Class"), fields
+                 (pydantic fields -> command-line flags); baselines/,
                  search/ (space, polish, level and window moves), exact/ (sweep, kernels, caps,
                  mixed), rl/ (reward; paper/ = `rl-paper`, stagewise/ = `rl`)
-    studies/     compare, sweep (+ sweep_files), headline, report, run_folder
+    studies/     compare, sweep (+ sweep_files), headline, report, run_folder (what `simulate`
+                 writes), effects (the simulator's effects table)
     plots/       tradeoff, run (Gantt, utilisation), redraw (`plot DIR`), tables: files in,
                  figures out, never recomputed
-    cli/         `heterps-sim`: a COMMANDS table, one module per command group
+    cli/         `heterps-sim`: a COMMANDS table (__init__), one module per command group
+                 (inputs, schedule, des, tradeoff, train_rl) and their common helpers
     testing.py   seeded problem and plan factories for tests, benchmarks and imitation
 
 Glossary:

@@ -10,7 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("heterps_sim", "heterps_exec")
-LIGHT = ["heterps_sim", "heterps_sim.core.spec", "heterps_sim.core.plan",
+LIGHT = ["heterps_sim", "heterps_sim.core.spec", "heterps_sim.core.hps", "heterps_sim.core.plan",
          "heterps_sim.core.result", "heterps_sim.core.pipeline", "heterps_sim.core.problem",
          "heterps_sim.cost.reference", "heterps_sim.inputs.scenario",
          "heterps_sim.schedulers.registry", "heterps_sim.cli"]

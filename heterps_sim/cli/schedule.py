@@ -179,13 +179,13 @@ def add_evaluate(p) -> None:
 
 
 def cmd_evaluate(args) -> int:
-    from heterps_sim.cost.reference import PlanError, evaluate_plan
+    from heterps_sim.cost.reference import evaluate_plan
     from heterps_sim.inputs.load import load_plan
     loaded = load(args.input)
     try:
         plan = load_plan(args.plan)
         result = evaluate_plan(loaded.problem, plan, args.mode)  # checks the plan fits
-    except (UserFileError, PlanError) as exc:  # named after the plan file
+    except UserFileError as exc:  # PlanError included: named after the plan file
         msg = str(exc)
         raise UserFileError(msg if msg.startswith(str(args.plan)) else f"{args.plan}: {msg}") \
             from None

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from heterps_sim.core.files import UserFileError
 from heterps_sim.core.plan import Plan
 from heterps_sim.core.problem import Problem
 from heterps_sim.core.sharing import finish_together
@@ -32,7 +33,7 @@ MAX_REPLICAS = 65536
 """No stage is given more units than this (a safety bound; real caps come from `available`)."""
 
 
-class PlanError(ValueError):
+class PlanError(UserFileError):
     """The plan does not fit the problem (wrong layers, unknown type): bad input, not a result."""
 
 
