@@ -1,4 +1,4 @@
-"""Execution engine benchmarks (issue 6 goals), all measured in this one run:
+"""Execution engine benchmarks, all measured in this one run:
 
 1. Overhead per microbatch per stage boundary on loopback gloo, heterps' runtime vs torch's
    stock pipelining runtime (hand-built PipelineStage + Schedule1F1B) on the same 2-stage

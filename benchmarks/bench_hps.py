@@ -1,4 +1,4 @@
-"""H-PS-style end-to-end comparison on an emulated heterogeneous setup (issue 9's figure).
+"""H-PS-style end-to-end comparison on an emulated heterogeneous setup: the H-PS features figure.
 
 ctr-dnn (tables scaled to 1%), 2 stages: stage 0 (input .. concat: the embeddings) on one unit,
 stage 1 (the MLP and the loss, the bottleneck) on two units of which one is emulated 2x slower

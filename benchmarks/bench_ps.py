@@ -1,4 +1,4 @@
-"""Parameter-server goals (issue 7): pull rows/s end to end, and hot-tier hit rate vs Belady.
+"""Parameter-server goals: pull rows/s end to end, and hot-tier hit rate vs Belady.
 
 1. Throughput: `ps-bench` at the goal's point (10,000,000 rows, dim 16, Zipf 1.05, hot tier
    5%, batch 4096) with 1 and 2 PS ranks; goal >= 2,000,000 pulled rows/s, one pull at a

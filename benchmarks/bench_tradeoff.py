@@ -1,6 +1,6 @@
 """Trade-off sweep speed: 50 limits x every registered fast scheduler on a 64-type scenario.
 
-Goal (issue 5): <= 120 s on the 2-core development machine. Times the library call that
+Goal: <= 120 s on the 2-core development machine. Times the library call that
 `heterps-sim tradeoff` makes (range search + sweep; figures and files excluded, reported
 apart) and prints one line per scenario.
 Usage: python benchmarks/bench_tradeoff.py [--points 50] [--jobs 2] [--mode exact|least]

@@ -4,7 +4,7 @@ The plan: scenarios/synthetic-64x64.yaml (64 layers x 64 resource types) cut int
 4 consecutive layers; each stage on the runnable type with the least cost per sample when
 provisioned alone at the throughput limit (least provisioning, as simulate() does). 256
 microbatches, 1 step, 1f1b with the `bubbles` effect (a flushed step: exactly 16 x 256 forwards
-and as many backwards, no cool-down). Goals (issue 3): >= 500,000 events/s, <= 1 s.
+and as many backwards, no cool-down). Goals: >= 500,000 events/s, <= 1 s.
 
 Measured three ways, best of --repeat (20) runs each:
     reference   DesOptions(batch=False): one SimPy timeout per operation (events/s is judged here)

@@ -1,4 +1,4 @@
-"""The engine with its embedding tables on parameter-server ranks (issue 7's bridge)."""
+"""The engine with its embedding tables on parameter-server ranks."""
 
 from __future__ import annotations
 
