@@ -25,6 +25,7 @@ from pathlib import Path
 from heterps_exec.binding import load_binding, stage_bindings
 from heterps_exec.layout import RunSpec
 from heterps_exec.request import ExecError, RunRequest
+from heterps_sim.core.files import new_run_folder
 from heterps_sim.core.plan import Plan
 
 MAX_RANKS = 64
@@ -61,7 +62,7 @@ def prepare(req: RunRequest) -> tuple[RunSpec, object]:
     scn, problem, plan = _load(req)
     _check_against(req, plan)
     bindings = _bind(req, scn, plan)
-    out = Path(req.out_dir or f"runs/exec-{time.strftime('%Y%m%d-%H%M%S')}")
+    out = Path(req.out_dir) if req.out_dir else new_run_folder("exec")
     out.mkdir(parents=True, exist_ok=True)
     spec = RunSpec(plan=plan.to_json_dict(), model=scn.model.name,
                    model_params=dict(scn.model.params), table_scale=req.table_scale,

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
-from datetime import datetime
 from pathlib import Path
 
 from heterps_sim.cli.common import (
@@ -22,7 +21,7 @@ from heterps_sim.cli.common import (
     schedule_settings,
     scheduler_name,
 )
-from heterps_sim.core.files import UserFileError, atomic_write
+from heterps_sim.core.files import UserFileError, atomic_write, new_run_folder
 
 
 def add_schedule(p) -> None:
@@ -99,7 +98,7 @@ def cmd_simulate(args) -> int:
     name, mode, seed, options = schedule_settings(args, loaded)
     outcome = run_scheduler(loaded.problem, name, mode, seed, options)
     label = loaded.problem.name or "run"
-    out = Path(args.out) if args.out else Path("runs") / f"{label}-{datetime.now():%Y%m%d-%H%M%S}"
+    out = Path(args.out) if args.out else new_run_folder(label)
     write_run_folder(out, loaded.problem, outcome, scenario=loaded.scenario, seed=seed)
     if args.json:
         print(dump({**outcome.to_json_dict(), "run_dir": str(out)}))

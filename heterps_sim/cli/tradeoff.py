@@ -7,11 +7,10 @@ studies/run_folder.py; `plot` redraws either from its files.
 from __future__ import annotations
 
 import sys
-from datetime import datetime
 from pathlib import Path
 
 from heterps_sim.cli.common import add_input, dump, load
-from heterps_sim.core.files import UserFileError
+from heterps_sim.core.files import UserFileError, new_run_folder
 
 
 def add_tradeoff(p) -> None:
@@ -42,7 +41,7 @@ def cmd_tradeoff(args) -> int:
     from heterps_sim.studies.sweep_files import sweep_meta, write_sweep
     result = run_sweep(loaded.problem, spec, jobs=args.jobs, progress=not args.json)
     label = loaded.problem.name or "problem"
-    out = Path(args.out) if args.out else Path("runs") / f"tradeoff-{label}-{datetime.now():%Y%m%d-%H%M%S}"
+    out = Path(args.out) if args.out else new_run_folder(f"tradeoff-{label}")
     meta = sweep_meta(loaded, spec, result, limits_how, out, args.jobs)
     figures = write_sweep(out, loaded, result, meta)
     if args.json:

@@ -6,9 +6,12 @@ the problem; the CLI prints it and exits 2.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import re
 import tempfile
+from datetime import datetime
 from pathlib import Path
 
 import yaml
@@ -67,3 +70,37 @@ def atomic_write(path: Path, text: str) -> None:
     with os.fdopen(fd, "w") as fh:
         fh.write(text)
     os.replace(tmp, path)
+
+
+RUN_NAME_MAX = 80
+"""Most characters of the label part of a run folder's name (file systems allow 255)."""
+
+
+def run_folder_name(label: str) -> str:
+    """A scenario name as one safe path component: letters, digits, '.', '_' and '-' kept,
+    every other run of characters (a '/', a NUL, a space) one '-', no leading or trailing
+    '.' or '-' (so never '.' or '..'), at most RUN_NAME_MAX characters, "run" when empty."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip(".-")[:RUN_NAME_MAX].strip(".-")
+    return slug or "run"
+
+
+def new_run_folder(label: str, parent: Path = Path("runs"), now: datetime | None = None) -> Path:
+    """Create `parent/<label>-<YYYYmmdd-HHMMSS>` and return it. The folder is created here,
+    exclusively (mkdir is atomic), so two runs started in the same second never share one:
+    the later gets a `-2`, `-3`, ... suffix. The label is made path-safe (run_folder_name), so
+    the folder is always directly under `parent`."""
+    parent = Path(parent)
+    base = f"{run_folder_name(label)}-{(now or datetime.now()):%Y%m%d-%H%M%S}"
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        for n in itertools.count(1):
+            path = parent / (base if n == 1 else f"{base}-{n}")
+            try:
+                path.mkdir()
+                return path
+            except FileExistsError:
+                continue
+    except OSError as exc:
+        raise UserFileError(f"{parent}: cannot create a run folder there "
+                            f"({exc.strerror or exc})") from None
+    raise AssertionError("unreachable")  # itertools.count never ends
