@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import sys
 
-EXIT_BAD_INPUT = 2
+from heterps_sim.core.files import UserFileError, run_command
 
 COMMANDS = {
     # name: (module, one-line help)
@@ -27,7 +26,7 @@ COMMANDS = {
 """Every command's module is imported to build the parser: none imports torch at its top."""
 
 
-class ExecCliError(Exception):
+class ExecCliError(UserFileError):
     """Bad input: str() is one line naming the file, field and problem; exit 2."""
 
 
@@ -50,15 +49,5 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         ap.print_help()
         return 0
-    try:
-        return int(args._module.run(args) or 0)
-    except ExecCliError as exc:
-        print(f"heterps-exec {args.command}: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except BrokenPipeError:  # output piped into `head` and closed: not an error of ours
-        sys.stderr.close()
-        return 0
-    except KeyboardInterrupt:
-        print(f"heterps-exec {args.command}: interrupted", file=sys.stderr)
-        return 130
+    return run_command("heterps-exec", args.command, lambda: args._module.run(args))
 

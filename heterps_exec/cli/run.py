@@ -105,25 +105,22 @@ def run(args) -> int:
     from heterps_exec.cli import ExecCliError
     from heterps_exec.launch import LaunchOptions, launch, prepare
     from heterps_exec.request import RunRequest
-    from heterps_sim.core.files import UserFileError
     if args.nnodes > 1 and not args.rdzv_endpoint:
         raise ExecCliError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT")
     slow = tuple(_slow(x) for x in args.slow_replica)
-    try:
-        req = RunRequest(plan=args.plan, scenario=args.scenario, binding=args.binding,
-                         steps=args.steps, seed=args.seed, out_dir=args.out, data_dir=args.data,
-                         num_samples=args.num_samples, table_scale=args.table_scale,
-                         optimizer=args.optimizer, lr=args.lr, warmup_steps=args.warmup_steps,
-                         timeout_s=args.rank_timeout, checkpoint_dir=args.checkpoint_dir,
-                         checkpoint_every=args.checkpoint_every,
-                         save_state=bool(args.save_state), trace=bool(args.trace),
-                         overlap=args.overlap == "on", share=args.share, slow_replicas=slow,
-                         quantize=args.quantize, ps_shards=args.ps_shards,
-                         ps_policy=args.ps_policy, ps_hot_fraction=args.ps_hot_fraction,
-                         fault=_fault(args.inject_fault))
-        spec, problem = prepare(req)
-    except UserFileError as exc:
-        raise ExecCliError(str(exc)) from None
+    # RunRequest and prepare raise UserFileError (bad input), which `main` reports
+    req = RunRequest(plan=args.plan, scenario=args.scenario, binding=args.binding,
+                     steps=args.steps, seed=args.seed, out_dir=args.out, data_dir=args.data,
+                     num_samples=args.num_samples, table_scale=args.table_scale,
+                     optimizer=args.optimizer, lr=args.lr, warmup_steps=args.warmup_steps,
+                     timeout_s=args.rank_timeout, checkpoint_dir=args.checkpoint_dir,
+                     checkpoint_every=args.checkpoint_every,
+                     save_state=bool(args.save_state), trace=bool(args.trace),
+                     overlap=args.overlap == "on", share=args.share, slow_replicas=slow,
+                     quantize=args.quantize, ps_shards=args.ps_shards,
+                     ps_policy=args.ps_policy, ps_hot_fraction=args.ps_hot_fraction,
+                     fault=_fault(args.inject_fault))
+    spec, problem = prepare(req)
     opts = LaunchOptions(nnodes=args.nnodes, node_rank=args.node_rank,
                          rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id,
                          max_restarts=args.max_restarts, timeout_s=args.timeout)

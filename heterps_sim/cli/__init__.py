@@ -17,9 +17,9 @@ import argparse
 import importlib
 import sys
 
-from heterps_sim.core.files import UserFileError
+from heterps_sim.core.files import run_command
 
-EXIT_INFEASIBLE, EXIT_BAD_INPUT = 1, 2
+EXIT_INFEASIBLE = 1
 
 COMMANDS = {
     # name: (module, one-line help, example)
@@ -88,22 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] and argv[0] in OWN_FLAGS:
         command, module = argv[0], importlib.import_module(COMMANDS[argv[0]][0])
-        return _guarded(command, lambda: module.main(argv[1:]))
+        return run_command("heterps-sim", command, lambda: module.main(argv[1:]))
     args = _parser().parse_args(argv)
-    return _guarded(args.command, lambda: args.run(args))
+    return run_command("heterps-sim", args.command, lambda: args.run(args))
 
-
-def _guarded(command: str, run) -> int:
-    """The one error handler: bad input is one line and exit 2; a closed pipe is no error."""
-    try:
-        return int(run() or 0)
-    except UserFileError as exc:
-        one_line = " ".join(str(exc).split())  # parsers' messages may span lines
-        print(f"heterps-sim {command}: {one_line}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except BrokenPipeError:  # output piped into `head` and closed: not an error of ours
-        sys.stderr.close()
-        return 0
-    except KeyboardInterrupt:
-        print(f"heterps-sim {command}: interrupted", file=sys.stderr)
-        return 130

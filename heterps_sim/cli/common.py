@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 
-from heterps_sim.core.files import UserFileError
+from heterps_sim.core.files import EXIT_BAD_INPUT, UserFileError  # noqa: F401  (EXIT_BAD_INPUT: for the commands)
 
-EXIT_INFEASIBLE, EXIT_BAD_INPUT = 1, 2
+EXIT_INFEASIBLE = 1
 
 
 def dump(data) -> str:

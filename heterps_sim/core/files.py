@@ -10,7 +10,9 @@ import itertools
 import json
 import os
 import re
+import sys
 import tempfile
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
@@ -104,3 +106,24 @@ def new_run_folder(label: str, parent: Path = Path("runs"), now: datetime | None
         raise UserFileError(f"{parent}: cannot create a run folder there "
                             f"({exc.strerror or exc})") from None
     raise AssertionError("unreachable")  # itertools.count never ends
+
+
+EXIT_BAD_INPUT, EXIT_INTERRUPTED = 2, 130
+
+
+def run_command(program: str, command: str, run: Callable[[], int | None]) -> int:
+    """One command of `heterps-sim` or `heterps-exec` under the error policy both share: bad
+    input (a UserFileError) is one line on stderr and exit 2; output piped into `head` and
+    closed is not an error (exit 0); Ctrl-C says so and exits 130."""
+    try:
+        return int(run() or 0)
+    except UserFileError as exc:
+        one_line = " ".join(str(exc).split())  # parsers' messages may span lines
+        print(f"{program} {command}: {one_line}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except BrokenPipeError:
+        sys.stderr.close()
+        return 0
+    except KeyboardInterrupt:
+        print(f"{program} {command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED

@@ -5,9 +5,8 @@ import json
 
 import pytest
 
-from heterps_sim import cli
 from heterps_sim.cli import COMMANDS, OWN_FLAGS, main
-from heterps_sim.core.files import UserFileError
+from heterps_sim.core.files import UserFileError, run_command
 from heterps_sim.schedulers.fields import type_text
 from heterps_sim.schedulers.registry import scheduler_class, scheduler_names
 
@@ -54,7 +53,7 @@ def test_the_error_classes_of_the_commands_are_one_bad_input_error():
 def test_the_one_handler(raised, code, err, capsys):
     def fail():
         raise raised
-    assert cli._guarded("plot", fail) == code
+    assert run_command("heterps-sim", "plot", fail) == code
     assert capsys.readouterr().err == err
 
 
