@@ -6,7 +6,7 @@
     overlap        the gradient all-reduce runs during the step's last backward
     quantize       boundary activations and gradients on the wire: none | fp16 | bf16 | int8
 
-`heterps_sim.des.DesOptions` and `heterps_exec.launch.RunRequest` both inherit these fields,
+`heterps_sim.des.DesOptions` and `heterps_exec.request.RunRequest` both inherit these fields,
 so `--share speed --slow-replica 1:0:2` means the same thing to `heterps-sim evaluate --engine
 des` and to `heterps-exec run`. The engine widens `quantize` with its `auto[:BOUND]` rule
 (heterps_exec/hps/quantize.py); the simulator models fixed encodings only.
@@ -28,7 +28,8 @@ Encoding = Literal["none", "fp16", "bf16", "int8"]
 ENCODINGS: tuple[str, ...] = get_args(Encoding)
 """Wire encodings of boundary tensors, narrowest last (fp16/bf16: half the bytes, int8: a
 quarter plus a scale per row)."""
-SHARES = ("equal", "speed")
+Share = Literal["equal", "speed"]
+SHARES: tuple[str, ...] = get_args(Share)
 """How a stage's replicas split a step's microbatches."""
 
 
@@ -52,7 +53,7 @@ class HpsOptions(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
-    share: Literal["equal", "speed"] = "equal"
+    share: Share = "equal"
     """How a stage's replicas split a step's microbatches: equal (mu mod k) or speed (in
     proportion to each replica's measured speed from the second step on,
     heterps_sim.core.sharing; flush schedules only). The flag --share."""
