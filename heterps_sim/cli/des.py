@@ -154,11 +154,11 @@ def replayed_ps_options(args):
 
 
 def _check_slow_replicas(options, plan) -> None:
-    for g, r, f in options.slow_replicas:
-        k = plan.stages[g].num_replicas if g < len(plan.stages) else 0
-        if g >= len(plan.stages) or (k is not None and r >= k) or f < 1:
-            raise EffectsError(f"--slow-replica {g}:{r}:{f:g}: the plan has no such replica "
-                               "(stage and replica count from 0), or the factor is below 1")
+    missing = options.missing_replica([s.num_replicas for s in plan.stages])
+    if missing:
+        g, r, f = missing
+        raise EffectsError(f"--slow-replica {g}:{r}:{f:g}: the plan has no such replica "
+                           "(stage and replica count from 0), or the factor is below 1")
 
 
 def evaluate_des(problem, plan, args):

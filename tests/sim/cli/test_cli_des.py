@@ -78,3 +78,13 @@ def test_hps_flags_reach_the_simulator(capsys):
     assert code == 2 and "--slow-replica 5:0:2" in err and len(err.strip().splitlines()) == 1
     code, _, err = run(base + ["--slow-replica", "0:x"], capsys)
     assert code == 2 and "STAGE:REPLICA:FACTOR" in err
+
+
+@pytest.mark.parametrize("slow", ["0:0:nan", "-1:0:2", "0:-1:2", "0:0:0.5"])
+def test_slow_replicas_outside_the_plan_or_not_slower_are_bad_input(slow, capsys):
+    """The check the engine uses too (HpsOptions.missing_replica): a NaN factor or a negative
+    index (which Python would read from the end) is not a replica of the plan."""
+    code, _, err = run(["evaluate", "scenarios/exec-tiny.yaml", "scenarios/plans/exec-tiny-mixed.json",
+                        "--engine", "des", f"--slow-replica={slow}"], capsys)
+    assert code == 2 and f"--slow-replica {slow}: the plan has no such replica" in err
+    assert len(err.strip().splitlines()) == 1
