@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from heterps_sim.core.ps_spec import PsSpec
+
 FORMAT = "heterps-problem/1"
 
 
@@ -45,6 +47,8 @@ class Problem:
     sparse_bytes: np.ndarray | None = None
     """Embedding row bytes each sample pulls per layer (pushed back again as gradients);
     the simulator's parameter-server model uses it. None = unknown (treated as 0)."""
+    ps: PsSpec | None = None
+    """The parameter server of the embedding layers (core/ps_spec.py); None = DEFAULT_PS."""
 
     @property
     def num_layers(self) -> int:
@@ -100,6 +104,7 @@ class Problem:
             "type_kinds": list(self.type_kinds),
             "param_bytes": None if self.param_bytes is None else [float(x) for x in self.param_bytes],
             "sparse_bytes": None if self.sparse_bytes is None else [float(x) for x in self.sparse_bytes],
+            "ps": None if self.ps is None else self.ps.model_dump(),
         }
 
 
@@ -126,6 +131,7 @@ class ProblemModel(BaseModel):
     type_kinds: list[str] = []
     param_bytes: list[float] | None = None
     sparse_bytes: list[float] | None = None
+    ps: PsSpec | None = None
 
     @field_validator("format")
     @classmethod
@@ -203,6 +209,7 @@ class ProblemModel(BaseModel):
             layer_names=tuple(self.layer_names), type_kinds=tuple(self.type_kinds),
             param_bytes=None if self.param_bytes is None else np.array(self.param_bytes, np.float64),
             sparse_bytes=None if self.sparse_bytes is None else np.array(self.sparse_bytes, np.float64),
+            ps=self.ps,
         )
 
 
@@ -212,4 +219,5 @@ def problem_from_dict(data: dict) -> Problem:
 
 
 def save_problem(problem: Problem, path: str | Path) -> None:
-    Path(path).write_text(json.dumps(problem.to_json_dict(), indent=1) + "\n")
+    from heterps_sim.core.outputs import atomic_write  # whole or absent, fsynced
+    atomic_write(Path(path), json.dumps(problem.to_json_dict(), indent=1) + "\n")
