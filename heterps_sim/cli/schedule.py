@@ -22,6 +22,7 @@ from heterps_sim.cli.common import (
     scheduler_name,
 )
 from heterps_sim.core.files import UserFileError, atomic_write, new_run_folder
+from heterps_sim.core.outputs import check_target
 
 
 def add_schedule(p) -> None:
@@ -70,6 +71,8 @@ def list_options(args) -> int:
 def cmd_schedule(args) -> int:
     if _wants_options(args):
         return list_options(args)
+    if args.out:
+        check_target(args.out)  # before the search, not after it
     loaded = load(args.input)
     name, mode, seed, options = schedule_settings(args, loaded)
     outcome = run_scheduler(loaded.problem, name, mode, seed, options)
@@ -91,14 +94,15 @@ def cmd_schedule(args) -> int:
 
 def cmd_simulate(args) -> int:
     from heterps_sim.plots.tables import result_table
-    from heterps_sim.studies.run_folder import write_run_folder
+    from heterps_sim.studies.run_folder import prepare_run_folder, write_run_folder
     if _wants_options(args):
         return list_options(args)
     loaded = load(args.input)
     name, mode, seed, options = schedule_settings(args, loaded)
-    outcome = run_scheduler(loaded.problem, name, mode, seed, options)
     label = loaded.problem.name or "run"
-    out = Path(args.out) if args.out else new_run_folder(label)
+    # the folder is made (or cleared of an earlier run's files) before the search
+    out = prepare_run_folder(Path(args.out)) if args.out else new_run_folder(label)
+    outcome = run_scheduler(loaded.problem, name, mode, seed, options)
     write_run_folder(out, loaded.problem, outcome, scenario=loaded.scenario, seed=seed)
     if args.json:
         print(dump({**outcome.to_json_dict(), "run_dir": str(out)}))
@@ -145,6 +149,8 @@ def add_compare(p) -> None:
 
 def cmd_compare(args) -> int:
     from heterps_sim.studies.compare import compare
+    if args.out:
+        check_target(args.out)
     loaded = load(args.input)
     names = [n.strip() for n in args.schedulers.split(",")] if args.schedulers else None
     try:
@@ -180,6 +186,8 @@ def add_evaluate(p) -> None:
 def cmd_evaluate(args) -> int:
     from heterps_sim.cost.reference import evaluate_plan
     from heterps_sim.inputs.load import load_plan
+    if getattr(args, "trace", None):
+        check_target(args.trace)  # before the simulation
     loaded = load(args.input)
     try:
         plan = load_plan(args.plan)
@@ -208,6 +216,8 @@ def cmd_convert_plan(args) -> int:
     """Rewrite a plan.json in the current format (older formats are upgraded on load)."""
     from heterps_sim.core.plan import FORMAT_VERSION
     from heterps_sim.inputs.load import load_plan
+    if args.out:
+        check_target(args.out)
     plan = load_plan(args.plan)
     text = dump(plan.to_json_dict())
     if args.out:

@@ -38,10 +38,12 @@ def cmd_tradeoff(args) -> int:
     loaded = load(args.input)
     spec, limits_how = _spec(args, loaded.problem)  # SweepError: a UserFileError
     from heterps_sim.studies.sweep import run_sweep
-    from heterps_sim.studies.sweep_files import sweep_meta, write_sweep
-    result = run_sweep(loaded.problem, spec, jobs=args.jobs, progress=not args.json)
+    from heterps_sim.studies.sweep_files import prepare_sweep_folder, sweep_meta, write_sweep
     label = loaded.problem.name or "problem"
-    out = Path(args.out) if args.out else new_run_folder(f"tradeoff-{label}")
+    # before the sweep: an --out folder is created, or cleared of an earlier sweep's files
+    # (refused if it holds others), so a typo costs nothing and stale plans never survive
+    out = prepare_sweep_folder(Path(args.out)) if args.out else new_run_folder(f"tradeoff-{label}")
+    result = run_sweep(loaded.problem, spec, jobs=args.jobs, progress=not args.json)
     meta = sweep_meta(loaded, spec, result, limits_how, out, args.jobs)
     figures = write_sweep(out, loaded, result, meta)
     if args.json:

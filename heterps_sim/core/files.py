@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import re
 import sys
-import tempfile
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -65,13 +63,10 @@ def read_mapping(path: Path) -> dict:
 
 
 def atomic_write(path: Path, text: str) -> None:
-    """Write next to the target, then rename: a crash never leaves a half-written file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+    """Write next to the target, fsync, then rename: a crash never leaves a half-written file
+    (core.outputs.atomic_write, kept here for the callers that import it from this module)."""
+    from heterps_sim.core.outputs import atomic_write as write
+    write(path, text)
 
 
 RUN_NAME_MAX = 80

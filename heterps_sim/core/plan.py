@@ -247,4 +247,5 @@ def plan_from_assignment(layer_names, type_names, assignment, cuts=None) -> Plan
 
 
 def save_plan(plan: Plan, path: str | Path) -> None:
-    Path(path).write_text(json.dumps(plan.to_json_dict(), indent=1) + "\n")
+    from heterps_sim.core.outputs import atomic_write  # whole or absent, fsynced
+    atomic_write(Path(path), json.dumps(plan.to_json_dict(), indent=1) + "\n")

@@ -89,4 +89,5 @@ def result_from_dict(data: dict) -> RunResult:
 
 
 def save_result(result: RunResult, path: str | Path) -> None:
-    Path(path).write_text(json.dumps(result.to_json_dict(), indent=1) + "\n")
+    from heterps_sim.core.outputs import atomic_write  # whole or absent, fsynced
+    atomic_write(Path(path), json.dumps(result.to_json_dict(), indent=1) + "\n")

@@ -57,4 +57,5 @@ def chrome_trace(spans, metadata: dict | None = None) -> dict:
 
 
 def save_trace(spans, path: str | Path, metadata: dict | None = None) -> None:
-    Path(path).write_text(json.dumps(chrome_trace(spans, metadata)) + "\n")
+    from heterps_sim.core.outputs import atomic_write  # whole or absent, fsynced
+    atomic_write(Path(path), json.dumps(chrome_trace(spans, metadata)) + "\n")

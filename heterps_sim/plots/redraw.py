@@ -29,13 +29,8 @@ class PlotError(UserFileError):
 
 def save_figure(fig, base: Path, formats: tuple[str, ...] = FORMATS) -> list[Path]:
     """base.png and base.svg (or the `formats` given); returns the paths."""
-    base.parent.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for fmt in formats:
-        path = base.with_suffix(f".{fmt}")
-        fig.savefig(path, format=fmt)
-        paths.append(path)
-    return paths
+    from heterps_sim.core.outputs import save_figure as save  # atomic: never a torn SVG
+    return [save(fig, base.with_suffix(f".{fmt}"), fmt) for fmt in formats]
 
 
 def read_sweep(folder: Path) -> tuple[pd.DataFrame, dict]:

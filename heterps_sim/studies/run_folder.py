@@ -9,7 +9,11 @@
     trace.json      the plan simulated with every effect off, as a      }
                     Chrome/Perfetto trace (`heterps-sim plot` draws it)
 
-Every file is written atomically (core.files.atomic_write): a crash never leaves half a file.
+    done.json       the completion marker, written last (core.outputs): a folder without it
+                    is an interrupted run's
+(`heterps-sim plot` adds timeline.{png,svg} and utilisation.{png,svg}.)
+
+Every file is written atomically and fsynced (core.outputs): a crash never leaves half a file.
 """
 
 from __future__ import annotations
@@ -19,10 +23,23 @@ from collections.abc import Callable
 from pathlib import Path
 
 from heterps_sim.core.files import atomic_write
+from heterps_sim.core.outputs import mark_complete, prepare_folder
 from heterps_sim.core.plan import Plan
 from heterps_sim.core.problem import Problem
 
 Write = Callable[[Path, str], None]
+
+OWNED = ("scenario.yaml", "problem.json", "schedule.json", "plan.json", "result.json",
+         "stages.csv", "trace.json", "timeline.png", "timeline.svg", "utilisation.png",
+         "utilisation.svg")
+"""The names a run folder's writers use: an existing --out folder is cleared of these and
+refused when it holds anything else (core.outputs.prepare_folder)."""
+
+
+def prepare_run_folder(out: Path) -> Path:
+    """Ready `out` for a run before the long work: created, or cleared of an earlier run's
+    files (its marker first); a folder holding other files is refused (OutputError)."""
+    return prepare_folder(out, OWNED)
 
 
 def _json(data) -> str:
@@ -47,6 +64,8 @@ def write_run_folder(out: Path, problem: Problem, outcome, *, scenario=None, see
         write(out / "result.json", _json(outcome.result.to_json_dict()))
         write(out / "stages.csv", stages_frame(outcome.result).to_csv(index=False))
         write_run_trace(problem, outcome.plan, out / "trace.json", seed, write)
+    if out.is_dir():  # written to disk (a test's writer may keep it in memory): last, the
+        mark_complete(out, "run")  # marker that says every file above is there
 
 
 def write_trace(path: Path, run, problem: Problem, plan: Plan, seed: int,

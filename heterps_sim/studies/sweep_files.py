@@ -9,6 +9,10 @@ Re-run any point (same row, wall time aside): `heterps-sim tradeoff DIR/problem.
 --schedulers NAME --limits L:L --points 1` with the sweep's --mode, --budget and --seed
 (sweep.json's "rerun" spells it out).
     figures/{tradeoff,composition,ratios}.{png,svg}   drawn from the files (plot_files.redraw)
+    done.json               the completion marker, written last; a folder without it is an
+                            interrupted sweep's
+Every file is written atomically and fsynced (core.outputs). An existing --out folder is
+cleared of these names before the sweep starts and refused if it holds anything else.
 """
 
 from __future__ import annotations
@@ -17,7 +21,17 @@ import json
 from pathlib import Path
 
 from heterps_sim.core.files import atomic_write as _write
+from heterps_sim.core.outputs import mark_complete, prepare_folder
 from heterps_sim.studies.sweep import SweepResult
+
+OWNED = ("tradeoff.csv", "sweep.json", "problem.json", "scenario.yaml", "plans", "figures")
+"""The names a sweep folder holds (core.outputs.prepare_folder clears them, keeps the rest)."""
+
+
+def prepare_sweep_folder(out: Path) -> Path:
+    """Ready `out` before the sweep: created, or cleared of an earlier sweep's files (marker
+    first, so it never looks complete meanwhile); a folder with other files is refused."""
+    return prepare_folder(out, OWNED)
 
 
 def _dump(data) -> str:
@@ -38,7 +52,9 @@ def write_sweep(out: Path, loaded, result: SweepResult, meta: dict,
             _write(out / plan_file, _dump(plan))
     _write(out / "tradeoff.csv", result.frame.to_csv(index=False))
     _write(out / "sweep.json", _dump(meta))
-    return redraw(out, formats)
+    figures = redraw(out, formats)
+    mark_complete(out, "tradeoff")
+    return figures
 
 
 def sweep_meta(loaded, spec, result: SweepResult, limits_how: dict, out: Path, jobs: int) -> dict:

@@ -50,8 +50,10 @@ def test_write_run_folder_writes_every_file(tiny, tmp_path):
     write_run_folder(tmp_path / "run", loaded.problem, outcome, scenario=loaded.scenario,
                      seed=0, write=atomic_write)
     names = sorted(p.name for p in (tmp_path / "run").iterdir())
-    assert names == ["plan.json", "problem.json", "result.json", "scenario.yaml",
+    assert names == ["done.json", "plan.json", "problem.json", "result.json", "scenario.yaml",
                      "schedule.json", "stages.csv", "trace.json"]
+    marker = json.loads((tmp_path / "run" / "done.json").read_text())
+    assert marker["complete"] and marker["files"] == [n for n in names if n != "done.json"]
     assert json.loads((tmp_path / "run" / "plan.json").read_text()) == json.loads(
         json.dumps(outcome.plan.to_json_dict(), default=str))
 
@@ -63,3 +65,18 @@ def test_effects_rows_take_typed_options(tiny):
     assert [r["configuration"] for r in rows] == (
         ["analytic", "des: all off"] + [f"des: {e} only" for e in EFFECTS] + ["des: all on"])
     assert rows[0]["vs analytic %"] == 0.0 and abs(rows[1]["vs analytic %"]) < 5.0
+
+
+def test_an_interrupted_run_folder_has_no_completion_marker(tiny, tmp_path):
+    loaded, outcome = tiny
+
+    def dies_at_the_trace(path, text):
+        if path.name == "trace.json":
+            raise KeyboardInterrupt
+        atomic_write(path, text)
+
+    with pytest.raises(KeyboardInterrupt):
+        write_run_folder(tmp_path / "run", loaded.problem, outcome, seed=0,
+                         write=dies_at_the_trace)
+    left = sorted(p.name for p in (tmp_path / "run").iterdir())
+    assert "done.json" not in left and "trace.json" not in left and "plan.json" in left
