@@ -31,6 +31,8 @@ import numpy as np
 from heterps_sim.inputs.graph import F32, ID_BYTES, ModelGraph
 
 META = "meta.json"
+HOLDOUT = "holdout"
+"""Sub-folder of the held-out samples (same layout as the training folder)."""
 HIDDEN_ID_WEIGHT = 0.5
 """Std of the hidden per-id logit contributions (with 13 dense weights of std 0.3: labels
 that are learnable but far from separable, like click logs)."""
@@ -82,36 +84,67 @@ def zipf_ids(rng: np.random.Generator, rows: int, shape: tuple[int, ...], a: flo
 
 
 def generate_dataset(graph: ModelGraph, path: str | Path, *, num_samples: int, seed: int = 0,
-                     zipf_a: float = 1.05) -> Path:
-    """Write the dataset (one .npy per raw tensor + meta.json, written last) and return path."""
+                     zipf_a: float = 1.05, holdout_samples: int = 0) -> Path:
+    """Write the dataset (one .npy per raw tensor + meta.json, written last) and return path.
+
+    `holdout_samples` more samples of the same distribution (same hidden weights) go to
+    path/holdout/, drawn after the training ones: the training samples do not depend on it."""
     if num_samples < 1:
         raise ValueError("num_samples must be >= 1")
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng([seed, 0xDA7A])
     spec = raw_tensors(graph)
-    arrays, logit = {}, np.zeros(num_samples)
+    arrays, logit, weights = {}, np.zeros(num_samples), {}
     for t in spec:
         if t.role == "ids":
             ids = zipf_ids(rng, t.rows, (num_samples, t.width), zipf_a)
-            hidden = rng.normal(0.0, HIDDEN_ID_WEIGHT, t.rows)
-            logit += hidden[ids].sum(1) / np.sqrt(t.width)
+            weights[t.name] = rng.normal(0.0, HIDDEN_ID_WEIGHT, t.rows)
+            logit += weights[t.name][ids].sum(1) / np.sqrt(t.width)
             arrays[t.name] = ids
         elif t.role == "features":
             x = rng.standard_normal((num_samples, t.width)).astype(np.float32)
-            logit += x @ rng.normal(0.0, 0.3, t.width)
+            weights[t.name] = rng.normal(0.0, 0.3, t.width)
+            logit += x @ weights[t.name]
             arrays[t.name] = x
-    labels = (rng.random(num_samples) < 1.0 / (1.0 + np.exp(-(logit - logit.mean())))).astype(
-        np.float32)
+    centre = logit.mean()
+    labels = _labels(rng, logit - centre)
+    _save(path, spec, arrays, labels)
+    if holdout_samples > 0:
+        held, held_logit = {}, np.zeros(holdout_samples)
+        for t in spec:  # same hidden weights and centre: the function the model learns
+            if t.role == "ids":
+                held[t.name] = zipf_ids(rng, t.rows, (holdout_samples, t.width), zipf_a)
+                held_logit += weights[t.name][held[t.name]].sum(1) / np.sqrt(t.width)
+            elif t.role == "features":
+                held[t.name] = rng.standard_normal((holdout_samples, t.width)).astype(np.float32)
+                held_logit += held[t.name] @ weights[t.name]
+        (path / HOLDOUT).mkdir(exist_ok=True)
+        _save(path / HOLDOUT, spec, held, _labels(rng, held_logit - centre))
+        _write_meta(path / HOLDOUT, graph, holdout_samples, seed, zipf_a, spec)
+    _write_meta(path, graph, num_samples, seed, zipf_a, spec, labels)
+    return path
+
+
+def _labels(rng: np.random.Generator, logit: np.ndarray) -> np.ndarray:
+    return (rng.random(len(logit)) < 1.0 / (1.0 + np.exp(-logit))).astype(np.float32)
+
+
+def _save(path: Path, spec: list[RawTensor], arrays: dict, labels: np.ndarray) -> None:
     for t in spec:
         if t.role == "label":
             arrays[t.name] = labels.reshape(-1, 1).astype(t.dtype)
     for name, arr in arrays.items():
         np.save(path / f"{name}.npy", arr)
+
+
+def _write_meta(path: Path, graph: ModelGraph, num_samples: int, seed: int, zipf_a: float,
+                spec: list[RawTensor], labels: np.ndarray | None = None) -> None:
     meta = {"model": graph.name, "num_samples": num_samples, "seed": seed, "zipf_a": zipf_a,
-            "positive_rate": float(labels.mean()), "tensors": [asdict(t) for t in spec]}
+            "tensors": [asdict(t) for t in spec]}
+    if labels is not None:
+        meta["positive_rate"] = float(labels.mean())
     (path / META).write_text(json.dumps(meta, indent=1) + "\n")
-    return path
 
 
 class DatasetError(ValueError):
