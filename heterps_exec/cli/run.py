@@ -104,7 +104,9 @@ def _slow(text: str) -> tuple[int, int, float]:
 def run(args) -> int:
     from heterps_exec.cli import ExecCliError
     from heterps_exec.launch import LaunchOptions, launch, prepare
+    from heterps_exec.cli.run_flags import check_run_flags
     from heterps_exec.request import RunRequest
+    check_run_flags(args)  # launch flags and output paths: bad ones exit 2 before any work
     if args.nnodes > 1 and not args.rdzv_endpoint:
         raise ExecCliError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT")
     slow = tuple(_slow(x) for x in args.slow_replica)
@@ -139,6 +141,7 @@ def run(args) -> int:
 
 def _report(args, spec, problem) -> int:
     from heterps_exec.measure import exec_result, exec_spans, load_ranks
+    from heterps_sim.core.outputs import mark_complete, write_via
     from heterps_sim.core.result import save_result
     from heterps_sim.core.trace import save_trace
     parts = load_ranks(spec)
@@ -149,9 +152,8 @@ def _report(args, spec, problem) -> int:
         save_trace(exec_spans(spec, parts), args.trace,
                    {"source": "exec", "plan": spec.plan, "emulated": result.extra["emulated"]})
     if args.save_state:
-        tmp = Path(args.save_state).with_name(f".{Path(args.save_state).name}.tmp")
-        shutil.copyfile(out / "state.pt", tmp)
-        os.replace(tmp, args.save_state)
+        write_via(args.save_state, lambda tmp: shutil.copyfile(out / "state.pt", tmp))
+    mark_complete(out, "exec-run")  # last: the folder holds every file of the run
     if args.json:
         print(json.dumps(result.to_json_dict(), indent=1))
     else:
