@@ -103,8 +103,8 @@ def _slow(text: str) -> tuple[int, int, float]:
 
 def run(args) -> int:
     from heterps_exec.cli import ExecCliError
-    from heterps_exec.launch import LaunchOptions, launch, prepare
     from heterps_exec.cli.run_flags import check_run_flags
+    from heterps_exec.launch import LaunchOptions, launch, prepare
     from heterps_exec.request import RunRequest
     check_run_flags(args)  # launch flags and output paths: bad ones exit 2 before any work
     if args.nnodes > 1 and not args.rdzv_endpoint:
