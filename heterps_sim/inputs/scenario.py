@@ -13,13 +13,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from heterps_sim.core.files import UserFileError, read_mapping, validation_message
 from heterps_sim.core.problem import Problem
 from heterps_sim.core.spec import Cluster, ProfileOptions, Workload
-from heterps_sim.inputs import catalog, zoo
+from heterps_sim.inputs import catalog, custom_types, model_source
 from heterps_sim.inputs.roofline import DEFAULT_ALPHA, DEFAULT_EFFICIENCY, build_problem, load_trace
+from heterps_sim.inputs.yaml_model import YamlLayer
 
 # package data: found the same way in a source checkout and in an installed wheel
 _DATA = resources.files("heterps_sim.inputs") / "data"
@@ -32,9 +33,20 @@ class _Strict(BaseModel):
 
 
 class ModelSection(_Strict):
-    name: str = Field(description="A zoo model (heterps_sim.inputs.zoo.model_names()) or 'synthetic'.")
-    params: dict[str, int | float | str] = Field(
-        default_factory=dict, description="Generator parameters, e.g. num_layers and seed for 'synthetic'.")
+    name: str = Field(description="A zoo model (heterps_sim.inputs.zoo.model_names()) or 'synthetic'; "
+                      "with `layers`, your model's own name.")
+    params: dict[str, int | float | str | list[int | float] | None] = Field(
+        default_factory=dict, description="Zoo builder parameters, e.g. num_layers and seed for "
+        "'synthetic', mlp: [256, 128] (lists for table rows and MLP widths).")
+    layers: list[YamlLayer] | None = Field(
+        default=None, description="A model written as building blocks (input, embedding, mlp, "
+        "linear, concat, dot_interaction, scores, add, loss) instead of a zoo model.")
+
+    @model_validator(mode="after")
+    def _one_way(self) -> ModelSection:
+        if self.layers is not None and self.params:
+            raise ValueError("give params (a zoo model) or layers (a model in YAML), not both")
+        return self
 
 
 class TypeOverride(_Strict):
@@ -55,6 +67,11 @@ class ClusterSection(_Strict):
         default_factory=dict, description="Units available per type name; absent = unlimited.")
     overrides: dict[str, TypeOverride] = Field(default_factory=dict)
     synthetic: SyntheticTypes = Field(default_factory=SyntheticTypes)
+    define: list[custom_types.TypeDefinition] = Field(
+        default_factory=list, description="Your own resource types (join the catalog's pool).")
+    catalog: str | list[str] = Field(
+        default_factory=list, description="CSV file(s) of your own types, columns as `define` "
+        "(relative to the scenario).")
 
 
 class WorkloadSection(_Strict):
@@ -109,6 +126,9 @@ def load_scenario(path: str | Path | None = None) -> tuple[ScenarioModel, Path]:
 
 def build_cluster(section: ClusterSection, source: str) -> Cluster:
     all_types = catalog.load_catalog()
+    mine = custom_types.user_types(section.define, section.catalog, source,
+                                   {t.name for t in all_types})
+    all_types += tuple(u.type for u in mine)
     try:
         names = None if section.types == "all" else section.types
         types = catalog.select(all_types, kind=section.kind, names=names)
@@ -163,12 +183,7 @@ def build_profile_options(section: ProfileSection, source: str) -> ProfileOption
 def scenario_problem(scn: ScenarioModel, path: Path | None = None) -> Problem:
     """Everything the cost model needs for this scenario."""
     source = str(path) if path else "<scenario>"
-    try:
-        model = zoo.get_model(scn.model.name, **scn.model.params)
-    except KeyError as exc:
-        raise ScenarioError(f"{source}: model.name: {exc.args[0]}") from None
-    except (TypeError, ValueError) as exc:
-        raise ScenarioError(f"{source}: model.params: {exc}") from None
+    model = model_source.section_graph(scn.model, source).to_spec()
     cluster = build_cluster(scn.cluster, source)
     options = build_profile_options(scn.profile, source)
     base = path.parent if path else Path.cwd()
@@ -178,6 +193,8 @@ def scenario_problem(scn: ScenarioModel, path: Path | None = None) -> Problem:
             traces += load_trace(base / name)
         except ValueError as exc:
             raise ScenarioError(f"{source}: profile.traces.{k}: {exc}") from None
+    mine = custom_types.user_types(scn.cluster.define, scn.cluster.catalog, source, set())
+    traces += custom_types.attached_traces(mine, model.name, set(cluster.type_names))
     w = scn.workload
     workload = Workload(batch_size=w.batch_size, throughput_limit=w.throughput_limit,
                         num_samples=w.num_samples)

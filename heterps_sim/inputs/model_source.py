@@ -1,0 +1,33 @@
+"""The ModelGraph a scenario's `model:` section describes: a zoo model or layers in YAML.
+
+    graph = section_graph(scn.model, "s.yaml")     # the planner's spec is graph.to_spec()
+
+One place both packages ask, so `heterps-sim` plans, `heterps-exec profile` measures and the
+engine trains the same layers. A zoo model's params are checked against its builder
+(inputs/zoo_params.py); a layer list is built by inputs/yaml_model.py. Every failure is one
+line naming `model.<field>`.
+"""
+
+from __future__ import annotations
+
+from heterps_sim.core.files import UserFileError
+from heterps_sim.inputs import zoo
+from heterps_sim.inputs.graph import ModelGraph
+from heterps_sim.inputs.yaml_model import layer_graph
+from heterps_sim.inputs.zoo_params import checked_params
+
+
+def section_graph(section, source: str = "<scenario>") -> ModelGraph:
+    """The graph of a validated ModelSection (zoo name + params, or name + layers)."""
+    if section.layers is not None:
+        if section.name in zoo.GRAPHS:
+            raise UserFileError(f"{source}: model.name: {section.name!r} is a zoo model; give "
+                                "a model written in layers its own name")
+        return layer_graph(section.name, section.layers, source)
+    params = checked_params(section.name, section.params, source)
+    try:
+        return zoo.model_graph(section.name, **params)
+    except KeyError as exc:
+        raise UserFileError(f"{source}: model.name: {exc.args[0]}") from None
+    except (TypeError, ValueError, ArithmeticError) as exc:
+        raise UserFileError(f"{source}: model.params: {exc}") from None
