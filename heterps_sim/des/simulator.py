@@ -17,7 +17,6 @@ import simpy
 from heterps_sim.core import sharing
 from heterps_sim.core.lanes import (
     F,
-    cooldown_steps,
     default_microbatches,
     num_lanes,
     replica_actions,
@@ -32,6 +31,7 @@ from heterps_sim.des.effects import JITTER, Preemptions, choose_stragglers, jitt
 from heterps_sim.des.options import DesOptions
 from heterps_sim.des.processes import replica
 from heterps_sim.des.stats import build_result, build_spans, not_run
+from heterps_sim.des.window import choose_window
 from heterps_sim.des.work import StageWork, stage_work
 from heterps_sim.des.world import Replica, World
 
@@ -80,7 +80,8 @@ def simulate(problem: Problem, plan: Plan, *, seed: int = 0, options: DesOptions
     uses_resources = (options.on("contention") or options.on("cores")
                       or any(w.ps_bytes > 0 for w in works))
     lanes = num_lanes(ks, flush)
-    steps = options.num_steps + cooldown_steps(len(ks), lanes, m, flush)
+    window = choose_window(options, ks, m, lanes, flush)
+    steps = window.total
     env = simpy.Environment()
     world = World(env, works, options, problem.latency_s, m, steps,
                   batched=options.batch and not uses_resources)
@@ -94,7 +95,7 @@ def simulate(problem: Problem, plan: Plan, *, seed: int = 0, options: DesOptions
     info = {"schedule": schedule, "flush": flush, "num_microbatches": m, "lanes": lanes,
             "steps_simulated": steps, "seed": seed, "events": events, "batched": world.batched,
             "notes": notes}
-    result = build_result(problem, plan, analytic, terms, world, options, info)
+    result = build_result(problem, plan, analytic, terms, world, options, info, window)
     spans = build_spans(problem, world, m) if record_spans else ()
     return DesRun(result, spans, events)
 

@@ -64,8 +64,8 @@ def _ring_records(world: World) -> list[tuple]:
 
 
 def build_result(problem: Problem, plan: Plan, analytic: RunResult, terms, world: World,
-                 options: DesOptions, info: dict) -> RunResult:
-    n, w = options.num_steps, options.measured_from
+                 options: DesOptions, info: dict, window) -> RunResult:
+    n, w = window.end, window.warmup
     per_stage = np.array([np.array([rep.step_ends[:n] for rep in reps]).max(axis=0)
                           for reps in world.replicas])
     starts = per_stage[:, w - 1] if w > 0 else np.zeros(len(per_stage))
