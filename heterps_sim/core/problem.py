@@ -18,6 +18,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from heterps_sim.core.ps_spec import PsSpec
+from heterps_sim.core.unit_costs import COST_MODELS, CostParams, costs_from_json_dict, default_costs
 
 FORMAT = "heterps-problem/1"
 
@@ -49,6 +50,29 @@ class Problem:
     the simulator's parameter-server model uses it. None = unknown (treated as 0)."""
     ps: PsSpec | None = None
     """The parameter server of the embedding layers (core/ps_spec.py); None = DEFAULT_PS."""
+    cost_model: str = "paper"
+    """The analytic model: "paper" (HeterPS's Amdahl model) or "default" (adds what dominates
+    at scale; docs/design.md). A Problem built in code is the paper's unless it says so;
+    scenarios and problem files are "default" unless they say "paper"."""
+    costs: CostParams | None = None
+    """The default model's numbers (core/unit_costs.py); None = the documented defaults."""
+
+    def __post_init__(self) -> None:
+        if self.cost_model not in COST_MODELS:
+            raise ValueError(f"cost_model must be one of {COST_MODELS}, got {self.cost_model!r}")
+
+    @property
+    def unit_costs(self) -> CostParams:
+        """`costs`, or the documented defaults by type kind when the problem carries none."""
+        if self.costs is not None:
+            return self.costs
+        return default_costs(self.type_kinds, self.num_types, self.num_layers)
+
+    def with_model(self, cost_model: str) -> Problem:
+        """The same problem under another analytic model ("paper" or "default")."""
+        fields = {f: getattr(self, f) for f in self.__dataclass_fields__}
+        fields["cost_model"] = cost_model
+        return Problem(**fields)
 
     @property
     def num_layers(self) -> int:
@@ -105,6 +129,8 @@ class Problem:
             "param_bytes": None if self.param_bytes is None else [float(x) for x in self.param_bytes],
             "sparse_bytes": None if self.sparse_bytes is None else [float(x) for x in self.sparse_bytes],
             "ps": None if self.ps is None else self.ps.model_dump(),
+            "cost_model": self.cost_model,
+            "costs": None if self.costs is None else self.costs.to_json_dict(),
         }
 
 
@@ -132,6 +158,8 @@ class ProblemModel(BaseModel):
     param_bytes: list[float] | None = None
     sparse_bytes: list[float] | None = None
     ps: PsSpec | None = None
+    cost_model: str = Field(default="default", pattern="^(default|paper)$")
+    costs: dict | None = None
 
     @field_validator("format")
     @classmethod
@@ -209,8 +237,21 @@ class ProblemModel(BaseModel):
             layer_names=tuple(self.layer_names), type_kinds=tuple(self.type_kinds),
             param_bytes=None if self.param_bytes is None else np.array(self.param_bytes, np.float64),
             sparse_bytes=None if self.sparse_bytes is None else np.array(self.sparse_bytes, np.float64),
-            ps=self.ps,
+            ps=self.ps, cost_model=self.cost_model, costs=self._costs(),
         )
+
+    def _costs(self) -> CostParams | None:
+        if self.costs is None:
+            return None
+        try:
+            costs = costs_from_json_dict(self.costs)
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"costs: missing or malformed field {exc}") from None
+        for key, n in (("step_overhead_s", len(self.type_names)),
+                       ("state_bytes", len(self.layer_names))):
+            if len(getattr(costs, key)) != n:
+                raise ValueError(f"costs.{key}: needs {n} entries")
+        return costs
 
 
 def problem_from_dict(data: dict) -> Problem:

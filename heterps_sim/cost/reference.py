@@ -23,7 +23,7 @@ import numpy as np
 from heterps_sim.core.plan import Plan
 from heterps_sim.core.problem import Problem
 from heterps_sim.core.result import RunResult, StageStats
-from heterps_sim.cost import amdahl
+from heterps_sim.cost import amdahl, dominant, ps_traffic
 from heterps_sim.cost.terms import (  # noqa: F401  (re-exported: the cost model's public names)
     MAX_REPLICAS,
     MODES,
@@ -54,10 +54,40 @@ def _unrunnable_reason(problem: Problem, terms: list[StageTerms]) -> str:
     return ""
 
 
+def _unit_range_reason(problem: Problem, g: int, t, k: int | None) -> str:
+    """Default model: why a single-type stage cannot have k units (None: any count), or ""."""
+    if not getattr(t, "default", False):
+        return ""
+    c = problem.unit_costs
+    if t.k_lo > t.k_hi or (k is not None and k < t.k_lo):
+        need = "any number of" if t.k_lo > 1 << 30 else f"at least {t.k_lo}"
+        return (f"{_describe(problem, g, t)}: its memory ({problem.type_names[t.type_index]}) "
+                f"holds the stage only with {need} units"
+                + (f", but the minimum batch per unit ({c.min_unit_batch}) allows at most "
+                   f"{t.k_hi}" if t.k_lo <= 1 << 30 else "") + (f"; the plan gives {k}" if k else ""))
+    if k is not None and k > t.k_hi:
+        return (f"{_describe(problem, g, t)}: {k} units get fewer than the minimum batch per "
+                f"unit ({c.min_unit_batch} samples; at most {t.k_hi} units)")
+    return ""
+
+
+def ps_cap(problem: Problem) -> float:
+    """Default model: samples/s at which the parameter server's shared bandwidth is full
+    (cost/ps_traffic.py); inf under the paper model."""
+    return ps_traffic.max_throughput(problem) if problem.cost_model == "default" else math.inf
+
+
 def _provision(problem: Problem, terms, fixed, theta: float) -> tuple[list[int] | None, str]:
     """Units per stage for bottleneck level theta, or None and why not."""
     ks = []
+    cap = ps_cap(problem)
+    if theta > cap * (1 + 1e-12):
+        return None, (f"the parameter server moves at most {cap:.6g} samples/s of embedding "
+                      f"traffic, below {theta:.6g} samples/s")
     for g, (t, k_fixed) in enumerate(zip(terms, fixed)):
+        reason = _unit_range_reason(problem, g, t, k_fixed)
+        if reason:
+            return None, reason
         k = k_fixed if k_fixed is not None else t.least_units(problem.batch_size, theta)
         if k is None:
             best = problem.batch_size / t.min_exec_time()
@@ -88,7 +118,24 @@ def _cost(problem: Problem, terms, ks) -> tuple[float, float, float]:
     """(throughput, cost_per_hour, cost_usd) of a provisioned plan."""
     thr = min(problem.batch_size / t.exec_time(k) for t, k in zip(terms, ks))
     per_hour = float(sum(_stage_price(problem, t, k) for t, k in zip(terms, ks)))
-    return thr, per_hour, problem.num_samples / thr / 3600.0 * per_hour
+    if problem.cost_model != "default":
+        return thr, per_hour, problem.num_samples / thr / 3600.0 * per_hour
+    thr = min(thr, ps_cap(problem))
+    return thr, per_hour, job_cost(problem, per_hour, thr, plan_startup_s(problem, terms))
+
+
+def plan_startup_s(problem: Problem, terms) -> float:
+    """Default model: the slowest start among the plan's types (every unit waits for it)."""
+    starts = problem.unit_costs.startup_s
+    return float(max(starts[j] for t in terms for j in stage_type_indices(t)))
+
+
+def job_cost(problem: Problem, per_hour: float, thr: float, startup_s: float) -> float:
+    """Default model: USD of the job: every unit billed from launch (startup) to the end of
+    N samples at thr, rounded up to the billing granularity."""
+    run_s = problem.num_samples / thr
+    return per_hour * dominant.billed_hours(startup_s + run_s,
+                                            problem.unit_costs.billing_granularity_s)
 
 
 def _stage_price(problem: Problem, t, k: int) -> float:
@@ -102,6 +149,7 @@ def _candidate_thetas(problem: Problem, terms, fixed, ks0, best_cost: float) -> 
     # A stage with no serial part (alpha = 1, only possible in a hand-built Problem) has no
     # Amdahl ceiling; the MAX_REPLICAS bound then ends the search.
     ceiling = min((problem.batch_size / x if x > 0 else math.inf) for x in limits)
+    ceiling = min(ceiling, ps_cap(problem))
     lower_hours_per_unit = problem.num_samples / 3600.0 / ceiling
     thetas = set()
     for t, k_fixed, k0 in zip(terms, fixed, ks0):
@@ -110,6 +158,8 @@ def _candidate_thetas(problem: Problem, terms, fixed, ks0, best_cost: float) -> 
             continue
         cap = problem.available[t.type_index]
         k_max = min(MAX_REPLICAS, cap if cap is not None else MAX_REPLICAS)
+        if getattr(t, "default", False):
+            k_max = min(k_max, t.k_hi)
         price = problem.price_per_hour[t.type_index]
         for k in range(k0, k_max + 1):
             # Any plan giving this stage k units costs at least price * k * (fewest hours).
@@ -140,7 +190,8 @@ def evaluate_plan(problem: Problem, plan: Plan, mode: str = "least") -> RunResul
             f"(bottleneck {_describe(problem, g, terms[g])} with {ks[g]} units)"), ks)
     if mode == "exact" and label != "fixed":
         thetas = _candidate_thetas(problem, terms, fixed, ks, cost)
-        best = _cheapest_level(problem, terms, fixed, np.array(thetas))
+        cheapest = _cheapest_level if problem.cost_model != "default" else _cheapest_level_loop
+        best = cheapest(problem, terms, fixed, np.array(thetas))
         if best is not None:
             ks_theta, _ = _provision(problem, terms, fixed, best)
             thr_t, per_hour_t, cost_t = _cost(problem, terms, ks_theta)
@@ -193,6 +244,20 @@ def _cheapest_level(problem: Problem, terms, fixed, thetas: np.ndarray, chunk: i
                 best_theta, best_cost = float(th[i, 0]), float(costs[i])
         if stop < len(ok):
             break
+    return best_theta
+
+
+def _cheapest_level_loop(problem: Problem, terms, fixed, thetas: np.ndarray):
+    """_cheapest_level for the default model, one level at a time (its units come from
+    dominant.least_units, not a closed form); stops at the first level that fails."""
+    best_theta, best_cost = None, math.inf
+    for th in thetas:
+        ks, reason = _provision(problem, terms, fixed, float(th))
+        if ks is None or reason:
+            break
+        cost = _cost(problem, terms, ks)[2]
+        if cost < best_cost:
+            best_theta, best_cost = float(th), cost
     return best_theta
 
 
