@@ -75,3 +75,27 @@ def chain_plan(problem: Problem, replicas, *, microbatches: int = 1,
     return Plan(stages=tuple(Stage(layers=(name,), resource="t", num_replicas=k)
                              for name, k in zip(problem.layer_names, replicas)),
                 num_microbatches=microbatches, schedule=schedule)
+
+
+def random_default_problem(rng: np.random.Generator, num_layers: int, num_types: int, *,
+                           caps: bool = False) -> Problem:
+    """random_problem under the default cost model, with every term of it in play: dense
+    parameters (all-reduce), embedding bytes (the PS cap), memory that forces several units
+    on some stages, a minimum batch per unit, microbatches, and short jobs whose startup and
+    billing granularity matter."""
+    from dataclasses import replace
+
+    from heterps_sim.core.unit_costs import default_costs
+
+    p = random_problem(rng, num_layers, num_types, caps=caps)
+    L, M = num_layers, num_types
+    state = rng.uniform(0, 4e6, size=L)
+    costs = default_costs(p.type_kinds, M, L, overrides=dict(
+        memory_bytes=rng.uniform(2e6, 4e7, size=M), state_bytes=state,
+        activation_bytes=rng.uniform(0, 2e4, size=L)))
+    costs = replace(costs, min_unit_batch=int(rng.choice([1, 2, 8])),
+                    num_microbatches=int(rng.integers(1, 5)),
+                    billing_granularity_s=float(rng.choice([0.0, 60.0, 3600.0])))
+    sparse = rng.lognormal(8, 1, size=L) * (rng.random(L) < 0.3)
+    return replace(p, cost_model="default", costs=costs, param_bytes=state / 4.0,
+                   sparse_bytes=sparse, num_samples=float(rng.choice([1e4, 1e6, 1e8])))

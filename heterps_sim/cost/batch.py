@@ -16,7 +16,9 @@ import numpy as np
 
 from heterps_sim.core.problem import Problem
 from heterps_sim.cost import amdahl_numba as amdahl
-from heterps_sim.cost.reference import MAX_REPLICAS, MODES
+from heterps_sim.cost import dominant_numba as dominant
+from heterps_sim.cost.reference import MAX_REPLICAS, MODES, ps_cap
+from heterps_sim.cost.terms import boundary_latency_s, model_arrays
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +144,130 @@ def _exact_sweep(c, thr, ph, batch, limit, num_samples, num_stages, st_type, st_
     return best_c, best_thr, best_ph
 
 
+@numba.njit(cache=True)
+def _default_cost(theta, batch, num_samples, num_stages, st, price, caps, used, ps_limit,
+                  startup, granularity):
+    """Default model: (cost, throughput, per_hour) of provisioning every stage for level theta;
+    st[g] = (type, alpha, P, S, F, R, Q, k_lo, k_hi); cost = inf when a stage or cap fails."""
+    thr = ps_limit
+    per_hour = 0.0
+    used[:] = 0
+    for g in range(num_stages):
+        j = int(st[g, 0])
+        k = dominant.least_units(st[g, 2], st[g, 3], st[g, 1], st[g, 4], st[g, 5], st[g, 6],
+                                 batch / theta, int(st[g, 7]), int(st[g, 8]))
+        if k < 0:
+            return np.inf, 0.0, 0.0
+        used[j] += k
+        if caps[j] >= 0 and used[j] > caps[j]:
+            return np.inf, 0.0, 0.0
+        et = dominant.step_time(st[g, 2], st[g, 3], st[g, 1], st[g, 4], st[g, 5], st[g, 6], k)
+        thr = min(thr, batch / et)
+        per_hour += price[j] * k
+    cost = per_hour * dominant.billed_hours(startup + num_samples / thr, granularity)
+    return cost, thr, per_hour
+
+
+@numba.njit(cache=True, parallel=True)
+def _default_kernel(assign, oct_s, odt_s, alpha, boundary, net, lat_term, price, caps, batch,
+                    limit, num_samples, odt_parallel, exact, step_oh, layer_oh, capacity,
+                    cum_param, cum_state, cum_act, lat2, k_batch, startup_j, granularity,
+                    ps_limit):
+    """The default model over many plans: stages as in _evaluate_kernel, each costed with
+    cost/dominant.py (the reference's StageTerms, operation for operation)."""
+    num_plans, num_layers = assign.shape
+    num_types = oct_s.shape[1]
+    cost = np.full(num_plans, np.inf)
+    thr_out = np.zeros(num_plans)
+    per_hour_out = np.zeros(num_plans)
+    for n in numba.prange(num_plans):
+        st = np.empty((num_layers, 9))
+        used = np.zeros(num_types, np.int64)
+        num_stages, ok, start, startup = 0, True, 0, 0.0
+        s_oct = s_odt = s_aoct = 0.0
+        for i in range(num_layers):
+            j = assign[n, i]
+            o = oct_s[i, j]
+            if math.isnan(o):
+                ok = False
+                break
+            s_oct += o
+            s_odt += odt_s[i, j]
+            s_aoct += alpha[i, j] * o
+            last = i == num_layers - 1
+            if last or assign[n, i + 1] != j:
+                if not last:
+                    s_odt += boundary[i] / min(net[j], net[assign[n, i + 1]]) + lat_term
+                fixed_s, bw_s, lat_s, k_lo, k_hi = dominant.stage_extras(
+                    step_oh[j], layer_oh[j], net[j], capacity[j], cum_param, cum_state, cum_act,
+                    start, i, lat2, batch, k_batch)
+                if k_lo > k_hi:
+                    ok = False
+                    break
+                st[num_stages, 0] = j
+                st[num_stages, 1] = s_aoct / s_oct if s_oct > 0 else 0.0
+                if odt_parallel:
+                    st[num_stages, 2], st[num_stages, 3] = s_oct + s_odt, 0.0
+                else:
+                    st[num_stages, 2], st[num_stages, 3] = s_oct, s_odt
+                st[num_stages, 4], st[num_stages, 5], st[num_stages, 6] = fixed_s, bw_s, lat_s
+                st[num_stages, 7], st[num_stages, 8] = k_lo, k_hi
+                startup = max(startup, startup_j[j])
+                num_stages += 1
+                start = i + 1
+                s_oct = s_odt = s_aoct = 0.0
+        if not ok or limit > ps_limit * (1 + 1e-12):
+            continue
+        c, thr, ph = _default_cost(limit, batch, num_samples, num_stages, st, price, caps, used,
+                                   ps_limit, startup, granularity)
+        if thr > 0.0:
+            thr_out[n], per_hour_out[n] = thr, ph
+        if c == np.inf or thr < limit * (1 - 1e-12):
+            continue
+        if exact:
+            c, thr, ph = _default_sweep(c, thr, ph, batch, limit, num_samples, num_stages, st,
+                                        price, caps, used, ps_limit, startup, granularity)
+        cost[n], thr_out[n], per_hour_out[n] = c, thr, ph
+    return cost, thr_out, per_hour_out
+
+
+@numba.njit(cache=True)
+def _default_sweep(c, thr, ph, batch, limit, num_samples, num_stages, st, price, caps, used,
+                   ps_limit, startup, granularity):
+    """Exact provisioning, default model: every stage throughput B/ET_g(k) >= TL (k from the
+    units at TL up) as the bottleneck level, as the reference's _candidate_thetas."""
+    ceiling = ps_limit
+    for g in range(num_stages):
+        k = dominant.fastest_units(st[g, 2], st[g, 3], st[g, 1], st[g, 4], st[g, 5], st[g, 6],
+                                   int(st[g, 7]), int(st[g, 8]))
+        ceiling = min(ceiling, batch / dominant.step_time(st[g, 2], st[g, 3], st[g, 1], st[g, 4],
+                                                          st[g, 5], st[g, 6], k))
+    hours_floor = num_samples / 3600.0 / ceiling
+    best_c, best_thr, best_ph = c, thr, ph
+    if ps_limit < np.inf and ps_limit <= ceiling * (1 + 1e-12):
+        c2, thr2, ph2 = _default_cost(ps_limit, batch, num_samples, num_stages, st, price, caps,
+                                      used, ps_limit, startup, granularity)
+        if c2 < best_c * (1 - 1e-12):
+            best_c, best_thr, best_ph = c2, thr2, ph2
+    for g in range(num_stages):
+        j = int(st[g, 0])
+        k0 = dominant.least_units(st[g, 2], st[g, 3], st[g, 1], st[g, 4], st[g, 5], st[g, 6],
+                                  batch / limit, int(st[g, 7]), int(st[g, 8]))
+        k_max = int(st[g, 8]) if caps[j] < 0 else min(int(st[g, 8]), caps[j])
+        for k in range(k0, k_max + 1):
+            if price[j] * k * hours_floor > best_c * (1 + 1e-12):
+                break  # any plan giving stage g k units costs at least this much
+            theta = batch / dominant.step_time(st[g, 2], st[g, 3], st[g, 1], st[g, 4], st[g, 5],
+                                               st[g, 6], k)
+            if theta > ceiling * (1 + 1e-12) or theta < limit:
+                continue
+            c2, thr2, ph2 = _default_cost(theta, batch, num_samples, num_stages, st, price, caps,
+                                          used, ps_limit, startup, granularity)
+            if c2 < best_c * (1 - 1e-12):
+                best_c, best_thr, best_ph = c2, thr2, ph2
+    return best_c, best_thr, best_ph
+
+
 def evaluate_assignments(problem: Problem, assignments: np.ndarray, mode: str = "least") -> BatchResult:
     """Cost N plans given as an (N, L) array of type indices (stages = maximal runs)."""
     if mode not in MODES:
@@ -151,6 +277,18 @@ def evaluate_assignments(problem: Problem, assignments: np.ndarray, mode: str = 
         raise ValueError(f"assignments must have shape (N, {problem.num_layers})")
     if a.size and (a.min() < 0 or a.max() >= problem.num_types):
         raise ValueError(f"type indices must lie in [0, {problem.num_types})")
+    if problem.cost_model == "default":
+        m, c = model_arrays(problem), problem.unit_costs
+        cost, thr, per_hour = _default_kernel(
+            a, problem.oct_s, problem.odt_s, problem.alpha, problem.boundary_bytes,
+            problem.network_bytes_per_s, boundary_latency_s(problem), problem.price_per_hour,
+            problem.available_array, float(problem.batch_size), float(problem.throughput_limit),
+            float(problem.num_samples), bool(problem.odt_parallel), mode == "exact", m.step_oh,
+            m.layer_oh, m.capacity, m.cum_param, m.cum_state, m.cum_act, m.lat2_s, m.k_batch,
+            np.asarray(c.startup_s, np.float64), float(c.billing_granularity_s),
+            float(ps_cap(problem)))
+        return BatchResult(cost_usd=cost, throughput=thr, cost_per_hour=per_hour,
+                           feasible=np.isfinite(cost))
     cost, thr, per_hour = _evaluate_kernel(
         a, problem.oct_s, problem.odt_s, problem.alpha, problem.boundary_bytes,
         problem.network_bytes_per_s, float(problem.latency_s), problem.price_per_hour,

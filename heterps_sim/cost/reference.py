@@ -166,6 +166,8 @@ def _candidate_thetas(problem: Problem, terms, fixed, ks0, best_cost: float) -> 
             if price * k * lower_hours_per_unit > best_cost * (1 + 1e-12):
                 break
             thetas.add(problem.batch_size / t.exec_time(k))
+    if math.isfinite(ps_cap(problem)):
+        thetas.add(ps_cap(problem))  # faster stages are wasted: the PS caps the plan here
     return sorted(th for th in thetas if th >= problem.throughput_limit and th <= ceiling * (1 + 1e-12))
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from heterps_sim.schedulers.exact.kernels import INF, INVALID, K_LEAST, OK, SUM, option
+from heterps_sim.schedulers.exact.kernels import INF, INVALID, K_LEAST, OK, SUM, option, stage_dm
 
 PROVEN, NONE_BELOW_UB, LIMIT, LIMIT_NO_PLAN = 0, 1, 2, 3
 
@@ -85,7 +85,7 @@ def _grow(cost, lpos, ltyp, parent, alive, link, used, hkey, hpos, hid):
 
 
 @njit(cache=True)
-def capped_search(oct_t, odt_t, aoct_t, run_t, ext, lvl, price, kmax, batch, par, binv, budget,
+def capped_search(oct_t, odt_t, aoct_t, run_t, ext, lvl, price, kmax, batch, par, mt, binv, budget,
                   thr_floor, guard_binv, guard_floor, allow_cuts, h, h_lag, lam, lam_cap, cidx,
                   capv, ub, max_labels):
     """Best plan below `ub` under the tracked caps.
@@ -146,9 +146,10 @@ def capped_search(oct_t, odt_t, aoct_t, run_t, ext, lvl, price, kmax, batch, par
             if s1 + (0.0 if par else sd) > binv * (1.0 + 1e-12) + 1e-14 * (so + sd):
                 break
             alpha = sa / so if so > 0.0 else 0.0
+            dm = stage_dm(mt, j, a, b, kcap)
             if b == n_l - 1:
                 st, k, val, et = option(alpha, so, sd, pj, bj, kcap, batch, par, binv, K_LEAST,
-                                        thr_floor, guard_binv, guard_floor, SUM, False)
+                                        thr_floor, guard_binv, guard_floor, SUM, False, dm)
                 if st == OK and c0 + val < inc_cost:
                     if n + 1 >= cost.shape[0]:
                         cost, lpos, ltyp, parent, alive, link, used, hkey, hpos, hid = _grow(
@@ -161,7 +162,7 @@ def capped_search(oct_t, odt_t, aoct_t, run_t, ext, lvl, price, kmax, batch, par
             p = b + 1
             ldone[:] = False
             st, k, val, et = option(alpha, so, sd + ext[b, lj], pj, bj, kcap, batch, par, binv,
-                                    K_LEAST, thr_floor, guard_binv, guard_floor, SUM, False)
+                                    K_LEAST, thr_floor, guard_binv, guard_floor, SUM, False, dm)
             if st == INVALID:  # the fastest link already fails: every slower one does too
                 continue
             lst[lj], lk[lj], lval[lj], ldone[lj] = st, k, val, True
@@ -172,7 +173,7 @@ def capped_search(oct_t, odt_t, aoct_t, run_t, ext, lvl, price, kmax, batch, par
                 if not ldone[v]:
                     st, k, val, et = option(alpha, so, sd + ext[b, v], pj, bj, kcap, batch, par,
                                             binv, K_LEAST, thr_floor, guard_binv, guard_floor,
-                                            SUM, False)
+                                            SUM, False, dm)
                     lst[v], lk[v], lval[v], ldone[v] = st, k, val, True
                 if lst[v] != OK:
                     continue
@@ -310,7 +311,7 @@ class CapSolver:
             t = sw.t
             status, n, *stages, cost, labels = capped_search(
                 t.oct_t, t.odt_t, t.aoct_t, t.run_t, t.ext, t.lvl, t.price, t.kmax, t.batch,
-                t.par, binv, sw.budget, thr_floor, sw.guard_binv, sw.floor, sw.allow_cuts, h,
+                t.par, t.mt, binv, sw.budget, thr_floor, sw.guard_binv, sw.floor, sw.allow_cuts, h,
                 h_lag, lam, float(lam @ caps), cidx, caps, ub, sw.config.max_labels)
             self.labels += int(labels)
             self.searches += 1

@@ -29,6 +29,7 @@ import numpy as np
 from numba import njit
 
 from heterps_sim.cost import amdahl_numba as amdahl
+from heterps_sim.cost import dominant_numba as dominant
 from heterps_sim.cost.amdahl import CEIL_TOLERANCE
 
 INF = np.inf
@@ -39,9 +40,66 @@ OK, INVALID, FILTERED = 0, 1, 2
 link) is INVALID too. FILTERED (throughput floor, TL guard) is not monotone."""
 
 
+PAPER_DM = (0.0, 0.0, 0.0, 0.0, 1.0, 0.0)
+"""The `dm` of a stage under the paper model (its first entry, 0, says: paper)."""
+
+
+@njit(cache=True)
+def stage_dm(mt, j, first, last, kmax_j):
+    """dm of layers first..last on type j: (1, F, R, Q, k_lo, k_hi) under the default model
+    (cost/dominant.py: stage_extras; k_hi also within kmax_j), PAPER_DM under the paper's.
+    mt = _Tables.mt: (flag, step_oh, layer_oh, net, capacity, cum_param, cum_state, cum_act,
+    lat2, batch, k_batch)."""
+    if mt[0] == 0:
+        return 0.0, 0.0, 0.0, 0.0, 1.0, 0.0
+    fixed_s, bw_s, lat_s, k_lo, k_hi = dominant.stage_extras(
+        mt[1][j], mt[2][j], mt[3][j], mt[4][j], mt[5], mt[6], mt[7], first, last, mt[8], mt[9],
+        mt[10])
+    return 1.0, fixed_s, bw_s, lat_s, float(k_lo), float(min(k_hi, kmax_j))
+
+
+@njit(cache=True)
+def _option_default(alpha, p_s, s_s, pj, bj, batch, binv, k_rule, thr_floor, guard_binv,
+                    guard_floor, objective, dm):
+    """option() under the default model (cost/dominant.py): same statuses and values."""
+    f, r, q = dm[1], dm[2], dm[3]
+    k_lo, k_hi = int(dm[4]), int(dm[5])
+    if k_lo > k_hi:
+        return INVALID, 0, INF, INF
+    if k_rule == K_LEAST:
+        k = dominant.least_units(p_s, s_s, alpha, f, r, q, binv, k_lo, k_hi)
+        if k < 0:
+            return INVALID, 0, INF, INF
+        if k * dominant.step_time(p_s, s_s, alpha, f, r, q, k) > bj:
+            return INVALID, 0, INF, INF
+    elif k_rule == K_MAX:
+        k = dominant.fastest_units(p_s, s_s, alpha, f, r, q, k_lo, k_hi)
+    else:
+        kb = dominant.most_units_within(p_s, s_s, alpha, f, r, q, bj, k_lo, k_hi)
+        if kb < 0:
+            return INVALID, 0, INF, INF
+        k = dominant.fastest_units(p_s, s_s, alpha, f, r, q, k_lo, kb)
+    et = dominant.step_time(p_s, s_s, alpha, f, r, q, k)
+    if objective == SUM:
+        value = pj * k
+    elif objective == PER_SAMPLE:
+        value = pj * (k * et)
+    else:
+        value = et
+    if thr_floor > 0.0 and batch / et < thr_floor:
+        return FILTERED, k, value, et
+    if guard_binv > 0.0:
+        k_tl = dominant.least_units(p_s, s_s, alpha, f, r, q, guard_binv, k_lo, k_hi)
+        if k_tl < 0:
+            return FILTERED, k, value, et
+        if batch / dominant.step_time(p_s, s_s, alpha, f, r, q, k_tl) < guard_floor:
+            return FILTERED, k, value, et
+    return OK, k, value, et
+
+
 @njit(cache=True)
 def option(alpha, so, odt, pj, bj, kmax_j, batch, par, binv, k_rule, thr_floor, guard_binv,
-           guard_floor, objective, need_et):
+           guard_floor, objective, need_et, dm):
     """Status, units, value, ET of one stage option.
 
     alpha = sum(alpha*oct)/OCT (0 when OCT = 0), so = OCT, odt = ODT with the boundary term
@@ -63,6 +121,9 @@ def option(alpha, so, odt, pj, bj, kmax_j, batch, par, binv, k_rule, thr_floor, 
     else:
         p_s = so
         s_s = odt
+    if dm[0] != 0.0:
+        return _option_default(alpha, p_s, s_s, pj, bj, batch, binv, k_rule, thr_floor,
+                               guard_binv, guard_floor, objective, dm)
     if k_rule == K_LEAST:
         slack = amdahl.slack(binv, p_s, s_s, alpha)
         if slack <= 0.0:
@@ -108,7 +169,7 @@ def option(alpha, so, odt, pj, bj, kmax_j, batch, par, binv, k_rule, thr_floor, 
 
 
 @njit(cache=True)
-def dp_pass(oct_t, odt_t, aoct_t, run_t, ext, lvl, order, price, kmax, batch, par, obj_price,
+def dp_pass(oct_t, odt_t, aoct_t, run_t, ext, lvl, order, price, kmax, batch, par, mt, obj_price,
             binv, k_rule, budget, thr_floor, guard_binv, guard_floor, objective, allow_cuts):
     """One backward DP pass; H[a, j] = best value of layers a.. with a stage of type j at a.
 
@@ -160,10 +221,11 @@ def dp_pass(oct_t, odt_t, aoct_t, run_t, ext, lvl, order, price, kmax, batch, pa
                     if pj * k_low >= best:
                         break
                 alpha = sa / so if so > 0.0 else 0.0
+                dm = stage_dm(mt, j, a, b, kj)
                 if b == n_l - 1:
                     st, k, val, et = option(alpha, so, sd, pj, bj, kj, batch, par, binv, k_rule,
                                             thr_floor, guard_binv, guard_floor,
-                                            objective, False)
+                                            objective, False, dm)
                     if st == OK and val < best:
                         best, best_b, best_g = val, b, -1
                     break
@@ -179,7 +241,7 @@ def dp_pass(oct_t, odt_t, aoct_t, run_t, ext, lvl, order, price, kmax, batch, pa
                     continue  # no option ending at b can win
                 st, k, v0, et = option(alpha, so, sd + ext[b, lj], pj, bj, kj, batch, par, binv,
                                        k_rule, thr_floor, guard_binv, guard_floor,
-                                       objective, False)
+                                       objective, False, dm)
                 if st == INVALID:
                     continue
                 if st == OK and g_same < INF:
@@ -198,7 +260,7 @@ def dp_pass(oct_t, odt_t, aoct_t, run_t, ext, lvl, order, price, kmax, batch, pa
                             continue
                     st, k, val, et = option(alpha, so, sd + ext[b, v], pj, bj, kj, batch, par, binv,
                                             k_rule, thr_floor, guard_binv, guard_floor,
-                                            objective, False)
+                                            objective, False, dm)
                     if st == INVALID:
                         break
                     if st == FILTERED:
@@ -282,19 +344,22 @@ def stage_sums(j, first, last, oct_t, odt_t, aoct_t):
 
 @njit(cache=True)
 def stage_values(n, first, last, typ, nxt, oct_t, odt_t, aoct_t, ext, lvl, price, kmax, batch,
-                 par, binv):
+                 par, mt, binv):
     """Units, ET and terms (OCT, ODT with boundary, alpha) of each stage, as the DP costs them."""
     ks = np.zeros(n, np.int64)
     ets = np.zeros(n)
-    terms = np.zeros((n, 3))
+    terms = np.zeros((n, 9))
     for g in range(n):
         j = typ[g]
         so, sd, alpha = stage_sums(j, first[g], last[g], oct_t, odt_t, aoct_t)
         odt = sd + ext[last[g], min(lvl[j], lvl[nxt[g]])] if nxt[g] >= 0 else sd
+        dm = stage_dm(mt, j, first[g], last[g], kmax[j])
         st, k, val, et = option(alpha, so, odt, price[j], INF, kmax[j], batch, par, binv,
-                                K_LEAST, -1.0, -1.0, -1.0, SUM, True)
+                                K_LEAST, -1.0, -1.0, -1.0, SUM, True, dm)
         ks[g], ets[g] = k, et
         terms[g, 0], terms[g, 1], terms[g, 2] = so, odt, alpha
+        for x in range(6):
+            terms[g, 3 + x] = dm[x]
     return ks, ets, terms
 
 
@@ -311,15 +376,19 @@ def next_theta(terms, ks, kmax_of_stage, batch, par):
     best = INF
     for g in range(ks.shape[0]):
         so, odt, alpha = terms[g, 0], terms[g, 1], terms[g, 2]
+        dm = (terms[g, 3], terms[g, 4], terms[g, 5], terms[g, 6], terms[g, 7], terms[g, 8])
         p_s, s_s = (so + odt, 0.0) if par else (so, odt)
         k = ks[g]
-        denom = amdahl.serial_time(p_s, s_s, alpha) + alpha * p_s / (k + CEIL_TOLERANCE)
+        if dm[0] != 0.0:  # default: k serves while ET(k) <= (B / theta) (1 + 1e-12)
+            denom = dominant.step_time(p_s, s_s, alpha, dm[1], dm[2], dm[3], k)
+        else:
+            denom = amdahl.serial_time(p_s, s_s, alpha) + alpha * p_s / (k + CEIL_TOLERANCE)
         if denom <= 0.0:
             continue
         theta = batch / denom * (1.0 + 1e-12)
         for _ in range(64):
             st, k2, val, et = option(alpha, so, odt, 1.0, INF, kmax_of_stage[g], batch, par,
-                                     batch / theta, K_LEAST, -1.0, -1.0, -1.0, SUM, False)
+                                     batch / theta, K_LEAST, -1.0, -1.0, -1.0, SUM, False, dm)
             if st != OK or k2 > k:
                 break
             theta *= 1.0 + 1e-12

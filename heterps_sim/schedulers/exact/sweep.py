@@ -42,7 +42,8 @@ from pydantic import Field
 
 from heterps_sim.core.plan import Plan, Stage
 from heterps_sim.core.problem import Problem
-from heterps_sim.cost.reference import MAX_REPLICAS
+from heterps_sim.cost.reference import MAX_REPLICAS, job_cost, ps_cap
+from heterps_sim.cost.terms import boundary_latency_s, model_arrays
 from heterps_sim.schedulers.base import Evaluator, NoFeasiblePlan, SchedulerConfig
 from heterps_sim.schedulers.exact.caps import CapSolver
 from heterps_sim.schedulers.exact.kernels import (
@@ -118,11 +119,43 @@ class ExactScheduler:
         return plan
 
     def _sweep(self, problem: Problem, mode: str) -> Plan:
+        if problem.cost_model == "default":
+            return self._by_startup(problem, mode)
         sweep = _Sweep(problem, self.config, mode)
         try:
             return sweep.run()
         finally:
             self.notes = sweep.notes()
+
+    def _by_startup(self, problem: Problem, mode: str) -> Plan:
+        """Default model: every unit is billed from launch until the plan's slowest type has
+        started, so a plan's cost depends on the set of types it uses. One sweep per distinct
+        startup s, over the types that start within s, costing every plan as if it waited s:
+        the optimum is found, at its true cost, in the sweep of its own slowest start."""
+        starts = problem.unit_costs.startup_s
+        best, best_notes, reasons = None, {}, []
+        for s_max in sorted(set(float(x) for x in starts)):
+            sub = replace(problem, available=tuple(
+                0 if starts[j] > s_max else a for j, a in enumerate(problem.available)))
+            if not any(starts[j] == s_max and sub.available[j] != 0
+                       for j in range(problem.num_types)):
+                continue
+            sweep = _Sweep(sub, self.config, mode, startup_s=s_max)
+            try:
+                plan = sweep.run()
+            except NoFeasiblePlan as exc:
+                reasons.append(str(exc))
+                continue
+            finally:
+                notes = sweep.notes()
+            if best is None or notes["predicted_cost_usd"] < best[0]:
+                best, best_notes = (notes["predicted_cost_usd"], plan), notes
+            elif not notes["proven_optimal"]:
+                best_notes["proven_optimal"] = False
+        self.notes = best_notes or {"mode": mode, "proven_optimal": True}
+        if best is None:
+            raise NoFeasiblePlan(reasons[-1] if reasons else "no resource type has units")
+        return best[1]
 
 
 @dataclass
@@ -139,7 +172,8 @@ class _Found:
 
 
 class _Sweep:
-    def __init__(self, problem: Problem, config: ExactScheduler.Config, mode: str) -> None:
+    def __init__(self, problem: Problem, config: ExactScheduler.Config, mode: str,
+                 startup_s: float = 0.0) -> None:
         if mode not in ("least", "exact"):
             raise ValueError(f"mode must be 'least' or 'exact', got {mode!r}")
         self.problem, self.config, self.mode = problem, config, mode
@@ -149,6 +183,9 @@ class _Sweep:
         self.floor = problem.throughput_limit * (1 - 1e-12)  # cost.evaluate_plan's test
         self.allow_cuts = bool(config.allow_same_type_cuts)
         self.t = _tables(problem)
+        self.startup_s = startup_s
+        """default model: the start every unit of a plan waits for (ExactScheduler._by_startup)"""
+        self.ps_cap = ps_cap(problem)
         self.budget = INF
         """Options whose own k * ET * price exceeds this cannot be in a cheaper plan."""
         self.thr_max = INF
@@ -173,7 +210,7 @@ class _Sweep:
     # -- the sweep ----------------------------------------------------------------------
     def run(self) -> Plan:
         self._check_runnable()
-        fastest = self.thr_max = self._max_throughput(K_MAX)
+        fastest = self.thr_max = min(self._max_throughput(K_MAX), self.ps_cap)
         level = self.limit  # exact: theta; least: the floor mu (TL: both provision at TL)
         binv, thr_floor = self.binv_tl, self.floor
         found, lower = self._solve(binv, thr_floor, level)
@@ -181,7 +218,7 @@ class _Sweep:
         while found is not None or lower < INF:
             self.levels += 1
             if found is not None:
-                cost = self.problem.num_samples / found.throughput / 3600.0 * found.per_hour
+                cost = self.cost(found)
                 if not self.reachable(found):
                     # Every plan in this level's interval costs >= `cost`, a cost the
                     # reference cannot give this plan: only a cheaper one leaves a gap.
@@ -202,7 +239,7 @@ class _Sweep:
                     stale = False
                 if self._per_sample_bound(binv, thr_floor) >= self.best[0] * (1 - 1e-12):
                     break
-            if reach >= self.thr_max:
+            if reach >= self.thr_max or level > self.ps_cap:
                 break
             if self.mode == "exact":
                 step = level if found is None else next_theta(
@@ -219,6 +256,12 @@ class _Sweep:
         if self.best is None:
             raise NoFeasiblePlan(self.stop_reason or self._why_infeasible(fastest))
         return self._plan(self.best[1])
+
+    def cost(self, found: _Found) -> float:
+        """USD of a plan as the reference costs it."""
+        if self.problem.cost_model == "default":
+            return job_cost(self.problem, found.per_hour, found.throughput, self.startup_s)
+        return self.problem.num_samples / found.throughput / 3600.0 * found.per_hour
 
     def _solve(self, binv: float, thr_floor: float, level: float) -> tuple[_Found | None, float]:
         """(plan, lower) at one level: the cheapest plan there (caps respected) and a lower bound
@@ -268,7 +311,8 @@ class _Sweep:
         t = self.t
         first, last, typ, nxt = found.stages
         ks, ets, _ = stage_values(len(typ), first, last, typ, nxt, t.oct_t, t.odt_t, t.aoct_t,
-                                  t.ext, t.lvl, t.price, t.kmax, t.batch, t.par, self.binv_tl)
+                                  t.ext, t.lvl, t.price, t.kmax, t.batch, t.par, t.mt,
+                                  self.binv_tl)
         return bool(np.any(ks == 0) or np.any(self.batch / ets < self.floor))
 
     def reachable(self, found: _Found) -> bool:
@@ -284,7 +328,7 @@ class _Sweep:
         for binv in (self.batch / found.throughput, self.binv_tl):
             ks, _, _ = stage_values(len(typ), first, last, typ, nxt, t.oct_t, t.odt_t,
                                     t.aoct_t, t.ext, t.lvl, t.price, t.kmax, t.batch, t.par,
-                                    binv)
+                                    t.mt, binv)
             if np.array_equal(ks, found.ks):
                 return True
         return False
@@ -293,9 +337,9 @@ class _Sweep:
         t = self.t
         first, last, typ, nxt = (np.asarray(s[:n]) for s in stages)
         ks, ets, terms = stage_values(n, first, last, typ, nxt, t.oct_t, t.odt_t, t.aoct_t, t.ext,
-                                      t.lvl, t.price, t.kmax, t.batch, t.par, binv)
+                                      t.lvl, t.price, t.kmax, t.batch, t.par, t.mt, binv)
         per_hour = float(sum(self.problem.price_per_hour[j] * int(k) for j, k in zip(typ, ks)))
-        throughput = min(self.batch / float(et) for et in ets)
+        throughput = min(min(self.batch / float(et) for et in ets), self.ps_cap)
         return _Found((first, last, typ, nxt), ks, ets, terms, per_hour, throughput)
 
     def units(self, found: _Found) -> np.ndarray:
@@ -338,6 +382,9 @@ class _Sweep:
                                      + (" with units available" if zero else ""))
 
     def _why_infeasible(self, fastest: float) -> str:
+        if self.ps_cap < self.floor:
+            return (f"no plan reaches {self.limit:.6g} samples/s: the parameter server's shared "
+                    f"bandwidth carries at most {self.ps_cap:.6g} samples/s of embedding traffic")
         if fastest < self.floor:
             return (f"no plan reaches {self.limit:.6g} samples/s: the fastest possible is "
                     f"{fastest:.6g} samples/s (every stage at its unit bound: the type's "
@@ -367,6 +414,8 @@ class _Tables:
     """units one stage may have: min(available, MAX_REPLICAS)"""
     batch: float
     par: bool
+    mt: tuple
+    """the default model's arrays as kernels.stage_dm reads them (flag 0: the paper's)"""
 
     @property
     def m(self) -> int:
@@ -374,7 +423,7 @@ class _Tables:
 
     def dp_args(self) -> tuple:
         return (self.oct_t, self.odt_t, self.aoct_t, self.run_t, self.ext, self.lvl, self.order,
-                self.price, self.kmax, self.batch, self.par)
+                self.price, self.kmax, self.batch, self.par, self.mt)
 
 
 def _tables(problem: Problem) -> _Tables:
@@ -390,10 +439,19 @@ def _tables(problem: Problem) -> _Tables:
     lvl = np.searchsorted(lev, net).astype(np.int64)
     order = np.lexsort((np.arange(len(net)), -lvl)).astype(np.int64)
     bnd = np.asarray(problem.boundary_bytes, np.float64)
-    ext = bnd[:, None] / lev[None, :] + float(problem.latency_s)  # as stage_terms adds it
+    ext = bnd[:, None] / lev[None, :] + boundary_latency_s(problem)  # as stage_terms adds it
     return _Tables(
         oct_t=cols(problem.oct_s), odt_t=cols(problem.odt_s),
         aoct_t=cols(problem.alpha * problem.oct_s), run_t=np.ascontiguousarray(run.T),
         ext=np.ascontiguousarray(ext), lvl=lvl, order=order,
         price=np.asarray(problem.price_per_hour, np.float64), kmax=kmax,
-        batch=float(problem.batch_size), par=bool(problem.odt_parallel))
+        batch=float(problem.batch_size), par=bool(problem.odt_parallel), mt=_model_tuple(problem))
+
+
+def _model_tuple(problem: Problem) -> tuple:
+    """kernels.stage_dm's view of the default model (same types for both models, so the
+    kernels compile once)."""
+    a = model_arrays(problem)
+    return (1 if problem.cost_model == "default" else 0, a.step_oh, a.layer_oh, a.net,
+            a.capacity, a.cum_param, a.cum_state, a.cum_act, float(a.lat2_s),
+            float(problem.batch_size), int(a.k_batch))
