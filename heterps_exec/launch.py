@@ -27,6 +27,7 @@ from heterps_exec.layout import RunSpec
 from heterps_exec.request import ExecError, RunRequest
 from heterps_sim.core.files import new_run_folder
 from heterps_sim.core.plan import Plan
+from heterps_sim.inputs.model_source import layer_dicts
 
 MAX_RANKS = 64
 """More ranks than this on one launch is almost surely a mistake (a plan provisioned for a
@@ -66,6 +67,7 @@ def prepare(req: RunRequest) -> tuple[RunSpec, object]:
     out.mkdir(parents=True, exist_ok=True)
     spec = RunSpec(plan=plan.to_json_dict(), model=scn.model.name,
                    model_params=dict(scn.model.params), table_scale=req.table_scale,
+                   model_layers=layer_dicts(scn.model),
                    data_dir=req.data_dir or str(out / "data"), batch_size=scn.workload.batch_size,
                    steps=req.steps, seed=req.seed, optimizer=req.optimizer, lr=req.lr,
                    bindings=bindings, out_dir=str(out.resolve()),

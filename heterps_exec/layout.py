@@ -41,6 +41,9 @@ class RunSpec:
     plan: dict
     model: str
     model_params: dict = field(default_factory=dict)
+    model_layers: list = field(default_factory=list)
+    """A model written as layers in the scenario (heterps_sim.inputs.yaml_model), as plain
+    dicts; [] for a zoo model."""
     table_scale: float = 1.0
     data_dir: str
     batch_size: int

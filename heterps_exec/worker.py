@@ -36,8 +36,9 @@ from heterps_sim.core.lanes import STEP, B, F
 
 def graph_for(spec: RunSpec):
     from heterps_exec.model.build import scale_tables
-    from heterps_sim.inputs.zoo import model_graph
-    return scale_tables(model_graph(spec.model, **spec.model_params), spec.table_scale)
+    from heterps_sim.inputs.model_source import run_graph
+    return scale_tables(run_graph(spec.model, spec.model_params, spec.model_layers),
+                        spec.table_scale)
 
 
 def init_distributed(spec: RunSpec, rank: int, world: int, backend: str) -> None:

@@ -31,3 +31,19 @@ def section_graph(section, source: str = "<scenario>") -> ModelGraph:
         raise UserFileError(f"{source}: model.name: {exc.args[0]}") from None
     except (TypeError, ValueError, ArithmeticError) as exc:
         raise UserFileError(f"{source}: model.params: {exc}") from None
+
+
+def layer_dicts(section) -> list[dict]:
+    """A section's layers as plain JSON-able dicts (what a run spec carries); [] for a zoo model."""
+    return [] if section.layers is None else [e.model_dump(by_alias=True) for e in section.layers]
+
+
+def run_graph(name: str, params: dict, layers: list[dict]) -> ModelGraph:
+    """The graph a run spec names: its layers when it has some, else the zoo model."""
+    if layers:
+        from pydantic import TypeAdapter
+
+        from heterps_sim.inputs.yaml_model import YamlLayer
+        entries = TypeAdapter(list[YamlLayer]).validate_python(layers)
+        return layer_graph(name, entries, "run spec")
+    return zoo.model_graph(name, **checked_params(name, params, "run spec"))
