@@ -11,15 +11,24 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    model_validator,
+)
 
 from heterps_sim.core.files import UserFileError, read_mapping, validation_message
 from heterps_sim.core.problem import Problem
 from heterps_sim.core.spec import Cluster, ProfileOptions, Workload
 from heterps_sim.inputs import catalog, custom_types, model_source
 from heterps_sim.inputs.roofline import DEFAULT_ALPHA, DEFAULT_EFFICIENCY, build_problem, load_trace
+from heterps_sim.inputs.torch_model.section import TorchModelSection, model_kind
 from heterps_sim.inputs.yaml_model import YamlLayer
 
 # package data: found the same way in a source checkout and in an installed wheel
@@ -101,7 +110,8 @@ class ScheduleSection(_Strict):
 class ScenarioModel(_Strict):
     name: str
     description: str = ""
-    model: ModelSection
+    model: Annotated[Annotated[ModelSection, Tag("zoo")] | Annotated[TorchModelSection, Tag("torch")],
+                     Discriminator(model_kind)]
     cluster: ClusterSection = Field(default_factory=ClusterSection)
     workload: WorkloadSection
     profile: ProfileSection = Field(default_factory=ProfileSection)
@@ -183,7 +193,11 @@ def build_profile_options(section: ProfileSection, source: str) -> ProfileOption
 def scenario_problem(scn: ScenarioModel, path: Path | None = None) -> Problem:
     """Everything the cost model needs for this scenario."""
     source = str(path) if path else "<scenario>"
-    model = model_source.section_graph(scn.model, source).to_spec()
+    if isinstance(scn.model, TorchModelSection):  # a user's PyTorch module (inputs/torch_model)
+        from heterps_sim.inputs.torch_model import scenario_model_spec
+        model = scenario_model_spec(scn.model, source, path)
+    else:
+        model = model_source.section_graph(scn.model, source).to_spec()
     cluster = build_cluster(scn.cluster, source)
     options = build_profile_options(scn.profile, source)
     base = path.parent if path else Path.cwd()

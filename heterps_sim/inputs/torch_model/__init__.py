@@ -1,0 +1,87 @@
+"""A user's own PyTorch model as the planner's layer chain (torch.export capture).
+
+    from heterps_sim.inputs.torch_model import model_spec
+    spec = model_spec(MyDeepFM(...), (ids,), loss="bce")          # a heterps ModelSpec
+
+    model:                                   # the same from a scenario (section.py)
+      module: my_models:DeepFM
+      inputs: [{name: ids, shape: [3], dtype: int64, cardinality: 100}]
+
+section.py (the scenario fields, no torch) -> capture.py (import, build, torch.export with a
+dynamic batch) -> layers.py (nodes -> layers at module boundaries, tensor liveness) ->
+segment.py (a run of layers as one fx GraphModule; the engine's stages are built from it) ->
+chain.py (per-layer FLOPs, bytes and tables: the ModelSpec). Only this package's functions
+import torch, and only when called: a zoo scenario never does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def capture_section(section, *, source: str, search_paths: Sequence[str | Path] = (),
+                    device: str = "meta", seed: int = 0, module=None):
+    """The LayerChain of a scenario's torch model section (module built on `device` unless
+    given)."""
+    from heterps_sim.inputs.torch_model import capture as cap
+    from heterps_sim.inputs.torch_model.layers import build_chain
+    paths = [str(p) for p in search_paths]
+    if module is None:
+        module = cap.build_module(section, source=source, seed=seed, device=device,
+                                  search_paths=paths)
+    loss = cap.resolve_loss(section.loss, source, paths)
+    name = section.name or section.module.rpartition(":")[2]
+    captured = cap.capture(module, cap.raw_inputs(section), loss, section.loss, name=name,
+                           source=source, device=device)
+    return build_chain(captured, section.layers, section.split_points)
+
+
+_SPECS: dict = {}
+
+
+def section_model_spec(section, *, source: str, search_paths: Sequence[str | Path] = ()):
+    """The ModelSpec of a scenario's torch model section (captured on the meta device; one
+    capture per section and folder in a process)."""
+    from heterps_sim.inputs.torch_model.chain import measure
+    key = (section.model_dump_json(), source, tuple(map(str, search_paths)))
+    if key not in _SPECS:
+        chain = capture_section(section, source=source, search_paths=search_paths)
+        _SPECS[key] = measure(chain)[0]
+    return _SPECS[key]
+
+
+def scenario_model_spec(section, source: str, path: Path | None):
+    """The scenario hook: a torch section's ModelSpec, importing from the scenario's folder."""
+    return section_model_spec(section, source=source,
+                              search_paths=[path.resolve().parent] if path else [])
+
+
+def model_spec(module, example_inputs, loss="bce", *, input_names: Sequence[str] | None = None,
+               layers="leaf", split_points: Sequence[str] = (), name: str | None = None):
+    """The ModelSpec of an nn.Module: `example_inputs` are a batch of its forward's inputs
+    (batch first; integer ids inside their tables), `loss` one of bce, softmax_ce, mse, or a
+    callable (output, label) -> batch mean."""
+    import torch
+
+    from heterps_sim.inputs.torch_model import capture as cap
+    from heterps_sim.inputs.torch_model.chain import measure
+    from heterps_sim.inputs.torch_model.layers import build_chain
+    from heterps_sim.inputs.torch_model.losses import BUILTIN, MeanTimesBatch
+    example_inputs = tuple(example_inputs)
+    names = list(input_names or [f"input_{k}" for k in range(len(example_inputs))])
+    inputs = []
+    for n, x in zip(names, example_inputs, strict=True):
+        card = None if x.dtype.is_floating_point or x.dtype == torch.bool else int(x.max()) + 1
+        inputs.append(cap.RawInput(n, tuple(x.shape[1:]), x.dtype, card))
+    if isinstance(loss, str):
+        fn, loss_name = (BUILTIN[loss], loss) if loss in BUILTIN else (None, loss)
+        if fn is None:
+            fn = cap.resolve_loss(loss, "<python>")
+    else:
+        fn, loss_name = MeanTimesBatch(loss), getattr(loss, "__name__", "user_loss")
+    device = next((p.device for p in module.parameters()), torch.device("cpu"))
+    captured = cap.capture(module, inputs, fn, loss_name, name=name or type(module).__name__,
+                           source="<python>", device=str(device))
+    chain = build_chain(captured, layers, list(split_points))
+    return measure(chain, device=device)[0]

@@ -1,0 +1,165 @@
+"""Measure a LayerChain into the ModelSpec the planner sees.
+
+Each layer runs alone, in chain order, on an example batch (on the "meta" device when the
+model was built there: shapes only, so tables of any size cost nothing), forward then
+backward, under torch.utils.flop_counter.FlopCounterMode. Per sample:
+- forward / backward FLOPs: what FlopCounterMode counts (matmuls, convolutions, bmm; bias
+  adds and activations count 0, the zoo's convention), plus lookups x dim each way for every
+  embedding table read (row sums and gradient scatter-adds, as the zoo counts them);
+- dense parameter bytes: the parameters the layer reads, tables excepted;
+- tables: rows and dim of each table the layer reads, ids looked up per sample;
+- output_bytes: every tensor made at or before the layer and read after it (tensor liveness
+  in the captured graph), float tensors at 4 bytes, integer tensors at 8 (they travel as
+  float32 and int64); output_grad_bytes: the float ones that carry a gradient back.
+"""
+
+from __future__ import annotations
+
+import sympy
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from heterps_sim.core.spec import Layer, ModelSpec
+from heterps_sim.inputs.torch_model.capture import EXAMPLE_BATCH, CaptureError, example_tensor
+from heterps_sim.inputs.torch_model.layers import LOSS_LAYER, LayerChain
+from heterps_sim.inputs.torch_model.segment import (
+    BAG_OPS,
+    EMBEDDING_OPS,
+    _batch_symbol,
+    build_segment,
+    find_tables,
+    make_holder,
+)
+
+FLOAT_BYTES, INT_BYTES = 4, 8
+
+
+def value_widths(chain: LayerChain) -> dict[str, tuple[int, bool]]:
+    """key -> (numbers per sample, is float) of every value that crosses some cut."""
+    sym = _batch_symbol(chain)
+    raw = {r.name: r for r in (*chain.captured.inputs, chain.captured.label)}
+    crossing = {k for i in range(len(chain.names) - 1) for k in chain.live_after(i)}
+    nodes = {k: n for n, k in chain.key.items()}
+    out = {}
+    for k in crossing:
+        if k in raw:
+            r = raw[k]
+            out[k] = (r.width, r.dtype.is_floating_point)
+            continue
+        val = nodes[k].meta.get("val")
+        if not isinstance(val, torch.Tensor):
+            raise CaptureError(f"{chain.captured.source}: model.layers: {k!r} (made in layer "
+                               f"{chain.names[chain.made[k]]!r}) is not a tensor and cannot "
+                               "cross a cut; merge the layers around it")
+        numel = sympy.Integer(1)
+        for d in val.shape:
+            numel *= d.node.expr if isinstance(d, torch.SymInt) else sympy.Integer(d)
+        per = sympy.simplify(numel / sym)
+        if not per.is_Integer:
+            raise CaptureError(
+                f"{chain.captured.source}: model.layers: {k!r} (made in layer "
+                f"{chain.names[chain.made[k]]!r}, read in {chain.names[chain.last_use[k]]!r}) "
+                f"has {numel} elements, not a whole number per sample, so no cut may fall "
+                "between those layers; name a module holding both as one layer")
+        out[k] = (int(per), val.dtype.is_floating_point)
+    return out
+
+
+def _flops(fn) -> tuple[object, float]:
+    with FlopCounterMode(display=False) as counter:
+        result = fn()
+    return result, float(counter.get_total_flops())
+
+
+def measure(chain: LayerChain, *, device: str | torch.device = "meta",
+            batch: int = EXAMPLE_BATCH) -> tuple[ModelSpec, dict[str, bool]]:
+    """(the ModelSpec, key -> whether the value carries a gradient) of the chain."""
+    cap = chain.captured
+    holder = make_holder(chain)
+    tables = find_tables(chain)
+    widths = value_widths(chain)
+    gen = torch.Generator().manual_seed(0)
+    values = {r.name: example_tensor(r, batch, device=device, generator=gen)
+              for r in (*cap.inputs, cap.label)}
+    grad = dict.fromkeys(values, False)
+    sizes = {}
+    for i in range(len(chain.names)):
+        seg = build_segment(chain, i, i, holder)
+        inputs = {k: values[k].detach().requires_grad_(grad[k]) for k in seg.reads}
+        (outs, loss), fwd = _flops(lambda s=seg, x=inputs: s.run(batch, x))
+        for k, v in outs.items():
+            grad[k] = bool(v.requires_grad and v.is_floating_point())
+        ends = [v for v in outs.values() if v.requires_grad] + ([loss] if loss is not None else [])
+        bwd = 0.0
+        if ends and any(e.requires_grad for e in ends):
+            leaves = _leaves(seg, inputs)
+            _, bwd = _flops(lambda e=ends, x=leaves: torch.autograd.backward(
+                e, [torch.ones_like(t) for t in e], inputs=x))
+        values.update({k: v.detach() for k, v in outs.items()})
+        lookups, rows, width = _tables_read(chain, i, tables)
+        dim = round(width / lookups) if lookups else 0  # (mixed dims in one layer: rounded)
+        sizes[i] = (fwd / batch + width, bwd / batch + width, rows, lookups, dim)
+    return _spec(chain, sizes, widths, grad, holder, tables), grad
+
+
+def _leaves(seg, inputs) -> list[torch.Tensor]:
+    """What a backward differentiates: the layer's float inputs and its parameters."""
+    leaves = [v for v in inputs.values() if v.requires_grad]
+    leaves += [p for p in seg.gm.parameters() if p.requires_grad]
+    return leaves
+
+
+def _tables_read(chain, i, tables) -> tuple[float, int, float]:
+    """(ids looked up per sample, rows of the tables read, numbers read per sample) for
+    layer i, from the shapes the capture traced (its example batch)."""
+    lookups, rows, width = 0.0, 0, 0
+    seen = set()
+    for n in chain.nodes[i]:
+        if n.target not in EMBEDDING_OPS | BAG_OPS:
+            continue
+        weight = n.args[0]
+        table = tables.get(getattr(weight, "target", None))
+        if table is None:
+            continue
+        ids = n.args[1].meta["val"]
+        per = _hint_numel(ids) / EXAMPLE_BATCH
+        lookups += per
+        width += per * table.dim
+        if table.path not in seen:
+            seen.add(table.path)
+            rows += table.rows
+    return lookups, rows, width
+
+
+def _hint_numel(val: torch.Tensor) -> float:
+    out = 1
+    for d in val.shape:
+        out *= int(d.node.hint) if isinstance(d, torch.SymInt) else int(d)
+    return float(out)
+
+
+def _spec(chain, sizes, widths, grad, holder, tables) -> ModelSpec:
+    cap = chain.captured
+    params = dict(cap.module.named_parameters())
+    table_targets = set(tables)
+    layers, prev = [], float(sum(r.width * (FLOAT_BYTES if r.dtype.is_floating_point else INT_BYTES)
+                                 for r in (*cap.inputs, cap.label)))
+    for i, name in enumerate(chain.names):
+        live = chain.live_after(i) if i < chain.loss_index else []
+        out = sum(widths[k][0] * (FLOAT_BYTES if widths[k][1] else INT_BYTES) for k in live)
+        out_grad = sum(widths[k][0] * FLOAT_BYTES for k in live if widths[k][1] and grad.get(k))
+        dense = sum(params[t].numel() * params[t].element_size()
+                    for t in chain.params_of(i) if t in params and t not in table_targets)
+        fwd, bwd, rows, lookups, dim = sizes[i]
+        kind = ("loss" if name == LOSS_LAYER and i == chain.loss_index else
+                "embedding" if rows else "dense" if dense else "interaction")
+        layers.append(Layer(name=name, kind=kind, forward_flops=fwd, backward_flops=bwd,
+                            param_bytes=float(dense), table_rows=rows, table_dim=dim,
+                            lookups_per_sample=round(lookups), input_bytes=prev,
+                            output_bytes=float(out), output_grad_bytes=float(out_grad),
+                            reads_raw_input=(i == 0)))
+        prev = float(out)
+    return ModelSpec(name=cap.name, layers=tuple(layers),
+                     source=f"user model {cap.name} captured with torch.export ({cap.source})")
+
+
