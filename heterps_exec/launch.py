@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from heterps_exec.binding import load_binding, stage_bindings
+from heterps_exec.data.prepare import prepare_data
 from heterps_exec.layout import RunSpec
 from heterps_exec.request import ExecError, RunRequest
 from heterps_sim.core.files import new_run_folder
@@ -79,7 +80,8 @@ def prepare(req: RunRequest) -> tuple[RunSpec, object]:
                    quantize=req.quantize, ps_shards=req.ps_shards,
                    ps_policy=req.ps_policy,
                    ps_hot_fraction=req.ps_hot_fraction, fault=dict(req.fault))
-    _ensure_data(spec, req)
+    spec = prepare_data(spec, scn.data, req.scenario, data_dir=req.data_dir,
+                        num_samples=req.num_samples)  # bad data: exit 2 before any rank
     (out / "plan.json").write_text(_json(spec.plan))
     (out / "spec.json").write_text(spec.to_json())
     return spec, problem
@@ -146,20 +148,6 @@ def _json(data) -> str:
     return json.dumps(data, indent=1) + "\n"
 
 
-def _ensure_data(spec: RunSpec, req: RunRequest) -> None:
-    from heterps_exec.data import BatchStream, DatasetError, generate_dataset
-    from heterps_exec.worker import graph_for
-    graph = graph_for(spec)
-    if req.data_dir:
-        try:
-            BatchStream(req.data_dir, batch_size=spec.batch_size, graph=graph)
-        except DatasetError as exc:
-            raise ExecError(f"--data: {exc}") from None
-        return
-    n = req.num_samples or max(20 * spec.batch_size, 4096)
-    generate_dataset(graph, spec.data_dir, num_samples=n, seed=spec.seed)
-
-
 def torchrun_command(spec: RunSpec, opts: LaunchOptions) -> list[str]:
     world = spec.layout().world_size + spec.ps_shards
     if world % opts.nnodes:
@@ -206,4 +194,3 @@ def launch(spec: RunSpec, opts: LaunchOptions = LaunchOptions()) -> LaunchOutcom
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             return LaunchOutcome(-9, time.perf_counter() - t0, log, timed_out=True)
-

@@ -46,6 +46,9 @@ class RunSpec:
     dicts; [] for a zoo model."""
     table_scale: float = 1.0
     data_dir: str
+    data: dict = field(default_factory=dict)
+    """The resolved `data:` section (heterps_exec.data.prepare); {}: the synthetic dataset in
+    data_dir."""
     batch_size: int
     steps: int
     seed: int = 0

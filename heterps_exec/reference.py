@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from heterps_exec.data import BatchStream
+from heterps_exec.data.readers import open_stream
 from heterps_exec.layout import RunSpec
 from heterps_exec.model.build import build_model
 from heterps_exec.worker import graph_for, make_optimizer
@@ -19,7 +19,7 @@ def train_reference(spec: RunSpec, steps: int | None = None) -> tuple[list[float
     graph = graph_for(spec)
     model = build_model(graph, seed=spec.seed)
     optimizer = make_optimizer(spec, model)
-    stream = BatchStream(spec.data_dir, batch_size=spec.batch_size, seed=spec.seed)
+    stream = open_stream(spec)
     losses = []
     for step in range(spec.steps if steps is None else steps):
         batch = {k: torch.from_numpy(v) for k, v in stream.batch(step).items()}

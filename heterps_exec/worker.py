@@ -24,7 +24,7 @@ import torch
 import torch.distributed as dist
 
 from heterps_exec import checkpoint
-from heterps_exec.data import BatchStream
+from heterps_exec.data.readers import open_stream
 from heterps_exec.hps import quantize
 from heterps_exec.hps import speed as sharing
 from heterps_exec.layout import Layout, RunSpec
@@ -152,7 +152,7 @@ def train(spec: RunSpec, rank: int, layout: Layout, groups: Groups) -> dict:
              if spec.share == "speed" else None)
     stream = None
     if ctx.stage == 0:
-        stream = BatchStream(spec.data_dir, batch_size=spec.batch_size, seed=spec.seed)
+        stream = open_stream(spec)
         stream.prefetch(start, spec.steps)
     dist.barrier(group=groups.trainers)
     ctx.recorder.restart_clock()
@@ -206,6 +206,7 @@ def train(spec: RunSpec, rank: int, layout: Layout, groups: Groups) -> dict:
         "bytes_sent": runner.bytes_sent, "steps_run": spec.steps - start,
         "share_counts": share.history if share is not None else None,
         "quantize_modes": runner.auto.summary() if runner.auto is not None else None,
+        "data": stream.stats() if stream is not None and ctx.replica == 0 else None,
     }
 
 

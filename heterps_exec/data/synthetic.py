@@ -174,6 +174,7 @@ class BatchStream:
         self.batch_size, self.seed = batch_size, seed
         self._perms: dict[int, np.ndarray] = {}
         self._queue: queue.Queue | None = None
+        self.rows_served = 0
 
     def _positions(self, step: int) -> np.ndarray:
         first = step * self.batch_size
@@ -190,6 +191,7 @@ class BatchStream:
 
     def batch(self, step: int) -> dict[str, np.ndarray]:
         """Step `step`'s global batch: {raw tensor name: [batch_size, width] array}."""
+        self.rows_served += self.batch_size
         pos = self._positions(step)
         idx = np.sort(pos)  # read the memmap in file order, then put rows back in batch order
         order = np.argsort(np.argsort(pos))
@@ -208,3 +210,7 @@ class BatchStream:
         if self._queue is None:
             raise RuntimeError("call prefetch(start, stop) first")
         return self._queue.get()
+
+    def stats(self) -> dict:
+        """Rows served so far (a generated dataset has no malformed rows)."""
+        return {"rows_read": self.rows_served, "bad_rows": 0}

@@ -27,6 +27,7 @@ from heterps_sim.core.files import UserFileError, read_mapping, validation_messa
 from heterps_sim.core.problem import Problem
 from heterps_sim.core.spec import Cluster, ProfileOptions, Workload
 from heterps_sim.inputs import catalog, custom_types, model_source
+from heterps_sim.inputs.data_section import DataSection, SyntheticData
 from heterps_sim.inputs.roofline import DEFAULT_ALPHA, DEFAULT_EFFICIENCY, build_problem, load_trace
 from heterps_sim.inputs.torch_model.section import TorchModelSection, model_kind
 from heterps_sim.inputs.yaml_model import YamlLayer
@@ -116,6 +117,7 @@ class ScenarioModel(_Strict):
     workload: WorkloadSection
     profile: ProfileSection = Field(default_factory=ProfileSection)
     schedule: ScheduleSection = Field(default_factory=ScheduleSection)
+    data: DataSection = Field(default_factory=SyntheticData, description="Where `heterps-exec run` takes its batches from (heterps_sim.inputs.data_section).")
 
 
 class ScenarioError(UserFileError):

@@ -1,0 +1,174 @@
+"""The scenario's `data:` section -> the run spec's resolved data, checked before any rank starts.
+
+    spec = prepare_data(spec, scenario_section, scenario_path, data_dir="", num_samples=0)
+
+Everything wrong with the data is one line of bad input (DataError, exit 2) here, never a
+failure mid-run: a missing or unreadable file, an unknown column, a mapping that does not fit
+the model's tensors, a factory that cannot be imported or raises, and more malformed rows
+than `max_bad_fraction` among the rows the run will read. To know that, the rows the run
+will read are read once here with the run's own reader (`steps` global batches, at most one
+epoch, plus the held-out rows): the same count the run reports. A held-out slice makes the
+ranks hand their weights back (`save_state`), so the launcher can score it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from pathlib import Path
+
+from heterps_exec.data.columns import MappingError, resolve
+from heterps_exec.data.criteo import CAT_COLUMNS, COLUMNS, INT_COLUMNS, count_lines
+from heterps_exec.data.readers import row_stream
+from heterps_exec.data.sources import load_factory
+from heterps_exec.data.stream import DataStreamError
+from heterps_exec.data.synthetic import BatchStream, DatasetError, generate_dataset, raw_tensors
+from heterps_sim.core.files import UserFileError
+
+
+class DataError(UserFileError):
+    """Bad training data or data section: one line naming the file, the field, the problem."""
+
+
+def prepare_data(spec, section, scenario: str, *, data_dir: str = "", num_samples: int = 0):
+    """The run spec with `data` resolved (and the synthetic dataset written if needed)."""
+    from heterps_exec.worker import graph_for
+    graph = graph_for(spec)
+    raw = raw_tensors(graph)
+    base = Path(scenario).resolve().parent
+    fmt = section.format
+    if fmt == "synthetic":
+        data = _synthetic(spec, section, scenario, graph, data_dir, num_samples)
+    elif fmt == "criteo":
+        data = _criteo(section, scenario, raw, base)
+    elif fmt == "parquet":
+        data = _parquet(section, scenario, raw, base)
+    else:
+        data = _factory(section, scenario, base)
+    if fmt != "synthetic":
+        _scan(data, raw, spec, section.max_bad_fraction, scenario)
+    holdout = bool(data.get("holdout_rows") or data.get("holdout_path") or data.get("holdout"))
+    return replace(spec, data=data, save_state=spec.save_state or holdout)
+
+
+def _holdout_rows(holdout, total: int) -> int:
+    if holdout.path:
+        return 0
+    return holdout.rows if holdout.rows is not None else math.ceil(holdout.fraction * total)
+
+
+def _synthetic(spec, section, scenario, graph, data_dir, num_samples) -> dict:
+    if section.holdout.path:
+        raise DataError(f"{scenario}: data.holdout.path: only for criteo and parquet files")
+    if data_dir:
+        try:
+            BatchStream(data_dir, batch_size=spec.batch_size, graph=graph)
+        except DatasetError as exc:
+            raise DataError(f"--data: {exc}") from None
+        return {"format": "synthetic"}
+    n = section.num_samples or num_samples or max(20 * spec.batch_size, 4096)
+    held = _holdout_rows(section.holdout, n)
+    generate_dataset(graph, spec.data_dir, num_samples=n, seed=spec.seed, zipf_a=section.zipf_a,
+                     holdout_samples=held)
+    return {"format": "synthetic", "num_samples": n, "holdout_rows": held}
+
+
+def _file(path: str, base: Path, scenario: str, field: str) -> str:
+    p = Path(path) if Path(path).is_absolute() else base / path
+    if not p.is_file():
+        raise DataError(f"{scenario}: {field}: {p}: no such file")
+    return str(p)
+
+
+def _streamed(section, columns: dict) -> dict:
+    return {"columns": columns, "hash_seed": section.hash_seed,
+            "shuffle_rows": section.shuffle_rows, "dense_transform": section.dense_transform}
+
+
+def _criteo(section, scenario, raw, base) -> dict:
+    path = _file(section.path, base, scenario, "data.path")
+    held_path = (_file(section.holdout.path, base, scenario, "data.holdout.path")
+                 if section.holdout.path else "")
+    lines = count_lines(path)
+    held = _holdout_rows(section.holdout, lines)
+    if lines - held < 1:
+        raise DataError(f"{scenario}: data.holdout: holds out {held} of the {lines} lines of "
+                        f"{path}, leaving none to train on")
+    try:
+        columns = resolve(raw, section.columns, COLUMNS, numeric=INT_COLUMNS,
+                          categorical=CAT_COLUMNS)
+    except MappingError as exc:
+        raise DataError(f"{scenario}: data.{exc} (file {path})") from None
+    return {"format": "criteo", "path": path, "holdout_path": held_path, "train_rows": lines - held,
+            "holdout_rows": held, "block_bytes": section.block_bytes, **_streamed(section, columns)}
+
+
+def _parquet(section, scenario, raw, base) -> dict:
+    import pyarrow.parquet as pq
+    path = _file(section.path, base, scenario, "data.path")
+    held_path = (_file(section.holdout.path, base, scenario, "data.holdout.path")
+                 if section.holdout.path else "")
+    try:
+        meta = pq.ParquetFile(path)
+        names, total = meta.schema_arrow.names, meta.metadata.num_rows
+    except Exception as exc:  # pyarrow raises several types for a file that is not Parquet
+        raise DataError(f"{scenario}: data.path: {path}: not a Parquet file ({exc})") from None
+    held = _holdout_rows(section.holdout, total)
+    if total - held < 1:
+        raise DataError(f"{scenario}: data.holdout: holds out {held} of the {total} rows of "
+                        f"{path}, leaving none to train on")
+    given = {t.name: t.name for t in raw
+             if t.name in names and t.width == 1 and t.role != "label"}
+    given.update(section.columns)
+    try:
+        columns = resolve(raw, given, names, label=section.label)
+    except MappingError as exc:
+        raise DataError(f"{scenario}: data.{exc} (file {path})") from None
+    if held_path:
+        missing = sorted({c for cs in columns.values() for c in cs}
+                         - set(pq.ParquetFile(held_path).schema_arrow.names))
+        if missing:
+            raise DataError(f"{scenario}: data.holdout.path: {held_path} lacks columns {missing}")
+    categorical = sorted({c for t in raw if t.role == "ids" for c in columns[t.name]})
+    return {"format": "parquet", "path": path, "holdout_path": held_path, "train_rows": total - held,
+            "holdout_rows": held, "categorical": categorical, "batch_rows": section.batch_rows,
+            **_streamed(section, columns)}
+
+
+def _factory(section, scenario, base) -> dict:
+    dirs = [str(base), str(Path.cwd())]
+    try:
+        load_factory(section.factory, dirs)
+    except Exception as exc:
+        raise DataError(f"{scenario}: data.factory: cannot load {section.factory!r}: "
+                        f"{type(exc).__name__}: {exc}") from None
+    return {"format": "factory", "factory": section.factory, "kwargs": dict(section.kwargs),
+            "import_dirs": dirs, "holdout": section.holdout, "shuffle_rows": section.shuffle_rows}
+
+
+def _scan(data: dict, raw, spec, max_bad: float, scenario: str) -> None:
+    """Read what the run will read; too many malformed rows, or a factory error, is bad input."""
+    where = data.get("path") or data.get("factory")
+    splits = [("train", spec.steps)]
+    if data.get("holdout_rows") or data.get("holdout_path") or data.get("holdout"):
+        splits.append(("holdout", None))
+    for split, steps in splits:
+        stream = row_stream(data, raw, batch_size=spec.batch_size, seed=spec.seed, split=split)
+        try:
+            for n, _ in enumerate(stream.batches(), 1):
+                if (steps is not None and n >= steps) or stream.epochs:
+                    break
+        except DataStreamError as exc:
+            raise DataError(f"{scenario}: data: {exc}") from None
+        except Exception as exc:  # the user's factory (or a file vanishing meanwhile)
+            raise DataError(f"{scenario}: data.{'factory' if data['format'] == 'factory' else 'path'}: "
+                            f"{where} ({split}) raised {type(exc).__name__}: {exc}") from None
+        s = stream.stats()
+        if s["rows_read"] and s["bad_rows"] > max_bad * s["rows_read"]:
+            first = f"; first: {s['bad_examples'][0]}" if s["bad_examples"] else ""
+            name = data.get("holdout_path") if split == "holdout" and data.get("holdout_path") else where
+            raise DataError(f"{name}: {s['bad_rows']:,} of {s['rows_read']:,} rows malformed "
+                            f"({s['bad_rows'] / s['rows_read']:.2%}, more than "
+                            f"data.max_bad_fraction {max_bad:g}){first}")
+        if split == "holdout" and s["rows_read"] - s["bad_rows"] == 0:
+            raise DataError(f"{scenario}: data.holdout: no good held-out rows in {where}")
