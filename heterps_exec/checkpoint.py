@@ -42,6 +42,18 @@ def latest_step(ckpt_dir: str | Path) -> int | None:
     return int(name.removeprefix("step_"))
 
 
+def agreed_step(ckpt_dir: str | Path, rank: int) -> int | None:
+    """Collective over all ranks: the step every rank resumes from. Rank 0 reads `latest` once
+    and broadcasts it; ranks reading it themselves could disagree if it moved in between."""
+    if not ckpt_dir:
+        return None
+    # objects travel over gloo (an NCCL world would need each rank's device set first)
+    group = None if dist.get_backend() == "gloo" else dist.new_group(backend="gloo")
+    box = [latest_step(ckpt_dir) if rank == 0 else None]
+    dist.broadcast_object_list(box, src=0, group=group)
+    return box[0]
+
+
 def step_dir(ckpt_dir: str | Path, step: int) -> Path:
     return Path(ckpt_dir) / f"step_{step:08d}"
 

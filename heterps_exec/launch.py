@@ -6,22 +6,25 @@
 
 Everything that can be wrong with the inputs is found before any process starts, as a one-line
 ExecError: the request checks its own values as it is built, `prepare` what needs the plan and
-the files. torchrun does the process management: `--standalone` on one machine,
+the files. torchrun does the process management: a c10d rendezvous on 127.0.0.1 on one machine,
 a c10d rendezvous endpoint for several (`--nnodes`, `--node-rank`, `--rdzv-endpoint`),
-`--max-restarts` after a failure. The launcher's own timeout kills the whole process group,
-so a hung rank fails the run instead of hanging it.
+`--max-restarts` after a failure. Every process of the run stops with the launcher
+(heterps_exec.proctree): at the end, on Ctrl-C or SIGTERM, at the timeout (so a hung rank fails
+the run instead of hanging it) and, through the kernel's parent-death signal, when the
+launcher itself is killed. On one machine every listening socket of the run is on 127.0.0.1.
 """
 
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from heterps_exec import proctree
 from heterps_exec.binding import load_binding, stage_bindings
 from heterps_exec.data.prepare import prepare_data
 from heterps_exec.layout import RunSpec
@@ -34,6 +37,7 @@ MAX_RANKS = 64
 """More ranks than this on one launch is almost surely a mistake (a plan provisioned for a
 production cluster); pass a plan with explicit num_replicas instead."""
 LOG = "torchrun.log"
+LOOPBACK = "127.0.0.1"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -153,15 +157,24 @@ def torchrun_command(spec: RunSpec, opts: LaunchOptions) -> list[str]:
     if world % opts.nnodes:
         raise ExecError(f"--nnodes {opts.nnodes}: the run's {world} ranks (PS included) do not "
                         "split evenly over the nodes")
-    cmd = [sys.executable, "-m", "torch.distributed.run", f"--max-restarts={opts.max_restarts}",
-           "--monitor-interval=0.2", f"--nproc-per-node={world // opts.nnodes}"]
-    if opts.nnodes == 1:
-        cmd += ["--standalone", "--nnodes=1"]
+    # torchrun through proctree: tied to this launcher, its stores bound to bind_host(opts)
+    cmd = [sys.executable, "-m", "heterps_exec.proctree", "torchrun",
+           f"--max-restarts={opts.max_restarts}", "--monitor-interval=0.2", f"--nproc-per-node={world // opts.nnodes}"]
+    if opts.nnodes == 1:  # --standalone's rendezvous, on the loopback address only
+        cmd += ["--nnodes=1", "--rdzv-backend=c10d", f"--rdzv-endpoint={LOOPBACK}:0",
+                f"--rdzv-id={uuid.uuid4().hex}", f"--local-addr={LOOPBACK}"]
     else:
         cmd += [f"--nnodes={opts.nnodes}", f"--node-rank={opts.node_rank}",
                 "--rdzv-backend=c10d", f"--rdzv-endpoint={opts.rdzv_endpoint}",
                 f"--rdzv-id={opts.rdzv_id}"]
-    return cmd + ["-m", "heterps_exec.worker", str(Path(spec.out_dir) / "spec.json")]
+    return cmd + ["-m", "heterps_exec.proctree", "rank", "heterps_exec.worker",
+                  str(Path(spec.out_dir) / "spec.json")]
+
+
+def bind_host(opts: LaunchOptions) -> str:
+    """Where the run's stores listen: loopback on one machine; across several, "" (torch's
+    own choice, every interface of the node that hosts them: other nodes must reach them)."""
+    return LOOPBACK if opts.nnodes == 1 else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,19 +191,33 @@ class LaunchOutcome:
             return ""
 
 
-def launch(spec: RunSpec, opts: LaunchOptions = LaunchOptions()) -> LaunchOutcome:
-    """Run torchrun and wait (bounded); its output goes to the run folder's torchrun.log."""
+def launch(spec: RunSpec, opts: LaunchOptions = LaunchOptions(), *,
+           keep_fds: tuple[int, ...] = ()) -> LaunchOutcome:
+    """Run torchrun and wait (bounded); its output goes to the run folder's torchrun.log.
+
+    Nothing of the run outlives this call: on return, an exception, Ctrl-C, SIGTERM or the
+    timeout, every process of the run (torchrun, ranks, PS ranks) is stopped (proctree).
+    `keep_fds` (e.g. the checkpoint directory's lock) stay open in torchrun while it lives."""
     log = Path(spec.out_dir) / (LOG if opts.nnodes == 1 else f"torchrun.node{opts.node_rank}.log")
+    token = proctree.new_token()
     env = {**os.environ, "OMP_NUM_THREADS": str(spec.threads_per_rank),
-           "PYTHONUNBUFFERED": "1"}
+           "PYTHONUNBUFFERED": "1", proctree.RUN_TOKEN: token,
+           proctree.PARENT_PID: str(os.getpid())}
+    if opts.nnodes == 1:  # stores on 127.0.0.1; gloo's pairs listen on the interface named
+        env[proctree.BIND_HOST] = bind_host(opts)
+        env["GLOO_SOCKET_IFNAME"] = proctree.loopback_interface()
     t0 = time.perf_counter()
-    with open(log, "w") as fh:
-        proc = subprocess.Popen(torchrun_command(spec, opts), stdout=fh, stderr=subprocess.STDOUT,
-                                env=env, start_new_session=True)
+    with open(log, "w") as fh, proctree.sigterm_as_interrupt():
+        proc = None
         try:
-            rc = proc.wait(timeout=opts.timeout_s)
-            return LaunchOutcome(rc, time.perf_counter() - t0, log)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            return LaunchOutcome(-9, time.perf_counter() - t0, log, timed_out=True)
+            proc = subprocess.Popen(torchrun_command(spec, opts), stdout=fh,
+                                    stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                    pass_fds=keep_fds)
+            try:
+                rc = proc.wait(timeout=opts.timeout_s)
+                return LaunchOutcome(rc, time.perf_counter() - t0, log)
+            except subprocess.TimeoutExpired:
+                proctree.stop_tree(token, proc, grace_s=0.0)
+                return LaunchOutcome(-9, time.perf_counter() - t0, log, timed_out=True)
+        finally:
+            proctree.stop_tree(token, proc)

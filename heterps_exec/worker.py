@@ -135,7 +135,10 @@ def _maybe_fail(spec: RunSpec, rank: int, step: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)  # an abrupt failure, as in a lost machine
 
 
-def train(spec: RunSpec, rank: int, layout: Layout, groups: Groups) -> dict:
+def train(spec: RunSpec, rank: int, layout: Layout, groups: Groups,
+          resume: int | None = None) -> dict:
+    """This trainer rank's whole run; `resume`: the checkpoint step every rank starts from
+    (checkpoint.agreed_step), None for a fresh start."""
     ctx, module = build_context(spec, rank, layout, groups)
     client = None
     if groups.ps is not None:
@@ -143,9 +146,9 @@ def train(spec: RunSpec, rank: int, layout: Layout, groups: Groups) -> dict:
         client = ps_bridge.attach(module, spec, groups.ps, layout.world_size)
     optimizer = make_optimizer(spec, module)
     start = 0
-    if spec.checkpoint_dir and (found := checkpoint.latest_step(spec.checkpoint_dir)) is not None:
-        checkpoint.load(spec.checkpoint_dir, found, module, optimizer, group=groups.trainers)
-        start = found
+    if resume is not None:
+        checkpoint.load(spec.checkpoint_dir, resume, module, optimizer, group=groups.trainers)
+        start = resume
     runner = StageRunner(ctx, module, optimizer)
     per_step = _steps(ctx, spec)
     share = (sharing.StageSharing(layout, spec.plan["num_microbatches"], groups.trainers)
@@ -220,12 +223,11 @@ def main(argv: list[str] | None = None) -> int:
     layout = spec.layout()
     try:
         groups = make_groups(spec, layout)
+        restore = checkpoint.agreed_step(spec.checkpoint_dir, rank)  # read once, by rank 0
         if rank < layout.world_size:
-            part = train(spec, rank, layout, groups)
+            part = train(spec, rank, layout, groups, restore)
         else:
             from heterps_exec import ps_bridge
-            restore = (checkpoint.latest_step(spec.checkpoint_dir)
-                       if spec.checkpoint_dir else None)
             part = {"role": "ps", "rank": rank,
                     "stats": ps_bridge.serve_shard(spec, rank, layout.world_size, groups.ps,
                                                    restore)}

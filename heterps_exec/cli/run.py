@@ -104,6 +104,7 @@ def _slow(text: str) -> tuple[int, int, float]:
 def run(args) -> int:
     from heterps_exec.cli import ExecCliError
     from heterps_exec.cli.run_flags import check_run_flags
+    from heterps_exec.dir_lock import hold
     from heterps_exec.launch import LaunchOptions, launch, prepare
     from heterps_exec.request import RunRequest
     check_run_flags(args)  # launch flags and output paths: bad ones exit 2 before any work
@@ -122,11 +123,13 @@ def run(args) -> int:
                      quantize=args.quantize, ps_shards=args.ps_shards,
                      ps_policy=args.ps_policy, ps_hot_fraction=args.ps_hot_fraction,
                      fault=_fault(args.inject_fault))
-    spec, problem = prepare(req)
     opts = LaunchOptions(nnodes=args.nnodes, node_rank=args.node_rank,
                          rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id,
                          max_restarts=args.max_restarts, timeout_s=args.timeout)
-    outcome = launch(spec, opts)
+    # one run per checkpoint directory (node 0 holds it for all the run's nodes)
+    with hold(args.checkpoint_dir if args.node_rank == 0 else "") as lock:
+        spec, problem = prepare(req)
+        outcome = launch(spec, opts, keep_fds=lock.fds if lock else ())
     if outcome.returncode != 0:
         why = "timed out" if outcome.timed_out else f"failed (exit {outcome.returncode})"
         print(f"heterps-exec run: {why} after {outcome.wall_s:.1f} s; last lines of "
