@@ -85,3 +85,25 @@ def run_scheduler(problem, name: str, mode: str, seed: int, options: dict):
             outcome.notes["cost_without_same_type_cuts_usd"] = base.cost_usd
             outcome.notes["same_type_cuts_save_pct"] = 100.0 * saved / base.cost_usd
     return outcome
+
+
+def add_verify(p) -> None:
+    """`--verify des|none` (schedule, simulate)."""
+    p.add_argument("--verify", choices=["des", "none"], default="des",
+                   help="des (default): run the plan in the simulator with the deterministic "
+                   "effects on (bubbles, allreduce, transfers, contention, ps; seed 0) and "
+                   "print its throughput and cost beside the model's; simulate also "
+                   "re-provisions a plan the simulator finds short (studies/verify.py). "
+                   "none: skip the check")
+
+
+def verify_outcome(problem, outcome, mode: str, args, *, reprovision: bool):
+    """The simulator's check of a scheduled plan (studies.verify), or None when --verify
+    none or there is no feasible plan to check."""
+    if getattr(args, "verify", "none") == "none" or outcome.plan is None \
+            or outcome.result is None or not outcome.result.feasible:
+        return None
+    from heterps_sim.cost import evaluate_plan
+    from heterps_sim.studies.verify import verify_plan
+    return verify_plan(problem, outcome.plan, outcome.result,
+                       lambda plan: evaluate_plan(problem, plan, mode), reprovision=reprovision)

@@ -15,11 +15,13 @@ from pathlib import Path
 from heterps_sim.cli.common import (
     EXIT_INFEASIBLE,
     add_input,
+    add_verify,
     dump,
     load,
     run_scheduler,
     schedule_settings,
     scheduler_name,
+    verify_outcome,
 )
 from heterps_sim.core.files import UserFileError, atomic_write, new_run_folder
 from heterps_sim.core.outputs import check_target
@@ -36,6 +38,7 @@ def add_schedule(p) -> None:
     p.add_argument("--mixed", action="store_true",
                    help="exact scheduler: also propose mixed-type stages where caps bind")
     p.add_argument("--out", help="plan.json path (schedule) or run folder (simulate)")
+    add_verify(p)
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="a scheduler Config field, e.g. --set budget=5000 (repeatable); "
                    "--set help lists the scheduler's fields with type, default and meaning")
@@ -76,10 +79,11 @@ def cmd_schedule(args) -> int:
     loaded = load(args.input)
     name, mode, seed, options = schedule_settings(args, loaded)
     outcome = run_scheduler(loaded.problem, name, mode, seed, options)
+    check = verify_outcome(loaded.problem, outcome, mode, args, reprovision=False)
     if outcome.plan is not None and args.out:
         atomic_write(Path(args.out), dump(outcome.plan.to_json_dict()))
     if args.json:
-        print(dump(outcome.to_json_dict()))
+        print(dump({**outcome.to_json_dict(), "verify": check and check.to_json_dict()}))
     elif outcome.plan is None:
         print(f"{name}: no feasible plan: {outcome.notes.get('reason', '')}")
     else:
@@ -87,8 +91,12 @@ def cmd_schedule(args) -> int:
         print(f"scheduler {name} ({mode} provisioning): {outcome.evaluations} evaluations, "
               f"{outcome.wall_s:.3f} s" + (f"; {_notes(outcome.notes)}" if outcome.notes else ""))
         print(result_table(outcome.result))
+        if check is not None:
+            from heterps_sim.studies.verify import check_lines
+            print("\n" + "\n".join(check_lines(check)))
         if args.out:
             print(f"plan written to {args.out}")
+    # the analytic model's verdict (the check's is in the output; simulate acts on it)
     return 0 if outcome.result is not None and outcome.result.feasible else EXIT_INFEASIBLE
 
 
@@ -103,9 +111,12 @@ def cmd_simulate(args) -> int:
     # the folder is made (or cleared of an earlier run's files) before the search
     out = prepare_run_folder(Path(args.out)) if args.out else new_run_folder(label)
     outcome = run_scheduler(loaded.problem, name, mode, seed, options)
-    write_run_folder(out, loaded.problem, outcome, scenario=loaded.scenario, seed=seed)
+    check = verify_outcome(loaded.problem, outcome, mode, args, reprovision=True)
+    write_run_folder(out, loaded.problem, outcome, scenario=loaded.scenario, seed=seed,
+                     verification=check)
     if args.json:
-        print(dump({**outcome.to_json_dict(), "run_dir": str(out)}))
+        print(dump({**outcome.to_json_dict(), "verify": check and check.to_json_dict(),
+                    "run_dir": str(out)}))
     else:
         p = loaded.problem
         print(f"scenario {label}: {p.num_layers} layers, {p.num_types} resource types, batch "
@@ -117,7 +128,12 @@ def cmd_simulate(args) -> int:
         else:
             print(result_table(outcome.result))
             print(_versus_single_type(loaded.problem, mode, outcome.result))
+            if check is not None:
+                from heterps_sim.studies.verify import check_lines
+                print("\n" + "\n".join(check_lines(check)))
         print(f"\nrun folder: {out}")
+    if check is not None:
+        return 0 if check.meets_limit else EXIT_INFEASIBLE
     return 0 if outcome.result is not None and outcome.result.feasible else EXIT_INFEASIBLE
 
 

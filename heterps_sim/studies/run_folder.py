@@ -3,9 +3,14 @@
     scenario.yaml   the scenario as validated (only when the input was a scenario)
     problem.json    the numeric problem the scheduler saw
     schedule.json   the scheduler's outcome: plan, analytic result, evaluations, wall time, notes
-    plan.json       the plan (`heterps-exec run` takes it)              }
-    result.json     the analytic model's RunResult                      } only when a
-    stages.csv      one row per stage (plots.tables.stages_frame)       } plan was found
+                    (and "verify": the simulator's check, studies/verify.py)
+    plan.json       the plan (`heterps-exec run` takes it); re-provisioned }
+                    when the simulator's check grew it                   }
+    result.json     the analytic model's RunResult of plan.json, with   } only when a
+                    extra["simulated"]: the simulator's numbers         } plan was found
+    verify.json     the whole check: analytic and simulated results,    }
+                    the re-provisioning steps (unless --verify none)    }
+    stages.csv      one row per stage (plots.tables.stages_frame)       }
     trace.json      the plan simulated with every effect off, as a      }
                     Chrome/Perfetto trace (`heterps-sim plot` draws it)
 
@@ -30,7 +35,7 @@ from heterps_sim.core.problem import Problem
 Write = Callable[[Path, str], None]
 
 OWNED = ("scenario.yaml", "problem.json", "schedule.json", "plan.json", "result.json",
-         "stages.csv", "trace.json", "timeline.png", "timeline.svg", "utilisation.png",
+         "verify.json", "stages.csv", "trace.json", "timeline.png", "timeline.svg", "utilisation.png",
          "utilisation.svg")
 """The names a run folder's writers use: an existing --out folder is cleared of these and
 refused when it holds anything else (core.outputs.prepare_folder)."""
@@ -47,10 +52,10 @@ def _json(data) -> str:
 
 
 def write_run_folder(out: Path, problem: Problem, outcome, *, scenario=None, seed: int = 0,
-                     write: Write = atomic_write) -> None:
+                     write: Write = atomic_write, verification=None) -> None:
     """Write the folder of one `schedulers.base.ScheduleOutcome` (see the module docstring);
     `scenario`: the validated ScenarioModel the problem came from, if any; `seed` seeds the
-    trace's simulation."""
+    trace's simulation; `verification`: the simulator's check (studies.verify), if any."""
     import yaml
 
     from heterps_sim.plots.tables import stages_frame
@@ -58,12 +63,22 @@ def write_run_folder(out: Path, problem: Problem, outcome, *, scenario=None, see
     if scenario is not None:
         write(out / "scenario.yaml", yaml.safe_dump(scenario.model_dump(), sort_keys=False))
     write(out / "problem.json", _json(problem.to_json_dict()))
-    write(out / "schedule.json", _json(outcome.to_json_dict()))
+    check = verification.to_json_dict() if verification is not None else None
+    write(out / "schedule.json", _json({**outcome.to_json_dict(), "verify": check}))
     if outcome.plan is not None:
-        write(out / "plan.json", _json(outcome.plan.to_json_dict()))
-        write(out / "result.json", _json(outcome.result.to_json_dict()))
-        write(out / "stages.csv", stages_frame(outcome.result).to_csv(index=False))
-        write_run_trace(problem, outcome.plan, out / "trace.json", seed, write)
+        plan, result = outcome.plan, outcome.result
+        if verification is not None:
+            from dataclasses import replace
+
+            from heterps_sim.studies.verify import summary
+            plan, result = verification.final_plan, verification.final_analytic
+            result = replace(result, extra={**result.extra, "simulated": {
+                **summary(verification.final_simulated), "status": verification.status}})
+            write(out / "verify.json", _json(check))
+        write(out / "plan.json", _json(plan.to_json_dict()))
+        write(out / "result.json", _json(result.to_json_dict()))
+        write(out / "stages.csv", stages_frame(result).to_csv(index=False))
+        write_run_trace(problem, plan, out / "trace.json", seed, write)
     if out.is_dir():  # written to disk (a test's writer may keep it in memory): last, the
         mark_complete(out, "run")  # marker that says every file above is there
 

@@ -66,7 +66,8 @@ def test_evaluate_with_fixed_replicas(capsys, tmp_path):
 
 def test_simulate_writes_a_run_folder(capsys, tmp_path):
     out_dir = tmp_path / "run"
-    code, out, _ = run(["simulate", "--out", str(out_dir)], capsys)
+    # the simulator's check is tests/sim/cli/test_cli_verify.py's; here the folder itself
+    code, out, _ = run(["simulate", "--out", str(out_dir), "--verify", "none"], capsys)
     assert code == 0
     assert "FEASIBLE" in out and "bottleneck" in out and str(out_dir) in out
     for name in ("scenario.yaml", "problem.json", "plan.json", "result.json", "stages.csv", "schedule.json"):
