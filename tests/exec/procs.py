@@ -69,6 +69,11 @@ def listening(pid: int) -> list[str]:
     return out
 
 
+def is_loopback(address: str) -> bool:
+    import ipaddress
+    return ipaddress.ip_address(address.rsplit(":", 1)[0].strip("[]")).is_loopback
+
+
 def _address(hex_addr: str, v6: bool) -> str:
     host, port = hex_addr.split(":")
     raw = bytes.fromhex(host)

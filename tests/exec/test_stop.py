@@ -16,18 +16,28 @@ from heterps_exec.dir_lock import hold
 from heterps_exec.launch import LaunchOptions, launch, prepare
 from heterps_exec.request import RunRequest
 from tests.exec.helpers import SCENARIO, run_exec, tiny_plan
-from tests.exec.procs import run_pids, seconds_until_gone, start_run, wait_for, worker_pids
+from tests.exec.procs import (
+    is_loopback,
+    listening,
+    run_pids,
+    seconds_until_gone,
+    start_run,
+    wait_for,
+    worker_pids,
+)
 
 STOP_LIMIT_S = 10.0
 """A stopped run's last process must be gone this soon (measured here: 0.2-4 s)."""
 
 
-def _stop_by(sig: int, tmp_path) -> tuple[int, float, str]:
+def _stop_by(sig: int, tmp_path, check=None) -> tuple[int, float, str]:
     proc, run_dir = start_run(tmp_path)
     try:
         pids = wait_for(lambda: len(worker_pids(run_dir)) == 2 and worker_pids(run_dir), 90,
                         "both ranks to start")
         assert all(p in run_pids(str(run_dir)) for p in pids)
+        if check is not None:
+            check(proc, run_dir, pids)
         proc.send_signal(sig)
         gone_s = seconds_until_gone(str(run_dir), STOP_LIMIT_S)
         print(f"signal {sig}: every process gone after {gone_s:.2f} s")
@@ -38,9 +48,19 @@ def _stop_by(sig: int, tmp_path) -> tuple[int, float, str]:
             proc.kill()
 
 
+def _listens_on_loopback_only(proc, run_dir, ranks) -> None:
+    """Once training runs every rank listens (gloo) and torchrun hosts its stores: all of it
+    on loopback (the slow test_stop_loopback does the same with a PS rank)."""
+    wait_for(lambda: all(listening(p) for p in ranks), 60, "every rank to listen")
+    sockets = {pid: listening(pid) for pid in run_pids(str(run_dir))}
+    addresses = [a for found in sockets.values() for a in found]
+    assert len(addresses) >= 3, sockets  # 2 ranks, torchrun's store(s)
+    assert all(is_loopback(a) for a in addresses), sockets
+
+
 @pytest.mark.timeout(150)
 def test_ctrl_c_stops_torchrun_and_every_rank(tmp_path):
-    code, gone_s, err = _stop_by(signal.SIGINT, tmp_path)
+    code, gone_s, err = _stop_by(signal.SIGINT, tmp_path, _listens_on_loopback_only)
     assert code == 130 and "interrupted" in err
     assert gone_s < STOP_LIMIT_S
 
