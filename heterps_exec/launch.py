@@ -68,11 +68,12 @@ def prepare(req: RunRequest) -> tuple[RunSpec, object]:
     scn, problem, plan = _load(req)
     _check_against(req, plan)
     bindings = _bind(req, scn, plan)
+    user = _user_model(req, scn, plan)  # a user's PyTorch module: {} for zoo and YAML models
     out = Path(req.out_dir) if req.out_dir else new_run_folder("exec")
     out.mkdir(parents=True, exist_ok=True)
     spec = RunSpec(plan=plan.to_json_dict(), model=scn.model.name,
-                   model_params=dict(scn.model.params), table_scale=req.table_scale,
-                   model_layers=layer_dicts(scn.model),
+                   model_params=dict(getattr(scn.model, "params", {})), table_scale=req.table_scale,
+                   model_layers=[] if user else layer_dicts(scn.model), user_model=user,
                    data_dir=req.data_dir or str(out / "data"), batch_size=scn.workload.batch_size,
                    steps=req.steps, seed=req.seed, optimizer=req.optimizer, lr=req.lr,
                    bindings=bindings, out_dir=str(out.resolve()),
@@ -89,6 +90,12 @@ def prepare(req: RunRequest) -> tuple[RunSpec, object]:
     (out / "plan.json").write_text(_json(spec.plan))
     (out / "spec.json").write_text(spec.to_json())
     return spec, problem
+
+
+def _user_model(req: RunRequest, scn, plan: Plan) -> dict:
+    """The run spec's entry for a user's PyTorch module, checked against the plan."""
+    from heterps_exec.model.user_model import run_entry
+    return run_entry(scn.model, req.scenario, plan, table_scale=req.table_scale)
 
 
 def _load(req: RunRequest) -> tuple[object, object, Plan]:

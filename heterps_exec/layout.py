@@ -44,6 +44,8 @@ class RunSpec:
     model_layers: list = field(default_factory=list)
     """A model written as layers in the scenario (heterps_sim.inputs.yaml_model), as plain
     dicts; [] for a zoo model."""
+    user_model: dict = field(default_factory=dict)
+    """A user's PyTorch module (heterps_exec.model.user_model.run_entry); {} otherwise."""
     table_scale: float = 1.0
     data_dir: str
     data: dict = field(default_factory=dict)

@@ -16,6 +16,9 @@ from heterps_exec.worker import graph_for, make_optimizer
 
 def train_reference(spec: RunSpec, steps: int | None = None) -> tuple[list[float], dict]:
     """(per-step summed losses, final state dict) of single-process training."""
+    if spec.user_model:  # the user's own eager module (model/user_model.py)
+        from heterps_exec.model.user_model import train_user_reference
+        return train_user_reference(spec, steps)
     graph = graph_for(spec)
     model = build_model(graph, seed=spec.seed)
     optimizer = make_optimizer(spec, model)

@@ -35,6 +35,9 @@ from heterps_sim.core.lanes import STEP, B, F
 
 
 def graph_for(spec: RunSpec):
+    if spec.user_model:  # a user's PyTorch module: its raw tensors, for heterps_exec.data
+        from heterps_exec.model.user_model import data_graph
+        return data_graph(spec.user_model)
     from heterps_exec.model.build import scale_tables
     from heterps_sim.inputs.model_source import run_graph
     return scale_tables(run_graph(spec.model, spec.model_params, spec.model_layers),
@@ -88,21 +91,26 @@ def build_context(spec: RunSpec, rank: int, layout: Layout, groups: Groups
                   ) -> tuple[StageContext, torch.nn.Module]:
     plan = spec.plan_obj()
     stage, replica = layout.role(rank)
-    graph = graph_for(spec)
     binding = spec.bindings[stage]
     device = torch.device(binding.device)
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    module = stage_model(graph, plan.stages[stage].layers, seed=spec.seed, device=device)
     wire = quantize.parse_choice(spec.quantize)[0]  # "auto:0.02" -> "auto" (the runner's)
+    if spec.user_model:  # a user's PyTorch module, cut from its captured graph
+        from heterps_exec.model.user_model import user_stage
+        module, cut_in, cut_out = user_stage(spec, plan, stage, device, wire)
+    else:
+        graph = graph_for(spec)
+        module = stage_model(graph, plan.stages[stage].layers, seed=spec.seed, device=device)
+        cut_in = (boundary_after(graph, plan.stages[stage - 1].layers[-1], wire)
+                  if stage else None)
+        cut_out = (boundary_after(graph, plan.stages[stage].layers[-1], wire)
+                   if stage < layout.num_stages - 1 else None)
     ctx = StageContext(
         spec=spec, layout=layout, rank=rank, stage=stage, replica=replica, device=device,
         comm_device=device if dist.get_backend() == "nccl" else torch.device("cpu"),
         group=groups.stages[stage],
-        in_boundary=(boundary_after(graph, plan.stages[stage - 1].layers[-1], wire)
-                     if stage else None),
-        out_boundary=(boundary_after(graph, plan.stages[stage].layers[-1], wire)
-                      if stage < layout.num_stages - 1 else None),
+        in_boundary=cut_in, out_boundary=cut_out,
         slowdown=binding.slowdown_of(replica) * _replica_slowdown(spec, stage, replica),
         recorder=Recorder(keep_spans=spec.trace))
     return ctx, module

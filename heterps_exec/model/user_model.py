@@ -1,0 +1,205 @@
+"""The engine's side of a user's PyTorch model: run spec entry, stages, data view, reference.
+
+    entry = run_entry(section, "s.yaml", plan, table_scale=1.0)   # launcher: RunSpec.user_model
+    module, cut_in, cut_out = user_stage(spec, plan, stage, device, wire)   # a rank's stage
+    losses, state = train_user_reference(spec)                     # the oracle
+
+Every rank builds the whole module from the factory (same seed, so the same weights), sets
+each embedding table to its deterministic initial rows (heterps_exec/rows.py: what a
+parameter-server shard creates lazily, so local, PS and single-process training start
+alike), captures it with torch.export and keeps only its stage's layers. The launcher
+captures once before any rank starts, so a model that cannot be built, captured or cut at
+the plan's layers is one line of bad input (exit 2). Data: the model's raw tensors (its
+inputs and the label) are described to heterps_exec.data as a small ModelGraph, so synthetic,
+Criteo, Parquet and factory data serve user models as they serve the zoo's.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import torch
+from torch import nn
+
+from heterps_exec.rows import initial_rows
+from heterps_sim.inputs.graph import F32, ID_BYTES, ModelGraph, Node
+from heterps_sim.inputs.torch_model import capture_section
+from heterps_sim.inputs.torch_model.capture import CaptureError
+from heterps_sim.inputs.torch_model.section import LABEL, TorchModelSection
+
+
+def run_entry(section, scenario: str, plan, *, table_scale: float = 1.0) -> dict:
+    """RunSpec.user_model for a torch section ({} for any other), checked against the plan:
+    raises CaptureError (one line) for a model that cannot be captured or cut there."""
+    if not isinstance(section, TorchModelSection):
+        return {}
+    from pathlib import Path
+    if table_scale != 1:
+        raise CaptureError(f"{scenario}: --table-scale: applies to zoo models; a user model's "
+                           "table sizes come from model.kwargs")
+    paths = [str(Path(scenario).resolve().parent)]
+    entry = {"section": section.model_dump(mode="json"), "search_paths": paths,
+             "source": scenario}
+    chain, grad = _chain(entry, "meta")
+    label = chain.captured.label
+    stage_of = {}
+    for g, stage in enumerate(plan.stages):
+        for name in stage.layers:
+            stage_of[chain.index(name)] = g
+    users: dict[str, set[int]] = {}
+    for i in range(len(chain.names)):
+        for target in chain.params_of(i):
+            users.setdefault(target, set()).add(stage_of[i])
+    for target, stages in sorted(users.items()):
+        if len(stages) > 1 and target in dict(chain.captured.module.named_parameters()):
+            raise CaptureError(f"{scenario}: plan: parameter {target!r} is read by stages "
+                               f"{sorted(stages)}; keep the layers that read it in one stage")
+    # what the ranks need without capturing on meta again: which values carry a gradient
+    # across a cut, and the label's per-sample shape and dtype
+    from heterps_sim.inputs.torch_model.segment import find_tables
+    tables = {t: [tb.path, tb.rows, tb.dim] for t, tb in find_tables(chain).items()}
+    return {**entry, "grad_keys": sorted(k for k, g in grad.items() if g), "tables": tables,
+            "label": {"shape": list(label.shape), "dtype": str(label.dtype).removeprefix("torch.")}}
+
+
+def _section(entry: dict) -> TorchModelSection:
+    return TorchModelSection.model_validate(entry["section"])
+
+
+def build_user_module(entry: dict, seed: int, device: str | torch.device = "cpu") -> nn.Module:
+    """The user's module, seeded, with every plain embedding table at its initial rows."""
+    from heterps_sim.inputs.torch_model.capture import build_module
+    module = build_module(_section(entry), source=entry["source"], seed=seed, device=device,
+                          search_paths=entry["search_paths"])
+    if torch.device(device).type != "meta":
+        _init_tables(entry, module, seed)
+    return module
+
+
+@torch.no_grad()
+def _init_tables(entry: dict, module: nn.Module, seed: int) -> None:
+    for target, (path, num_rows, dim) in entry["tables"].items():
+        weight = module.get_parameter(target)
+        rows = initial_rows(path, range(num_rows), dim, seed)
+        weight.copy_(torch.from_numpy(rows).to(weight.device))
+
+
+def _chain(entry: dict, device: str = "meta"):
+    """(LayerChain, gradient flags) of the entry's model captured on meta (cached)."""
+    import json
+    base = {k: entry[k] for k in ("section", "search_paths", "source")}
+    return _meta_chain(json.dumps(base, sort_keys=True))
+
+
+@lru_cache(maxsize=4)
+def _meta_chain(key: str):
+    import json
+
+    from heterps_sim.inputs.torch_model.chain import measure
+    entry = json.loads(key)
+    chain = capture_section(_section(entry), source=entry["source"],
+                            search_paths=entry["search_paths"], device="meta")
+    return chain, measure(chain)[1]
+
+
+def user_stage(spec, plan, stage: int, device: torch.device, wire: str):
+    """(stage module, Boundary in or None, Boundary out or None) for `stage` of the plan."""
+    from heterps_exec.model.user_stage import UserStage, WireShapes, user_boundary
+    from heterps_sim.inputs.torch_model.segment import make_holder
+    entry = spec.user_model
+    grad = dict.fromkeys(entry["grad_keys"], True)
+    module = build_user_module(entry, spec.seed, device)
+    chain = capture_section(_section(entry), source=entry["source"],
+                            search_paths=entry["search_paths"], module=module,
+                            device=str(device))
+    layers = plan.stages[stage].layers
+    lo, hi = chain.index(layers[0]), chain.index(layers[-1])
+    part = UserStage(chain, lo, hi, make_holder(chain), WireShapes(chain))
+    last = len(plan.stages) - 1
+    cut_in = (user_boundary(chain, chain.index(plan.stages[stage - 1].layers[-1]), grad, wire)
+              if stage else None)
+    cut_out = user_boundary(chain, hi, grad, wire) if stage < last else None
+    return part, cut_in, cut_out
+
+
+def data_graph(entry: dict) -> ModelGraph:
+    """The model's raw tensors as heterps_exec.data reads them: each integer input as ids
+    below its cardinality (the smallest, where columns differ), float inputs as features,
+    the label as the loss's target."""
+    section = _section(entry)
+    label_shape, label_dtype = entry["label"]["shape"], entry["label"]["dtype"]
+    raw, nodes = [], []
+    for spec in section.inputs:
+        is_id = spec.dtype in ("int64", "int32")
+        raw.append((spec.name, spec.width * (ID_BYTES if is_id else F32)))
+        if is_id:
+            card = spec.cardinality
+            rows = min(card) if isinstance(card, list) else card
+            nodes.append(Node(name=f"{spec.name}_lookup", kind="embedding", op="embedding",
+                              consumes=(spec.name,), produces=(), forward_flops=0.0,
+                              backward_flops=0.0, attrs={"tables": (rows,)}))
+    classes = not label_dtype.startswith(("float", "bfloat"))
+    width = 1
+    for d in label_shape:
+        width *= d
+    raw.append((LABEL, ID_BYTES if classes else width * F32))
+    nodes.append(Node(name="loss", kind="loss", op="loss", consumes=("output", LABEL),
+                      produces=(), forward_flops=0.0, backward_flops=0.0,
+                      attrs={"loss": "softmax_ce" if classes else "bce"}))
+    name = section.name or section.module.rpartition(":")[2]
+    return ModelGraph(name=name, source=f"user model {section.module}", raw=tuple(raw),
+                      tensor_bytes=dict(raw), nodes=tuple(nodes),
+                      tensor_grad=dict.fromkeys(dict(raw), False))
+
+
+def train_user_reference(spec, steps: int | None = None) -> tuple[list[float], dict]:
+    """Plain single-process training of the user's EAGER module on the same global batches:
+    (per-step summed losses, final state dict). The oracle for the captured, cut, pipelined
+    and replicated run."""
+    from heterps_exec.data.readers import open_stream
+    from heterps_exec.worker import make_optimizer
+    module = whole_model(spec)
+    module.train()
+    optimizer = make_optimizer(spec, module)
+    stream = open_stream(spec)
+    losses = []
+    for step in range(spec.steps if steps is None else steps):
+        _, loss_sum = module({k: torch.from_numpy(v) for k, v in stream.batch(step).items()})
+        (loss_sum / spec.batch_size).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(float(loss_sum.detach()))
+    return losses, {k: v.detach().clone() for k, v in module.state_dict().items()}
+
+
+class UserWhole(nn.Module):
+    """The whole eager user module behind the zoo's model contract: forward(env of raw
+    [batch, width] tensors) -> (env + {"output": the model output}, summed loss). Its state
+    dict is the user module's (held scorers load a run's state.pt into it)."""
+
+    def __init__(self, entry: dict, module: nn.Module) -> None:
+        super().__init__()
+        self.__dict__["inner"] = module
+        for name, child in module.named_children():
+            self.add_module(name, child)
+        for name, p in module.named_parameters(recurse=False):
+            self.register_parameter(name, p)
+        for name, b in module.named_buffers(recurse=False):
+            self.register_buffer(name, b, persistent=name not in module._non_persistent_buffers_set)
+        self.cap = _chain(entry)[0].captured
+
+    def forward(self, env: dict[str, torch.Tensor]):
+        cap = self.cap
+        n = next(iter(env.values())).shape[0]
+        args = [env[r.name].reshape(n, *r.shape).to(r.dtype) for r in cap.inputs]
+        out = self.inner(*args)
+        loss = None
+        if LABEL in env:
+            label = env[LABEL].reshape(n, *cap.label.shape).to(cap.label.dtype)
+            loss = cap.loss(out, label)
+        return {**env, "output": out.reshape(n, -1)}, loss
+
+
+def whole_model(spec) -> UserWhole:
+    """The run's user module, whole, as single-process code sees it (seeded, tables set)."""
+    return UserWhole(spec.user_model, build_user_module(spec.user_model, spec.seed))

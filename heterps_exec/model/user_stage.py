@@ -1,0 +1,102 @@
+"""A pipeline stage of a user's captured PyTorch model, speaking the engine's stage contract.
+
+    stage = UserStage(chain, lo, hi, holder)     # layers lo..hi of inputs/torch_model's chain
+    out_env, loss_sum = stage(env)               # env: {key: [batch, width] tensor}
+    cut = user_boundary(chain, hi, grad_keys)    # what the cut after layer hi ships
+
+Like the zoo's stages (model/build.py), a stage maps an env of per-sample rows to the env a
+cut after it must ship, plus the summed loss at the last stage; so the runtime, the boundary
+wire format (model/partition.Boundary), replicas, schedules, checkpoints and the parameter
+server serve both alike. On the wire every tensor is [batch, width]: floats as float32, ints
+and bools as int64; the stage puts each back in its captured shape and dtype (the batch
+dimension wherever the graph had it) before running its segment (inputs/torch_model/segment.py),
+and flattens what it makes. Parameters keep their original paths ("mlp.mlp.0.weight") because
+the stage registers the segment's top-level modules and tensors as its own, so a checkpoint
+taken under one plan loads under any other, and `ps_bridge.attach` finds the stage's tables
+(nn.EmbeddingBag at "embedding.embedding") by the names the parameter server knows.
+"""
+
+from __future__ import annotations
+
+import sympy
+import torch
+from torch import nn
+
+from heterps_exec.model.partition import Boundary, BoundaryTensor
+from heterps_sim.inputs.torch_model.chain import value_widths
+from heterps_sim.inputs.torch_model.layers import LayerChain
+from heterps_sim.inputs.torch_model.segment import _batch_symbol, build_segment
+
+
+class WireShapes:
+    """Each key's captured shape and dtype, to undo the wire's [batch, width] flattening."""
+
+    def __init__(self, chain: LayerChain) -> None:
+        self.sym = _batch_symbol(chain)
+        raw = {r.name: r for r in (*chain.captured.inputs, chain.captured.label)}
+        self.dims: dict[str, tuple] = {}
+        self.dtype: dict[str, torch.dtype] = {}
+        for k, r in raw.items():
+            self.dims[k], self.dtype[k] = (self.sym, *r.shape), r.dtype
+        for node, k in chain.key.items():
+            val = node.meta.get("val")
+            if k not in raw and isinstance(val, torch.Tensor):
+                self.dims[k] = tuple(d.node.expr if isinstance(d, torch.SymInt) else int(d)
+                                     for d in val.shape)
+                self.dtype[k] = val.dtype
+        self._cache: dict[tuple[str, int], tuple[int, ...]] = {}
+
+    def shape(self, key: str, batch: int) -> tuple[int, ...]:
+        if (key, batch) not in self._cache:
+            self._cache[key, batch] = tuple(
+                d if isinstance(d, int) else int(sympy.sympify(d).subs(self.sym, batch))
+                for d in self.dims[key])
+        return self._cache[key, batch]
+
+    def unwire(self, key: str, x: torch.Tensor, batch: int) -> torch.Tensor:
+        return x.reshape(self.shape(key, batch)).to(self.dtype[key])
+
+    @staticmethod
+    def wire(x: torch.Tensor, batch: int) -> torch.Tensor:
+        x = x.reshape(batch, -1)
+        return x.float() if x.is_floating_point() else x.long()
+
+
+class UserStage(nn.Module):
+    """Layers lo..hi of a captured user model; forward(env) -> (out_env, loss_sum | None)."""
+
+    def __init__(self, chain: LayerChain, lo: int, hi: int, holder: dict,
+                 shapes: WireShapes | None = None) -> None:
+        super().__init__()
+        segment = build_segment(chain, lo, hi, holder)
+        self.__dict__["segment"] = segment  # not a child: its contents are registered below
+        gm = segment.gm
+        for name, child in gm.named_children():
+            self.add_module(name, child)
+        for name, p in gm.named_parameters(recurse=False):
+            self.register_parameter(name, p)
+        for name, b in gm.named_buffers(recurse=False):
+            self.register_buffer(name, b, persistent=name not in gm._non_persistent_buffers_set)
+        self.shapes = shapes or WireShapes(chain)
+        self.passes = [k for k in chain.live_after(hi) if chain.made[k] < lo] if hi < chain.loss_index else []
+        self.ships = chain.live_after(hi) if hi < chain.loss_index else []
+
+    def forward(self, env: dict[str, torch.Tensor]):
+        batch = next(iter(env.values())).shape[0]
+        seg = self.segment
+        values = {k: self.shapes.unwire(k, env[k], batch) for k in seg.reads}
+        made, loss = seg.run(batch, values)
+        out = {k: (WireShapes.wire(made[k], batch) if k in made else env[k]) for k in self.ships}
+        return out, loss
+
+
+def user_boundary(chain: LayerChain, after: int, grad: dict[str, bool],
+                  quantize_mode: str = "none") -> Boundary:
+    """The cut after layer `after`: every live key as a [batch, width] row section."""
+    widths = value_widths(chain)
+    tensors = []
+    for k in chain.live_after(after):
+        width, is_float = widths[k]
+        kind = ("grad" if grad.get(k) else "plain") if is_float else "int"
+        tensors.append(BoundaryTensor(k, width, kind))
+    return Boundary(tuple(tensors), quantize_mode)

@@ -1,0 +1,69 @@
+"""A user's PyTorch model trained through `heterps-exec run` (torchrun, 2-5 ranks): pipelined
+and replicated, with its tables on the parameter server, and resumed under another plan, it
+ends with the weights and losses of single-process training of the eager module (1e-5)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from heterps_sim.inputs.load import load_input
+from tests.exec.helpers import assert_matches_reference, run_exec
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "ctr_models"
+CPU = "xeon-icelake-16vcpu"
+
+
+def write_plan(path: Path, scenario: Path, cuts: list[int], replicas: list[int],
+               schedule: str = "1f1b", m: int = 4) -> Path:
+    names = list(load_input(scenario).problem.layer_names)
+    bounds = [0, *cuts, len(names)]
+    stages = [{"layers": names[a:b], "resource": CPU, "num_replicas": k}
+              for a, b, k in zip(bounds[:-1], bounds[1:], replicas, strict=True)]
+    path.write_text(json.dumps({"format_version": 1, "stages": stages, "num_microbatches": m,
+                                "schedule": schedule}))
+    return path
+
+
+def run(tmp_path: Path, scenario: Path, plan: Path, *extra: str, name: str = "run") -> dict:
+    code, out, err = run_exec("run", str(plan), "--scenario", str(scenario), "--out",
+                              str(tmp_path / name), "--rank-timeout", "90", "--json", *extra)
+    assert code == 0, err
+    return json.loads(out)
+
+
+CASES = [("deepfm.yaml", [2, 6], [1, 2, 1], "1f1b", []),
+         ("dcn.yaml", [3], [2, 1], "gpipe", []),
+         ("deepfm.yaml", [3], [1, 1], "1f1b", ["--ps-shards", "1"])]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("scenario,cuts,replicas,schedule,extra", CASES,
+                         ids=["deepfm-1-2-1", "dcn-2-1-gpipe", "deepfm-ps"])
+def test_user_model_trains_exactly_like_the_eager_module(tmp_path, scenario, cuts, replicas,
+                                                         schedule, extra):
+    scenario = FIXTURES / scenario
+    plan = write_plan(tmp_path / "plan.json", scenario, cuts, replicas, schedule)
+    result = run(tmp_path, scenario, plan, "--steps", "3", "--lr", "0.1", "--save-state",
+                 str(tmp_path / "state.pt"), *extra)
+    assert [s["num_replicas"] for s in result["stages"]] == replicas
+    assert_matches_reference(tmp_path / "run", tmp_path / "state.pt", result)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(500)
+def test_checkpoint_of_one_plan_resumes_under_another(tmp_path):
+    """2 steps under a 2-stage plan, then 2 more under a 3-stage plan from its checkpoint:
+    the parameter names are the module's own, so the second plan loads the first's state."""
+    scenario = FIXTURES / "deepfm.yaml"
+    first = write_plan(tmp_path / "a.json", scenario, [4], [1, 1])
+    second = write_plan(tmp_path / "b.json", scenario, [1, 7], [1, 1, 1], "gpipe")
+    ckpt = tmp_path / "ckpt"
+    run(tmp_path, scenario, first, "--steps", "2", "--checkpoint-dir", str(ckpt),
+        "--checkpoint-every", "2", name="a")
+    run(tmp_path, scenario, second, "--steps", "4", "--checkpoint-dir", str(ckpt),
+        "--save-state", str(tmp_path / "state.pt"), name="b")
+    assert_matches_reference(tmp_path / "b", tmp_path / "state.pt")
