@@ -1,6 +1,7 @@
 """Measure per-layer forward/backward time and gloo link speed on the devices at hand.
 
 examples:
+  heterps-exec profile --scenario S.yaml --as-type onprem-a10 --device cuda:0 --out traces
   heterps-exec profile --model tiny-ctr --device cpu
   heterps-exec profile --model ctr-dnn --table-scale 0.01 --batch 64,256,1024 --out traces/profiles
 
@@ -12,8 +13,11 @@ the layer, packed into and unpacked from the engine's wire format), device, thre
 torch version and date; and OUT/<host>-links.json: gloo loopback latency and bandwidth
 between two ranks and all-reduce times for 2-6 ranks, timed in situ after compute (and back
 to back, under "hot"; calibration/links.py; two or three minutes; skip with --no-links).
-`--resource NAME` names the resource type the rows describe (default `local-<device>`): a
-scenario whose cluster has that type uses them in place of the roofline.
+`--scenario S.yaml --as-type NAME` measures the scenario's own model (zoo or layers in YAML)
+as resource type NAME, one of the scenario's types (calibration/target.py), into
+OUT/<NAME>-<model>.csv: the scenario then uses those rows in place of the roofline (attach the
+file to the type with `trace:` under cluster.define, or list it under profile.traces).
+`--model NAME` measures a zoo model, labelled `--as-type` or `local-<device>`.
 """
 
 from __future__ import annotations
@@ -31,13 +35,17 @@ COLUMNS = ("model", "layer", "resource", "batch_size", "oct_s", "odt_s", "forwar
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True, help="a zoo model name")
+    p.add_argument("--scenario", default="", metavar="S.yaml",
+                   help="measure this scenario's model (zoo or layers in YAML)")
+    p.add_argument("--model", default="", help="a zoo model name (instead of --scenario)")
     p.add_argument("--device", default="cpu", help='"cpu" or "cuda:N"')
-    p.add_argument("--batch", default="8,32,128,256", help="comma-separated batch sizes")
+    p.add_argument("--batch", default="", help="comma-separated batch sizes (default: the "
+                   "scenario's batch size, or 8,32,128,256 for --model)")
     p.add_argument("--table-scale", type=float, default=1.0)
     p.add_argument("--threads", type=int, default=1, help="torch threads while timing")
     p.add_argument("--repeats", type=int, default=15)
-    p.add_argument("--resource", default="", help="resource type name the rows describe")
+    p.add_argument("--as-type", "--resource", dest="as_type", default="", metavar="NAME",
+                   help="the resource type the rows describe (with --scenario: one of its types)")
     p.add_argument("--out", default="traces/profiles", metavar="DIR")
     p.add_argument("--no-links", action="store_true", help="skip the gloo link measurement")
     p.add_argument("--json", action="store_true")
@@ -56,31 +64,33 @@ def _batches(text: str) -> list[int]:
 
 def run(args) -> int:
     from heterps_exec.cli import ExecCliError
-    batches = _batches(args.batch)
     if not (args.device == "cpu" or args.device.startswith("cuda:")):
         raise ExecCliError(f'--device: expected "cpu" or "cuda:N", got {args.device!r}')
     import torch
 
     from heterps_exec.calibration.links import profile_links
     from heterps_exec.calibration.profiler import profile_layers
+    from heterps_exec.calibration.target import profile_target
     from heterps_exec.model.build import scale_tables
-    from heterps_sim.inputs.zoo import model_graph
     if args.device.startswith("cuda") and int(args.device[5:]) >= torch.cuda.device_count():
         raise ExecCliError(f"--device: {args.device} but this machine has "
                            f"{torch.cuda.device_count()} CUDA device(s)")
+    graph, resource, batch = profile_target(scenario=args.scenario, model=args.model,
+                                            as_type=args.as_type, device=args.device)
+    batches = _batches(args.batch or (str(batch) if batch else "8,32,128,256"))
     try:
-        graph = scale_tables(model_graph(args.model), args.table_scale)
-    except (KeyError, ValueError) as exc:
-        raise ExecCliError(f"--model/--table-scale: {exc}") from None
+        graph = scale_tables(graph, args.table_scale)
+    except ValueError as exc:
+        raise ExecCliError(f"--table-scale: {exc}") from None
     torch.set_num_threads(args.threads)
     rows = profile_layers(graph, batches=batches, device=args.device, repeats=args.repeats)
     host = os.uname().nodename
     device_tag = args.device.replace(":", "")
-    resource = args.resource or f"local-{device_tag}"
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{host}-{device_tag}-{graph.name}.csv"
+    path = out / (f"{resource}-{graph.name}.csv" if args.as_type else
+                  f"{host}-{device_tag}-{graph.name}.csv")
     tmp = path.with_name(f".{path.name}.tmp")
     with tmp.open("w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=COLUMNS)

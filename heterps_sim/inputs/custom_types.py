@@ -171,8 +171,9 @@ def user_types(define: list[TypeDefinition], catalogs: str | list[str], source: 
     found = [_user_type(d, f"{source}: cluster.define.{k}", base) for k, d in enumerate(define)]
     for k, name in enumerate([catalogs] if isinstance(catalogs, str) else catalogs):
         path = base / name
+        field = "cluster.catalog" if isinstance(catalogs, str) else f"cluster.catalog.{k}"
         if not path.is_file():
-            raise CustomTypeError(f"{source}: cluster.catalog: {path}: no such file")
+            raise CustomTypeError(f"{source}: {field}: {path}: no such file")
         found += read_type_csv(path)
     seen: dict[str, str] = {}
     for u in found:

@@ -47,3 +47,25 @@ def run_graph(name: str, params: dict, layers: list[dict]) -> ModelGraph:
         entries = TypeAdapter(list[YamlLayer]).validate_python(layers)
         return layer_graph(name, entries, "run spec")
     return zoo.model_graph(name, **checked_params(name, params, "run spec"))
+
+
+MODEL_TAGS = ("zoo", "torch")
+"""Tags of scenario.py's `model:` union (a zoo or YAML-layer model, or a PyTorch module)."""
+
+
+class UntaggedErrors:
+    """A pydantic error's problems with the model union's tag left out of each path, so a
+    message says `model.layers.0.dim`, not `model.zoo.layers.0.dim`: the tag is how the section
+    was told apart, not a field the user wrote. Duck-types ValidationError.errors()."""
+
+    def __init__(self, exc) -> None:
+        self._exc = exc
+
+    def errors(self) -> list[dict]:
+        out = []
+        for e in self._exc.errors():
+            loc = tuple(e["loc"])
+            if len(loc) > 1 and loc[0] == "model" and loc[1] in MODEL_TAGS:
+                e = {**e, "loc": (loc[0], *loc[2:])}
+            out.append(e)
+        return out

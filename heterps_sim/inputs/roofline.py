@@ -108,20 +108,27 @@ def load_trace(path: str | Path) -> list[dict]:
 
 
 def apply_traces(model: ModelSpec, cluster: Cluster, batch: int, oct_s, odt_s, traces) -> int:
-    """Override entries from measured rows (scaled linearly to this batch size); returns count."""
+    """Override entries from measured rows; returns how many entries were overridden.
+
+    Of the rows for one (layer, type), the one measured at the batch size nearest this one (by
+    ratio; a tie goes to the later row) is used, scaled linearly to this batch size: a row at
+    exactly this batch size is used as measured."""
     layer_index = {name: i for i, name in enumerate(model.layer_names)}
     type_index = {name: j for j, name in enumerate(cluster.type_names)}
-    applied = 0
+    nearest: dict[tuple[int, int], dict] = {}
     for row in traces:
         i, j = layer_index.get(row["layer"]), type_index.get(row["resource"])
         if row["model"] != model.name or i is None or j is None:
             continue
+        distance = abs(np.log(row["batch_size"] / batch))
+        if (i, j) not in nearest or distance <= abs(np.log(nearest[i, j]["batch_size"] / batch)):
+            nearest[i, j] = row
+    for (i, j), row in nearest.items():
         scale = batch / row["batch_size"]
         oct_s[i, j] = row["oct_s"] * scale
         if row["odt_s"] is not None:
             odt_s[i, j] = row["odt_s"] * scale
-        applied += 1
-    return applied
+    return len(nearest)
 
 
 def build_problem(model: ModelSpec, cluster: Cluster, workload: Workload,

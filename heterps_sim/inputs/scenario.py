@@ -127,8 +127,8 @@ class ScenarioError(UserFileError):
 def parse_scenario(data: dict, source: str = "<scenario>") -> ScenarioModel:
     try:
         return ScenarioModel.model_validate(data)
-    except ValidationError as exc:
-        raise ScenarioError(validation_message(source, exc)) from None
+    except ValidationError as exc:  # paths as written: model.x, not model.<union tag>.x
+        raise ScenarioError(validation_message(source, model_source.UntaggedErrors(exc))) from None
 
 
 def load_scenario(path: str | Path | None = None) -> tuple[ScenarioModel, Path]:

@@ -123,7 +123,8 @@ def _trace(path, rows, resource="local-cpu", model="tiny-ctr"):
 
 def test_an_attached_measurement_beats_the_roofline_exactly(tmp_path):
     measured = 0.0123456789
-    _trace(tmp_path / "lab.csv", [("fc_0", 256, measured), ("fc_1", 128, 0.001)])
+    _trace(tmp_path / "lab.csv", [("fc_0", 32, 9.0), ("fc_0", 256, measured), ("fc_0", 1024, 7.0),
+                                  ("fc_1", 128, 0.001), ("fc_1", 1024, 0.5)])
     cpu = _definition_like("xeon-icelake-16vcpu", "lab-cpu")
     base = {"types": ["t4", "lab-cpu"], "define": [cpu]}
     roofline = load_input(_write(tmp_path, _scenario(base), "r.yaml")).problem
@@ -133,7 +134,7 @@ def test_an_attached_measurement_beats_the_roofline_exactly(tmp_path):
     j = roofline.type_names.index("lab-cpu")
     assert roofline.oct_s[i, j] != measured
     assert traced.oct_s[i, j] == measured
-    assert traced.oct_s[k, j] == 0.001 * 256 / 128  # measured at 128: scaled to the batch
+    assert traced.oct_s[k, j] == 0.001 * 256 / 128  # the nearest batch (128), scaled to 256
     changed = np.argwhere(traced.oct_s != roofline.oct_s)
     assert sorted(map(tuple, changed)) == [(i, j), (k, j)]
     names = roofline.layer_names

@@ -1,0 +1,51 @@
+"""What `heterps-exec profile` measures and which resource type the measurements describe.
+
+    graph, resource = profile_target(scenario="s.yaml", model="", as_type="onprem-a10", device="cuda:0")
+
+With `--scenario`, the scenario's own model (a zoo model with its params, or layers written in
+YAML) is measured, and `--as-type` must name one of the scenario's resource types (catalog or
+defined), so the trace that comes out is one the scenario uses: its rows beat the roofline
+for that type. With `--model`, a zoo model by name, labelled `--as-type` or, by default,
+`local-<device>`. A scenario's batch size is where its measurements are measured (unless
+`--batch` says otherwise), so the cost model uses them as they are. Every problem is one line naming the flag. No torch.
+"""
+
+from __future__ import annotations
+
+from heterps_sim.core.files import UserFileError
+from heterps_sim.inputs.graph import ModelGraph
+
+
+class TargetError(UserFileError):
+    """A profile target that cannot be measured; one line naming the flag."""
+
+
+def profile_target(*, scenario: str, model: str, as_type: str,
+                   device: str) -> tuple[ModelGraph, str, int | None]:
+    """(the graph to measure, the resource name its rows carry, the scenario's batch size or
+    None for a zoo model)."""
+    if bool(scenario) == bool(model):
+        raise TargetError("profile: give --scenario S.yaml (its model) or --model NAME (a zoo "
+                          "model), one of them")
+    if model:
+        from heterps_sim.inputs import zoo
+        try:
+            graph = zoo.model_graph(model)
+        except KeyError as exc:
+            raise TargetError(f"--model: {exc.args[0]}") from None
+        return graph, as_type or f"local-{device.replace(':', '')}", None
+    from heterps_sim.inputs.load import load_input
+    from heterps_sim.inputs.model_source import section_graph
+    loaded = load_input(scenario)
+    if loaded.scenario is None:
+        raise TargetError(f"--scenario: {scenario} is a problem JSON; give the scenario YAML "
+                          "(the model's layers)")
+    types = loaded.problem.type_names
+    if not as_type:
+        raise TargetError(f"--as-type: name the resource type these measurements describe, "
+                          f"one of the scenario's: {', '.join(types)}")
+    if as_type not in types:
+        raise TargetError(f"--as-type: {as_type!r} is not a resource type of {scenario} (its "
+                          f"types: {', '.join(types)}); define it under cluster.define")
+    return (section_graph(loaded.scenario.model, scenario), as_type,
+            loaded.scenario.workload.batch_size)
