@@ -7,8 +7,8 @@
                    Resources, taken in a global order so no two holders wait on each other),
                    sends, releases, then the latency passes and the message is delivered.
     ring_with_interfaces  an all-reduce under contention: every member's two interfaces.
-    ps_request     queues on the PS shards (a Resource), is served (tiers), then the tier
-                   latency and the unit's own link.
+    ps_request     queues on the PS shards (a Resource) and holds them for its service time;
+                   the forward that pulled waits for the service to start.
 """
 
 from __future__ import annotations
@@ -70,42 +70,42 @@ def ring_with_interfaces(world: World, key: tuple[int, int], d: float, done: sim
     done.succeed(env.now)
 
 
-def start_pulls(world: World, rep: Replica, i: int, mu: int) -> simpy.Process:
-    """This forward's pull (unless prefetched) and, with prefetch, the next forward's."""
-    pull = rep.pulls.pop(mu, None)
-    if pull is None:
-        pull = world.env.process(ps_request(world, rep, i, mu, pull=True))
-    if world.options.ps.prefetch:
+def start_pulls(world: World, rep: Replica, i: int, mu: int) -> simpy.Event:
+    """This forward's pull (unless prefetched) and, with prefetch, the next forward's; returns
+    the event of this pull's service start (what the forward waits for)."""
+    served = rep.pulls.pop(mu, None)
+    if served is None:
+        served = world.env.event()
+        world.env.process(ps_request(world, rep, i, mu, True, served))
+    if world.ps_spec.prefetch:
         nxt = rep.next_forward[i]
         if nxt >= 0:
             nmu = rep.actions[nxt][1]
             if nmu not in rep.pulls:
-                rep.pulls[nmu] = world.env.process(ps_request(world, rep, nxt, nmu, pull=True))
-    return pull
+                rep.pulls[nmu] = ev = world.env.event()
+                world.env.process(ps_request(world, rep, nxt, nmu, True, ev))
+    return served
 
 
-def ps_request(world: World, rep: Replica, i: int, mu: int, pull: bool):
-    """Pull (or push) one microbatch's embedding rows.
+def ps_request(world: World, rep: Replica, i: int, mu: int, pull: bool,
+               served: simpy.Event | None = None):
+    """Pull (or push) one microbatch's embedding rows: queue at the shards, then hold them for
+    the request's service time (cost/ps_traffic.py; x jitter). `served` fires when the
+    service starts: the replica's own work already holds the unloaded PS time (the analytic
+    odt), so a forward waits only for its turn at the shards.
 
     The request is split evenly over the shards, which all receive every request at the same
     moment and serve FIFO with equal parts: they stay in lockstep, so one Resource (`ps`)
     stands for all of them exactly, with one event per request instead of one per shard.
     """
-    env, ps = world.env, world.options.ps
-    start = env.now
-    nbytes = rep.stage.ps_bytes
+    env, ps = world.env, world.ps_spec
+    issued = env.now
     factor = rep.ps_factor[2 * i + (not pull)] if rep.ps_factor is not None else 1.0
     with world.ps.request() as req:
         yield req
-        served = env.now
-        yield env.timeout(nbytes / ps.num_shards * ps.seconds_per_byte * factor)
-    world.ps_ops.append((rep.id, 0, pull, mu, served, env.now))
-    link = nbytes / rep.stage.network_bytes_per_s
-    if world.contention:
-        with world.nic(rep.id, pull).request() as req:
-            yield req
-            yield env.timeout(link)
-        yield env.timeout(ps.tier_latency_s + world.latency_s)
-    else:
-        yield env.timeout(ps.tier_latency_s + world.latency_s + link)
-    world.ps_ops.append((rep.id, -1, pull, mu, start, env.now))
+        start = env.now
+        if served is not None:
+            served.succeed(start)
+        yield env.timeout(rep.stage.ps_bytes / ps.num_shards * ps.seconds_per_byte * factor)
+    world.ps_ops.append((rep.id, 0, pull, mu, start, env.now))
+    world.ps_ops.append((rep.id, -1, pull, mu, issued, env.now))

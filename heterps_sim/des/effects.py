@@ -5,9 +5,11 @@ and jitter factors are drawn before the run for each replica's whole action list
 depends only on the seed and the options, never on the order in which SimPy happens to run
 the processes (the batched and unbatched paths see the same numbers).
 
-    jitter      duration x exp(N(-s^2/2, s^2)), s^2 = ln(1 + cv^2): log-normal with mean 1 and
-                coefficient of variation cv, one factor per operation (compute, step-end phase,
-                message, PS request, all-reduce).
+    jitter      duration x (1 + cv E), E ~ Exp(1): the nominal duration (roofline, measured
+                profile) is the best case, and noise (OS, caches, other tenants) only ever adds
+                a non-negative delay, of mean and standard deviation cv x the duration; one
+                factor per operation (compute, step-end phase, message, PS request, all-reduce).
+                (A mean-1 factor would let jitter make a plan faster than without it.)
     stragglers  round(fraction x units) units, chosen uniformly per seed, run every compute
                 operation `straggler_slowdown` times slower.
     preemption  each unit fails at the events of a Poisson process (rate per hour). A failure
@@ -38,11 +40,10 @@ def stream(seed: int, purpose: int, actor: int = 0) -> np.random.Generator:
 
 
 def jitter_factors(rng: np.random.Generator, cv: float, n: int) -> np.ndarray:
-    """n log-normal factors with mean 1 and coefficient of variation cv (all 1 when cv = 0)."""
+    """n factors 1 + cv E, E ~ Exp(1): >= 1, mean 1 + cv, standard deviation cv (1 when cv = 0)."""
     if cv == 0:
         return np.ones(n)
-    s2 = math.log1p(cv * cv)
-    return rng.lognormal(-s2 / 2.0, math.sqrt(s2), n)
+    return 1.0 + cv * rng.exponential(1.0, n)
 
 
 def choose_stragglers(seed: int, num_units: int, fraction: float) -> frozenset[int]:

@@ -7,12 +7,14 @@ model (see des/__init__.py). `effects` names the mechanisms switched on:
                 schedule runs as one continuous 1F1B stream (`async`: no flush ever)
     allreduce   the replicas of a stage ring-all-reduce their dense gradients once per step
                 (flush schedules wait for it; continuous ones overlap it with the next step)
-    transfers   boundary activations / gradients travel as explicit messages over links
-                (bandwidth + latency per message) instead of being folded into the sender's work
+    transfers   boundary activations / gradients travel as explicit messages over links: the
+                receiver sees one bytes / bandwidth + latency after it was sent (the sender's
+                work keeps the analytic boundary term: a unit does not compute while it sends)
     contention  messages, all-reduces and PS requests queue on per-unit network interfaces
                 (implies transfers: folded transfers have nothing to queue)
-    ps          embedding rows are pulled from / pushed to parameter-server shards with tiers
-    jitter      every operation's duration x a log-normal factor (mean 1, CV `jitter_cv`)
+    ps          embedding rows are pulled from / pushed to the parameter server's shards as
+                requests that queue (PsOptions): adds the queueing the analytic model cannot see
+    jitter      every operation's duration x (1 + jitter_cv E), E ~ Exp(1) (des/effects.py)
     stragglers  a fraction of the units run slower by a factor
     preemption  units are preempted (Poisson), down for a restart delay, and redo lost work
     cores       (not in "all") every replica runs on ONE host with `host_cores` cores (the engine on a single
@@ -28,6 +30,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from heterps_sim.core.hps import HpsOptions
+from heterps_sim.core.ps_spec import PsSpec, TierSpec
 
 EFFECTS = ("bubbles", "allreduce", "transfers", "contention", "ps", "jitter", "stragglers",
            "preemption")
@@ -72,58 +75,26 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, ignored_types=(_either,))
 
 
-class TierOptions(_Strict):
-    """One storage tier of a parameter-server shard."""
-
-    hit_rate: float = Field(ge=0, le=1,
-                            description="Share of the rows a request finds in this tier.")
-    bytes_per_s: float = Field(gt=0, allow_inf_nan=False,
-                               description="Read/write bandwidth of the tier.")
-    latency_s: float = Field(ge=0, allow_inf_nan=False, description="Access latency of the tier.")
+TierOptions = TierSpec
+"""One storage tier of a parameter-server shard (core/ps_spec.py)."""
 
 
-class PsOptions(_Strict):
-    """The parameter-server model of the `ps` effect.
+class PsOptions(PsSpec):
+    """The parameter server of the `ps` effect: the problem's (core/ps_spec.py, a scenario's
+    `ps:` section) or one set here to ask "what if" (DesOptions.ps).
 
-    Embedding layers are those with `problem.sparse_bytes[i] > 0`; their analytic odt is taken
-    out of the stage's work and replaced by a pull of B/m x sparse_bytes before each forward and
-    a push of as many gradient bytes after each backward. A request is split evenly over the
-    shards (ids hash uniformly); a shard serves one request at a time, FIFO, for its part p =
-    bytes / num_shards: p / shard_bytes_per_s + sum_t hit_t x p / tier_t.bytes_per_s; then the
-    reply takes sum_t hit_t x tier_t.latency_s + the problem's latency and crosses the unit's
-    network (bytes / network_bytes_per_s of its type). Tier hit rates are expected shares (no
-    per-request draw); jitter varies the service time.
+    The analytic model already counts the PS's unloaded time in the embedding layers' odt
+    (cost/ps_traffic.py: one pull and one push per batch); the effect issues the same traffic
+    per microbatch as requests to the shards, which serve one request at a time, FIFO (equal
+    parts keep them in lockstep: one SimPy Resource), each for its part n / num_shards x
+    seconds_per_byte (x jitter). A replica's forward waits until its pull is being served:
+    what the effect adds is the time spent queueing behind other replicas' requests.
     """
 
-    num_shards: int = Field(default=4, ge=1, description="PS shards serving every request in "
-                            "equal parts (simulated as one Resource: they stay in lockstep).")
-    shard_bytes_per_s: float = Field(default=12.5e9, gt=0, allow_inf_nan=False,
-                                     description="Network bandwidth of one shard (100 Gbit/s).")
-    hot: TierOptions = Field(default=TierOptions(hit_rate=0.90, bytes_per_s=50e9, latency_s=2e-6),
-                             description="Device/RAM cache of hot rows.")
-    warm: TierOptions = Field(default=TierOptions(hit_rate=0.09, bytes_per_s=10e9, latency_s=2e-5),
-                              description="RAM tier.")
-    cold: TierOptions = Field(default=TierOptions(hit_rate=0.01, bytes_per_s=1e9, latency_s=2e-4),
-                              description="Disk tier (NVMe-like).")
-    prefetch: bool = Field(default=True, description="Pull the next forward's rows while the "
-                           "current operation computes (depth 1); False: pull just before it.")
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
-    @model_validator(mode="after")
-    def _hit_rates_sum_to_one(self) -> PsOptions:
-        total = self.hot.hit_rate + self.warm.hit_rate + self.cold.hit_rate
-        if not math.isclose(total, 1.0, abs_tol=1e-9):
-            raise ValueError(f"ps: hot + warm + cold hit rates must sum to 1, got {total:.6g}")
-        return self
-
-    @property
-    def seconds_per_byte(self) -> float:
-        """Shard service seconds per byte: its network plus the tier mix."""
-        tiers = (self.hot, self.warm, self.cold)
-        return 1.0 / self.shard_bytes_per_s + sum(t.hit_rate / t.bytes_per_s for t in tiers)
-
-    @property
-    def tier_latency_s(self) -> float:
-        return sum(t.hit_rate * t.latency_s for t in (self.hot, self.warm, self.cold))
+    prefetch: bool = Field(default=True, description="Queue the next forward's pull while the "
+                           "current operation computes (depth 1); False: just before it.")
 
 
 class DesOptions(HpsOptions):
@@ -154,7 +125,8 @@ class DesOptions(HpsOptions):
         default=0.5, ge=0, le=1, description="transfers: share of boundary_bytes that are forward "
         "activations (the rest are backward gradients).")
     jitter_cv: float = Field(default=0.1, ge=0, allow_inf_nan=False,
-                             description="jitter: coefficient of variation of each duration.")
+                             description="jitter: mean (and standard deviation) of the extra "
+                             "delay of each operation, as a share of its duration.")
     straggler_fraction: float = Field(
         default=0.1, ge=0, le=1, description="stragglers: share of the units (rounded) that are slow.")
     straggler_slowdown: float = Field(default=1.5, ge=1, allow_inf_nan=False,
@@ -177,7 +149,10 @@ class DesOptions(HpsOptions):
     param_bytes: tuple[float, ...] | None = Field(
         default=None, description="allreduce: dense parameter bytes per layer; None = "
         "problem.param_bytes (0 when the problem has none).")
-    ps: PsOptions = Field(default_factory=PsOptions, description="ps: shards and tiers.")
+    ps: PsOptions | None = Field(
+        default=None, description="ps: shards and tiers; None = the problem's (Problem.ps, "
+        "a scenario's ps: section). Set, they replace the problem's: the embedding layers' PS "
+        "time in the work changes by the difference (cost/ps_traffic.py).")
     host_cores: int = Field(default=2, ge=1, description="cores: CPU cores of the one host "
                             "every replica shares.")
     core_sharing: Literal["fifo", "fair"] = Field(

@@ -26,9 +26,10 @@ from heterps_sim.core.plan import Plan
 from heterps_sim.core.problem import Problem
 from heterps_sim.core.result import RunResult
 from heterps_sim.core.trace import Span
+from heterps_sim.cost import ps_traffic
 from heterps_sim.cost.reference import StageTerms, evaluate_plan, plan_stages
 from heterps_sim.des.effects import JITTER, Preemptions, choose_stragglers, jitter_factors, stream
-from heterps_sim.des.options import DesOptions
+from heterps_sim.des.options import DesOptions, PsOptions
 from heterps_sim.des.processes import replica
 from heterps_sim.des.stats import build_result, build_spans, not_run
 from heterps_sim.des.window import choose_window
@@ -86,6 +87,7 @@ def simulate(problem: Problem, plan: Plan, *, seed: int = 0, options: DesOptions
     world = World(env, works, options, problem.latency_s, m, steps,
                   batched=options.batch and not uses_resources)
     world.flush = flush
+    world.ps_spec = options.ps or PsOptions(**ps_traffic.problem_ps(problem).model_dump())
     _populate(world, works, schedule, flush, lanes, seed)
     for reps in world.replicas:
         for rep in reps:

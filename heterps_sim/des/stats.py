@@ -14,8 +14,8 @@ one.) Per stage, over the window [c_{W-1}, c_{N-1}], c_n = max_g c^g_n:
                  after a preemption)
     bubble       1 - utilisation: idle share (fill/drain, waiting for slower stages or data)
     exec_time_s  busy seconds of one replica per measured step (ET_g(k) when nothing waits)
-    comm_share   communication / (communication + compute) seconds: the odt left in the work,
-                 all-reduces, the messages the stage sends and its PS requests (these overlap
+    comm_share   communication / (communication + compute) seconds: the odt in the work (PS
+                 time included), all-reduces and the messages the stage sends (these overlap
                  compute, so the share says how much data moves, not what it costs)
 
 extra["stage_compute_s"]: per stage, compute seconds of one replica per measured step
@@ -98,8 +98,6 @@ def build_result(problem: Problem, plan: Plan, analytic: RunResult, terms, world
     ps = _records([world.ps_ops], 6)
     ps = ps[ps[:, 1] < 0] if len(ps) else ps
     ps_s = _overlap(ps[:, 4], ps[:, 5], lo, hi) if len(ps) else np.zeros(0)
-    if len(ps):
-        np.add.at(comm, stage_of[ps[:, 0].astype(int)], ps_s)
     ks = np.array([wk.num_replicas for wk in world.works])
     util = busy / (ks * span) if span > 0 else np.zeros(len(terms))
     stats = _stage_stats(problem, plan, terms, world, busy / ks / (n - w), util, comm, compute)
@@ -189,7 +187,7 @@ def build_spans(problem: Problem, world: World, m: int) -> tuple[Span, ...]:
         spans.append(Span(group="links", name=f"send {_NAMES[code]}{mu}", category="transfer",
                           track=track,
                           start_s=start, end_s=end, args={"microbatch": mu, "step": mu // m}))
-    shards = world.options.ps.num_shards
+    shards = world.ps_spec.num_shards
     for rid, shard, pull, mu, start, end in world.ps_ops:
         tracks = ([f"ps shard {s}" for s in range(shards)] if shard >= 0
                   else [f"ps client / {name[rid]}"])

@@ -19,15 +19,22 @@ max ET / m, so the pipeline runs at min_g B / ET_g(k_g), the analytic throughput
 the lcm of the k_g is too large for m to be a multiple of it). Effects take parts out of P (or
 S, when odt is serial) and model them explicitly instead:
 
-    transfers  the boundary term of ODT, boundary_bytes[b] / min(net_j, net_j') + latency, leaves
-               the work; each microbatch sends forward_boundary_share * boundary_bytes / m bytes
-               (x WIRE_BYTES[options.quantize]: fp16/bf16 halve them, int8 quarters them - the
-               per-row scales and exact ids are knowingly left out)
-               of activations to the next stage and the rest back as gradients, each message
-               taking bytes / min(net_j, net_j') + latency.
-    ps         the odt of embedding layers (sparse_bytes[i] > 0) leaves the work; each microbatch
-               pulls (B/m) * sum sparse_bytes before its forward and pushes as much after its
-               backward (des/comms.py, PsOptions).
+    transfers  each microbatch sends forward_boundary_share * boundary_bytes / m bytes of
+               activations to the next stage and the rest back as gradients; the receiver sees
+               a message bytes / min(net_j, net_j') + latency after it was sent. The sender's
+               work keeps the analytic boundary term (the analytic model does not overlap
+               transfer and compute), so the effect adds the messages' delay in the data
+               dependencies (fill and drain, queueing under contention), never takes work away.
+               Quantized (WIRE_BYTES[options.quantize]: fp16/bf16 halve the bytes, int8
+               quarters them; per-row scales and exact ids knowingly left out), the work's
+               bandwidth part shrinks in proportion.
+    ps         each microbatch pulls (B/m) * sum sparse_bytes before its forward and pushes as
+               much after its backward; the shards serve a request for its bytes / num_shards
+               x seconds_per_byte (cost/ps_traffic.py). The work keeps the analytic odt, which
+               holds the PS's unloaded time (the same description); a forward waits until its
+               pull is being served, so the effect adds the queueing at the shared shards.
+               With DesOptions.ps set, the work's PS time changes by
+               stage_s(that PS) - stage_s(the problem's).
     allreduce  each step, 2(k-1)/k * dense param bytes / net_j + 2(k-1) * latency (ring; or a
                tree, options.allreduce_algorithm), after a barrier of the stage's replicas;
                k = 1 costs nothing. With `overlap`, the part that fits under one microbatch's
@@ -43,7 +50,7 @@ import numpy as np
 
 from heterps_sim.core.problem import Problem
 from heterps_sim.core.sharing import finish_together
-from heterps_sim.cost import amdahl
+from heterps_sim.cost import amdahl, ps_traffic
 from heterps_sim.cost.reference import MixedTerms, StageTerms, stage_type_indices
 from heterps_sim.des.options import DesOptions
 
@@ -184,18 +191,22 @@ def _one_stage(problem: Problem, g: int, t: StageTerms, k: int, link_bw: float, 
     removed, send_f, send_b = 0.0, 0.0, 0.0
     if options.on("transfers") and not last:
         bb = float(problem.boundary_bytes[t.last])
-        removed += bb / link_bw + problem.latency_s
         wire = WIRE_BYTES[options.quantize]
+        removed += (1.0 - wire) * bb / link_bw  # quantized: fewer bytes to push through the NIC
         send_f = wire * bb * options.forward_boundary_share / m
         send_b = wire * bb * (1.0 - options.forward_boundary_share) / m
     ps_bytes = 0.0
     if options.on("ps"):
         layers = _ps_layers(problem, t)
-        removed += float(sum(problem.odt_s[i, j] for i in layers))
         ps_bytes = problem.batch_size / m * float(sum(problem.sparse_bytes[i] for i in layers))
+        if options.ps is not None and layers:  # "what if": this PS instead of the problem's
+            own = replace(problem, ps=options.ps)
+            removed += sum(ps_traffic.stage_s(problem, i, i) - ps_traffic.stage_s(own, i, i)
+                           for i in layers)
     P, S = t.parallel_s, t.serial_s
-    odt_left = max(0.0, t.odt - removed)
-    if removed > 0:
+    odt_left = t.odt - removed
+    if removed != 0:
+        odt_left = max(0.0, odt_left)
         P, S = (t.oct + odt_left, 0.0) if problem.odt_parallel else (t.oct, odt_left)
     w = t.alpha * P / m
     step_s = amdahl.serial_time(P, S, t.alpha)

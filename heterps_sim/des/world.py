@@ -84,9 +84,12 @@ class World:
         """cores: the one host's CPU cores, shared by every replica's compute."""
         self.ps: simpy.Resource | None = None
         """ps: the shards (in lockstep, see ps_request)."""
+        self.ps_spec = options.ps
+        """ps: the PsOptions in use (the problem's unless the options set them)."""
         self.by_id: list[Replica] = []
         self.ps_ops: list[tuple] = []
-        """(replica id, 0 | -1, pull?, mu, start, end): shard service (0) and whole request (-1)."""
+        """(replica id, 0 | -1, pull?, mu, start, end): shard service (0) and whole request,
+        queueing included (-1)."""
 
     def deliver(self, stage: int, code: int, mu: int, t: float) -> None:
         self.inbox[stage][code][mu] = t

@@ -44,7 +44,9 @@ def test_bad_options_are_rejected_with_the_field(fields, where):
 
 
 def test_every_option_is_documented():
-    for model in (DesOptions, DesOptions.model_fields["ps"].annotation):
+    from heterps_sim.core.ps_spec import TierSpec
+    from heterps_sim.des import PsOptions
+    for model in (DesOptions, PsOptions, TierSpec):
         for name, field in model.model_fields.items():
             assert field.description, f"{model.__name__}.{name} has no description"
 

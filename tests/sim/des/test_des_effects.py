@@ -1,20 +1,19 @@
 """Each simulator effect on its own: determinism per seed, and the direction it should push."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from heterps_sim.des import EFFECTS, DesOptions, simulate
-from heterps_sim.inputs.load import load_input
-from heterps_sim.schedulers.base import run_scheduler
-from heterps_sim.schedulers.registry import make_scheduler
 from heterps_sim.testing import chain_plan, chain_problem
 
 
 @pytest.fixture(scope="module")
 def nce():
-    """nce-cpu-gpu's exact plan: 2 stages with 4 and 9 replicas."""
-    problem = load_input("scenarios/nce-cpu-gpu.yaml").problem
-    return problem, run_scheduler(make_scheduler("exact"), problem).plan
+    """nce-cpu-gpu's exact plan: 2 stages with 4 and 9 replicas (tests/sim/des/data)."""
+    from tests.sim.des.test_physics_regressions import shipped
+    return shipped("nce-cpu-gpu")
 
 
 def throughput(problem, plan, effects, seed=0, **options):
@@ -144,16 +143,29 @@ def test_bubbles_slow_gpipe_and_1f1b_but_not_async(nce):
         problem, plan, "none", schedule="async")
 
 
-def test_parameter_server_replaces_the_embedding_odt():
+def test_parameter_server_adds_only_queueing():
     p = chain_problem([0.4, 0.2], odt=0.05, sparse_bytes=[4096.0, 0.0])
-    plan = chain_plan(p, [1, 1])  # stage 0 (the bottleneck) pulls 256 KiB per batch
+    plan = chain_plan(p, [1, 1])  # stage 0 pulls and pushes 256 KiB per batch
     run = simulate(p, plan, options=DesOptions(effects="ps", num_steps=4))
-    r = run.result
-    assert r.extra["ps_time_s"] > 0 and r.throughput > throughput(p, plan, "none")  # 50 ms odt out
+    r = run.result  # one replica: nobody to queue behind, the odt already holds the PS time
+    assert r.extra["ps_time_s"] > 0
+    assert r.throughput == pytest.approx(throughput(p, plan, "none"), rel=1e-12)
     tracks = {s.track for s in run.spans if s.group == "ps"}
     assert {f"ps shard {i}" for i in range(4)} <= tracks
-    slow_ps = DesOptions(effects="ps", num_steps=4, ps={"shard_bytes_per_s": 1e5})
-    assert simulate(p, plan, options=slow_ps).result.throughput < r.throughput
+
+
+def test_a_saturated_parameter_server_caps_the_throughput():
+    from heterps_sim.core.ps_spec import PsSpec
+    from heterps_sim.cost import ps_traffic
+    slow = PsSpec(shard_bytes_per_s=1e6)
+    p = replace(chain_problem([0.4, 0.2], odt=0.05, sparse_bytes=[4096.0, 0.0]), ps=slow)
+    plan = chain_plan(p, [8, 8], microbatches=8)
+    free = throughput(p, plan, "none")
+    cap = ps_traffic.max_throughput(p)  # 4 shards x ~1 MB/s over 8 KiB a sample: ~488/s
+    assert cap < free / 2
+    run = simulate(p, plan, options=DesOptions(effects="ps", num_steps=24), record_spans=False)
+    # a finite run ends before the shards' queue is at its longest: within 1% of the cap
+    assert 0.9 * cap <= run.result.throughput <= cap * 1.01
 
 
 def test_every_effect_changes_a_flushed_scenario(nce):

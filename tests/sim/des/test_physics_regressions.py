@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from heterps_sim.core.files import read_mapping
 from heterps_sim.core.plan import plan_from_dict
 from heterps_sim.core.problem import problem_from_dict
 from heterps_sim.cost.reference import evaluate_plan
 from heterps_sim.des import DesOptions, simulate
-from heterps_sim.core.files import read_mapping
+from heterps_sim.des.invariants import random_case, throughput
 from heterps_sim.testing import chain_plan, chain_problem
 
 DATA = Path(__file__).parent / "data"
@@ -56,3 +57,28 @@ def test_dlrm_effects_off_match_the_analytic_model(m):
     # is too long to simulate whole, so the window spans 8 pipeline fills instead.
     problem, plan = shipped("dlrm-64types")
     assert ratio(problem, plan, num_microbatches=m) == pytest.approx(1.0, abs=2e-3)
+
+
+def test_nce_1f1b_effects_never_speed_it_up():
+    # Was none 1.85 M, bubbles 1.45 M, ps 1.81 M, bubbles,ps 2.23 M samples/s (m = 8): the ps
+    # effect took the embedding odt out of the work (the Amdahl share 1 - alpha of every
+    # replica included) and put pulls in its place that were cheaper and prefetched.
+    problem, plan = shipped("nce-cpu-gpu")
+    thr = {e: ratio(problem, plan, effects=e, schedule="1f1b", num_microbatches=8)
+           for e in ("none", "bubbles", "ps", "bubbles,ps")}
+    assert thr["none"] == pytest.approx(1.0, rel=1e-9)
+    assert thr["ps"] <= thr["none"] * (1 + 1e-9)
+    assert thr["bubbles,ps"] <= thr["bubbles"] * (1 + 1e-9) < thr["none"]
+
+
+def test_jitter_never_speeds_a_plan_up():
+    # Was +0.2%: mean-1 factors drew short durations on the bottleneck; jitter now only adds.
+    case = random_case(0)
+    assert throughput(case, frozenset({"jitter"})) <= throughput(case, frozenset())
+
+
+def test_transfers_never_take_work_away():
+    # Was +5e-6: the boundary term left the sender's work (Amdahl-scaled) while the messages
+    # only delayed the receiver, so a continuous pipeline ran faster with transfers on.
+    case = random_case(59)
+    assert throughput(case, frozenset({"transfers"})) <= throughput(case, frozenset()) * (1 + 1e-12)
