@@ -28,6 +28,7 @@ from heterps_sim.core.problem import Problem
 from heterps_sim.core.spec import Cluster, ProfileOptions, Workload
 from heterps_sim.inputs import catalog, custom_types, model_source
 from heterps_sim.inputs.data_section import DataSection, SyntheticData
+from heterps_sim.inputs.ps_section import PsSection, build_ps, with_ps
 from heterps_sim.inputs.roofline import DEFAULT_ALPHA, DEFAULT_EFFICIENCY, build_problem, load_trace
 from heterps_sim.inputs.torch_model.section import TorchModelSection, model_kind
 from heterps_sim.inputs.yaml_model import YamlLayer
@@ -118,6 +119,7 @@ class ScenarioModel(_Strict):
     profile: ProfileSection = Field(default_factory=ProfileSection)
     schedule: ScheduleSection = Field(default_factory=ScheduleSection)
     data: DataSection = Field(default_factory=SyntheticData, description="Where `heterps-exec run` takes its batches from (heterps_sim.inputs.data_section).")
+    ps: PsSection = Field(default_factory=PsSection, description="The parameter server of the embedding layers (heterps_sim.inputs.ps_section).")
 
 
 class ScenarioError(UserFileError):
@@ -214,7 +216,8 @@ def scenario_problem(scn: ScenarioModel, path: Path | None = None) -> Problem:
     w = scn.workload
     workload = Workload(batch_size=w.batch_size, throughput_limit=w.throughput_limit,
                         num_samples=w.num_samples)
-    return build_problem(model, cluster, workload, options, traces, name=scn.name)
+    return with_ps(build_problem(model, cluster, workload, options, traces, name=scn.name),
+                   build_ps(scn.ps))
 
 
 def scenario_json_schema() -> dict:

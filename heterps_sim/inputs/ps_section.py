@@ -1,0 +1,112 @@
+"""A scenario's `ps:` section: the parameter server its embedding layers use (core/ps_spec.py).
+
+    ps:
+      num_shards: 4              # default 4
+      shard_gbps: 100            # network of one shard, Gbit/s (default 100)
+      hit_rates: {hot: 0.9, warm: 0.09, cold: 0.01}     # or:
+      policy: lfu                # replay a Zipf id stream through the PS's own tier code
+      hot_fraction: 0.05         #   (heterps_sim.tiers.replay), hot/warm rows as shares of
+      warm_fraction: 0.2         #   the table; zipf exponent, rows and ids of the stream
+      zipf: 1.05
+      tiers: {hot: {bytes_per_s: 5.0e10, latency_s: 2.0e-6}, ...}   # tier speeds (defaults
+                                 #   in core/ps_spec.py)
+
+Absent, the defaults of core/ps_spec.DEFAULT_PS hold (4 shards at 100 Gbit/s, 90/9/1% hits).
+`hit_rates` and `policy` are exclusive. The resolved PsSpec becomes Problem.ps, so the planner
+(cost/ps_traffic.py) and the simulator's `ps` effect see the same numbers.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from heterps_sim.core.ps_spec import DEFAULT_PS, PsSpec
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class HitRates(_Strict):
+    hot: float = Field(ge=0, le=1, allow_inf_nan=False)
+    warm: float = Field(ge=0, le=1, allow_inf_nan=False)
+    cold: float = Field(ge=0, le=1, allow_inf_nan=False)
+
+
+class TierSpeed(_Strict):
+    bytes_per_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    latency_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+
+
+class TierSpeeds(_Strict):
+    hot: TierSpeed = Field(default_factory=TierSpeed)
+    warm: TierSpeed = Field(default_factory=TierSpeed)
+    cold: TierSpeed = Field(default_factory=TierSpeed)
+
+
+class PsSection(_Strict):
+    num_shards: int = Field(default=DEFAULT_PS.num_shards, ge=1, description="PS shards.")
+    shard_gbps: float = Field(default=DEFAULT_PS.shard_bytes_per_s * 8 / 1e9, gt=0,
+                              allow_inf_nan=False, description="Network of one shard, Gbit/s.")
+    hit_rates: HitRates | None = Field(default=None, description="Tier hit rates (sum 1).")
+    policy: Literal["lru", "lfu", "paddle"] | None = Field(
+        default=None, description="Hot-tier policy whose replayed hit rates to use.")
+    hot_fraction: float = Field(default=0.05, ge=0, le=1, description="policy: hot rows / table.")
+    warm_fraction: float = Field(default=0.20, ge=0, le=1, description="policy: warm rows / table.")
+    zipf: float = Field(default=1.05, gt=0, allow_inf_nan=False, description="policy: Zipf exponent.")
+    rows: int = Field(default=100_000, ge=1, description="policy: table rows of the replay.")
+    ids: int = Field(default=200_000, ge=1, description="policy: ids replayed.")
+    tiers: TierSpeeds = Field(default_factory=TierSpeeds, description="Tier bandwidth/latency.")
+
+    @model_validator(mode="after")
+    def _one_source_of_hit_rates(self):
+        if self.hit_rates is not None and self.policy is not None:
+            raise ValueError("set hit_rates or policy, not both")
+        if self.hit_rates is not None:
+            total = self.hit_rates.hot + self.hit_rates.warm + self.hit_rates.cold
+            if abs(total - 1.0) > 1e-9:
+                raise ValueError(f"hit_rates: hot + warm + cold must sum to 1, got {total:.6g}")
+        if self.hot_fraction + self.warm_fraction > 1:
+            raise ValueError("hot_fraction + warm_fraction must be at most 1")
+        return self
+
+
+def build_ps(section: PsSection) -> PsSpec:
+    """The section -> the PsSpec the problem carries (replaying the id stream for `policy`)."""
+    if section.policy is not None:
+        from heterps_sim.tiers.replay import replay_hit_rates, zipf_ids
+        ids = zipf_ids(section.ids, section.rows, section.zipf, seed=0)
+        r = replay_hit_rates(ids, section.policy, int(section.rows * section.hot_fraction),
+                             warm_rows=int(section.rows * section.warm_fraction),
+                             num_shards=section.num_shards)
+        rates = {"hot": r["hot"], "warm": r["warm"], "cold": max(0.0, 1.0 - r["hot"] - r["warm"])}
+    elif section.hit_rates is not None:
+        rates = section.hit_rates.model_dump()
+    else:
+        rates = {t: getattr(DEFAULT_PS, t).hit_rate for t in ("hot", "warm", "cold")}
+    tiers = {}
+    for t in ("hot", "warm", "cold"):
+        base, speed = getattr(DEFAULT_PS, t), getattr(section.tiers, t)
+        tiers[t] = base.model_copy(update={
+            "hit_rate": rates[t],
+            **({"bytes_per_s": speed.bytes_per_s} if speed.bytes_per_s is not None else {}),
+            **({"latency_s": speed.latency_s} if speed.latency_s is not None else {})})
+    return PsSpec(num_shards=section.num_shards, shard_bytes_per_s=section.shard_gbps * 1e9 / 8,
+                  **tiers)
+
+
+def with_ps(problem, spec: PsSpec):
+    """The problem with `spec` as its PS and the PS side of every embedding layer's traffic
+    (cost/ps_traffic.batch_s: one pull and one push per batch) added to its odt_s: the
+    analytic model's embedding term. The unit's own side is already in odt_s (roofline)."""
+    import dataclasses
+
+    import numpy as np
+
+    from heterps_sim.cost import ps_traffic
+    pulled, _ = ps_traffic.layer_bytes(problem)
+    extra = np.array([ps_traffic.batch_s(b, problem.batch_size, spec, problem.latency_s)
+                      for b in pulled])
+    return dataclasses.replace(problem, ps=spec, odt_s=problem.odt_s + extra[:, None])
