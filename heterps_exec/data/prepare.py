@@ -154,9 +154,10 @@ def _scan(data: dict, raw, spec, max_bad: float, scenario: str) -> None:
         splits.append(("holdout", None))
     for split, steps in splits:
         stream = row_stream(data, raw, batch_size=spec.batch_size, seed=spec.seed, split=split)
+        stream.endless = False  # one epoch at most: a second one reads the same rows again
         try:
             for n, _ in enumerate(stream.batches(), 1):
-                if (steps is not None and n >= steps) or stream.epochs:
+                if steps is not None and n >= steps:
                     break
         except DataStreamError as exc:
             raise DataError(f"{scenario}: data: {exc}") from None

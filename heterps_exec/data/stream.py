@@ -88,10 +88,10 @@ class RowStream:
                 self._buffered = 0
                 yield self._permuted(block, epoch, count)
             self.epochs += 1
+            if rows == 0:
+                raise DataStreamError(f"{self.source.name} ({self.split}): not a single good row")
             if not self.endless:
                 return
-            if rows == 0:
-                raise DataStreamError(f"{self.source.name}: an epoch without a single good row")
             epoch += 1
 
     def _permuted(self, block: dict, epoch: int, window: int) -> dict:
