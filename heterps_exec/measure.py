@@ -4,7 +4,8 @@ Throughput = batch size x measured steps / the slowest rank's wall time over tho
 first `warmup_steps` are left out). Per stage, averaged over its replicas, per measured step:
 compute (forward + backward + optimizer, emulated dilation included), communication (waiting
 for a boundary tensor, draining sends, the all-reduce) and idle (the rest of the step: pipeline
-bubbles and waiting for a slower stage). StageStats fields that only the cost model defines
+bubbles and waiting for a slower stage). `feasible` is the measured throughput against the
+scenario's limit. StageStats fields that only the cost model defines
 are filled with their measured counterparts, named in each field's comment below.
 """
 
@@ -77,8 +78,12 @@ def exec_result(spec: RunSpec, problem, parts: list[dict]) -> RunResult:
     losses = [x / spec.batch_size for x in last["losses"]]
     emulated = sorted({name for s, b in zip(plan.stages, spec.bindings, strict=True)
                        if b.emulated for name, _ in s.groups})
+    feasible = throughput >= problem.throughput_limit  # the measurement against the limit
+    reason = "" if feasible else (f"measured throughput {throughput:.6g} samples/s is below the "
+                                  f"limit {problem.throughput_limit:.6g}")
     return RunResult(
-        source="exec", feasible=True, reason="", throughput=throughput, step_time_s=step_time,
+        source="exec", feasible=feasible, reason=reason, throughput=throughput,
+        step_time_s=step_time,
         cost_usd=hours * cost_per_hour, hours=hours, cost_per_hour=cost_per_hour,
         provisioning="fixed", throughput_limit=problem.throughput_limit,
         bottleneck_stage=int(np.argmax([s.exec_time_s for s in stages])),

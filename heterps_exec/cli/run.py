@@ -145,12 +145,14 @@ def run(args) -> int:
 def _report(args, spec, problem) -> int:
     from heterps_exec.data.report import data_lines, data_report
     from heterps_exec.measure import exec_result, exec_spans, load_ranks
+    from heterps_exec.prediction import predict, prediction_lines, with_prediction
     from heterps_sim.core.outputs import mark_complete, write_via
     from heterps_sim.core.result import save_result
     from heterps_sim.core.trace import save_trace
     parts = load_ranks(spec)
     result = exec_result(spec, problem, parts)
     data_report(spec, parts, result)  # reader counts, held-out log-loss and AUC
+    result = with_prediction(result, predict(spec, problem))  # analytic and simulator, beside
     out = Path(spec.out_dir)
     save_result(result, out / "result.json")
     if args.trace:
@@ -162,7 +164,8 @@ def _report(args, spec, problem) -> int:
     if args.json:
         print(json.dumps(result.to_json_dict(), indent=1))
     else:
-        print("\n".join(x for x in (_table(result, spec), data_lines(result)) if x))
+        print("\n".join(x for x in (_table(result, spec), data_lines(result),
+                                     "\n".join(prediction_lines(result))) if x))
     return 0
 
 
