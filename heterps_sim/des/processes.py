@@ -149,9 +149,32 @@ def step_end(world: World, rep: Replica, i: int, step: int, clock: float, worked
             clock = start + d
         if d > 0:
             rep.ops.append((rep.id, OPTIMIZER, step, start, clock))
+    if world.flush and len(world.by_id) > 1:  # a flush: step n + 1 starts on an empty pipeline
+        done = _flush_barrier(world, step, clock)
+        end = done.value if done.triggered else (yield done)
+        clock = max(clock, end)
     rep.step_ends.append(clock)
     rep.step_work_s = 0.0
     return clock
+
+
+def _flush_barrier(world: World, step: int, clock: float) -> simpy.Event:
+    """Flush schedules: every replica of every stage ends step n together, when the last one
+    has (replicas that got no microbatch of the step, m < k, cannot run a later step ahead)."""
+    bar = world.barriers.get(("flush", step))
+    if bar is None:
+        bar = world.barriers[("flush", step)] = [0, clock, world.env.event()]
+    bar[0] += 1
+    bar[1] = max(bar[1], clock)
+    if bar[0] == len(world.by_id):
+        del world.barriers[("flush", step)]
+        end, done = bar[1], bar[2]
+        if world.batched:
+            done.succeed(end)
+        else:
+            world.env.timeout(delay_to(world.env.now, end)).callbacks.append(
+                lambda _ev: done.succeed(end))
+    return bar[2]
 
 
 def on_core(world: World, rep: Replica, d: float):

@@ -82,3 +82,10 @@ def test_transfers_never_take_work_away():
     # only delayed the receiver, so a continuous pipeline ran faster with transfers on.
     case = random_case(59)
     assert throughput(case, frozenset({"transfers"})) <= throughput(case, frozenset()) * (1 + 1e-12)
+
+
+def test_a_flush_ends_every_step_together():
+    # Was +19% with bubbles on: one stage of 2 replicas, gpipe, m = 1: without a barrier the
+    # idle replica ran the next step while the other still ran this one (no flush at all).
+    case = random_case(670)
+    assert throughput(case, frozenset({"bubbles"})) <= throughput(case, frozenset()) * (1 + 1e-12)
