@@ -59,36 +59,43 @@ class Chunk:
         return len(next(iter(self.columns.values()))) if self.columns else 0
 
 
-def _digits(a: np.ndarray, fs: np.ndarray, fe: np.ndarray, lut: np.ndarray,
+def _digits(la: np.ndarray, fs: np.ndarray, fe: np.ndarray,
             width: int) -> tuple[np.ndarray, np.ndarray]:
     """Digit values of fields [fs, fe) right-aligned in `width` places ([..., width] uint8,
-    0 left of the field) and the fields' bad flags (a character outside `lut`). `a` is padded
-    with `width` bytes in front, so the gather never needs a bounds check."""
+    0 left of the field) and the fields' bad flags. `la` is the block through a digit lookup
+    table (_BAD outside it), padded with `width` bytes in front so no gather needs a check."""
     length = fe - fs
     k = np.arange(width - 1, -1, -1, dtype=fs.dtype)  # places, most significant first
-    d = lut[a[fe[..., None] - 1 - k]]
+    d = la[fe[..., None] - 1 - k]
     inside = k < length[..., None]
     bad = ((d == _BAD) & inside).any(-1)
     d *= inside & (d != _BAD)
     return d, bad
 
 
-def _hex(a, fs, fe) -> tuple[np.ndarray, np.ndarray]:
+def _hex(la, fs, fe) -> tuple[np.ndarray, np.ndarray]:
     """Hex fields (<= 16 digits) as uint64, and bad flags."""
-    longest = int((fe - fs).max(initial=0))
-    width = 8 if longest <= 8 else 16
-    d, bad = _digits(a, fs, fe, _HEX, width)
-    bad |= fe - fs > 16
+    length = fe - fs
+    if np.all((length == 8) | (length == 0)):  # Criteo's own layout: one gather, no masks
+        d = la[fs[..., None] + np.arange(8, dtype=fs.dtype)]
+        full = length == 8
+        bad = full & (d == _BAD).any(-1)
+        packed = (d[..., 0::2] << 4) | (d[..., 1::2] & 15)
+        values = np.ascontiguousarray(packed).view(">u4")[..., 0].astype(np.uint64)
+        return values * full, bad
+    width = 8 if int(length.max(initial=0)) <= 8 else 16
+    d, bad = _digits(la, fs, fe, width)
+    bad |= length > 16
     packed = (d[..., 0::2] << 4) | d[..., 1::2]  # two digits per byte, big-endian
     values = np.ascontiguousarray(packed).view(f">u{width // 2}")[..., 0]
     return values.astype(np.uint64), bad
 
 
-def _dec(a, fs, fe) -> tuple[np.ndarray, np.ndarray]:
+def _dec(la, fs, fe) -> tuple[np.ndarray, np.ndarray]:
     """Decimal fields (<= 15 digits, exact in float64) as float64, and bad flags."""
     longest = int((fe - fs).max(initial=0))
     width = max(1, min(longest, MAX_DEC_DIGITS))
-    d, bad = _digits(a, fs, fe, _DEC, width)
+    d, bad = _digits(la, fs, fe, width)
     bad |= fe - fs > MAX_DEC_DIGITS
     return d.astype(np.float64) @ (10.0 ** np.arange(width - 1, -1, -1)), bad
 
@@ -98,11 +105,11 @@ def parse_block(buf: bytes | memoryview, first_line: int = 1) -> Chunk:
     raw = np.frombuffer(buf, np.uint8)
     if not len(raw):
         return Chunk({}, 0)
-    a = np.zeros(_PAD + len(raw) + 1, np.uint8)  # the gathers' padding in front
+    a = np.zeros(_PAD + len(raw) + 1 + _PAD, np.uint8)  # the gathers' padding both sides
     a[_PAD:_PAD + len(raw)] = raw
-    a[-1] = _NL
+    a[_PAD + len(raw)] = _NL  # a newline for an unterminated last line (else padding)
     if raw[-1] == _NL:
-        a = a[:-1]
+        a[_PAD + len(raw)] = 0
     index = np.int32 if len(a) < 2**31 else np.int64
     ends = np.flatnonzero(a == _NL).astype(index)
     n = len(ends)
@@ -122,9 +129,9 @@ def parse_block(buf: bytes | memoryview, first_line: int = 1) -> Chunk:
     label_ok = (fe[:, 0] - fs[:, 0] == 1) & ((a[fs[:, 0]] == 48) | (a[fs[:, 0]] == 49))
     ifs, ife = fs[:, 1:1 + NUM_INT], fe[:, 1:1 + NUM_INT]
     neg = (ife > ifs) & (a[np.minimum(ifs, len(a) - 1)] == _MINUS)
-    ints, ibad = _dec(a, ifs + neg, ife)
+    ints, ibad = _dec(_DEC[a], ifs + neg, ife)
     ibad |= neg & (ife - ifs == 1)  # a lone "-"
-    cats, cbad = _hex(a, fs[:, 1 + NUM_INT:], fe[:, 1 + NUM_INT:])
+    cats, cbad = _hex(_HEX[a], fs[:, 1 + NUM_INT:], fe[:, 1 + NUM_INT:])
     good = label_ok & ~ibad.any(1) & ~cbad.any(1)
 
     rows = well[good]
