@@ -10,8 +10,8 @@ import pytest
 from heterps_sim.cli import main
 from heterps_sim.core.plan import plan_from_dict
 from heterps_sim.core.problem import problem_from_dict
-from heterps_sim.des import DesOptions, simulate
-from heterps_sim.studies.verify import DETERMINISTIC_EFFECTS
+from heterps_sim.des import simulate
+from heterps_sim.studies.verify import DETERMINISTIC_EFFECTS, VerifySettings
 from heterps_sim.testing import chain_problem
 
 
@@ -45,7 +45,7 @@ def test_schedule_prints_and_keeps_the_simulated_numbers(two_stage, capsys):
     problem = problem_from_dict(json.loads(two_stage.read_text()))
     plan = plan_from_dict(data["plan"]).with_replicas(
         [s["num_replicas"] for s in data["result"]["stages"]])
-    sim = simulate(problem, plan, options=DesOptions.with_effects(DETERMINISTIC_EFFECTS),
+    sim = simulate(problem, plan, options=VerifySettings().options(),
                    record_spans=False).result
     assert check["simulated"]["throughput"] == sim.throughput < 3000
     assert check["analytic"]["throughput"] == data["result"]["throughput"] >= 3000
@@ -69,7 +69,7 @@ def test_simulate_reprovisions_and_writes_the_grown_plan(two_stage, tmp_path, ca
     plan = plan_from_dict(json.loads((out_dir / "plan.json").read_text()))
     assert [s.num_replicas for s in plan.stages] == [2, 3]
     problem = problem_from_dict(json.loads(two_stage.read_text()))
-    sim = simulate(problem, plan, options=DesOptions.with_effects(DETERMINISTIC_EFFECTS),
+    sim = simulate(problem, plan, options=VerifySettings().options(),
                    record_spans=False).result
     assert sim.feasible and sim.throughput == grown["simulated"]["throughput"]
     result = json.loads((out_dir / "result.json").read_text())
