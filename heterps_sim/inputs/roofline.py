@@ -84,6 +84,13 @@ def fits(layer: Layer, rt: ResourceType, batch: int) -> bool:
     return state <= MEMORY_HEADROOM * rt.memory_bytes
 
 
+def unit_memory(layer: Layer) -> tuple[float, float]:
+    """(state, per-sample) bytes a unit holding the layer keeps: 4x dense parameters (weights,
+    grads, two Adam moments), and 2 x (in + out) activations + 2 x embedding row bytes per
+    sample in flight (the default model's memory limit; fits() is the paper's per-layer test)."""
+    return 4.0 * layer.param_bytes, 2.0 * (layer.input_bytes + layer.output_bytes) + 2.0 * layer.sparse_bytes
+
+
 def load_trace(path: str | Path) -> list[dict]:
     """Rows of a measured trace CSV (columns TRACE_COLUMNS; odt_s may be blank)."""
     path = Path(path)
@@ -132,8 +139,13 @@ def apply_traces(model: ModelSpec, cluster: Cluster, batch: int, oct_s, odt_s, t
 
 
 def build_problem(model: ModelSpec, cluster: Cluster, workload: Workload,
-                  options: ProfileOptions | None = None, traces=(), name: str = "") -> Problem:
-    """The numeric problem of a scenario: roofline profile, measured traces on top."""
+                  options: ProfileOptions | None = None, traces=(), name: str = "",
+                  costs=None) -> Problem:
+    """The numeric problem of a scenario: roofline profile, measured traces on top.
+    `costs`: the scenario's costs section (inputs/cost_section.py; None: its defaults)."""
+    from heterps_sim.inputs.cost_section import CostsSection, unit_cost_params
+
+    costs = costs or CostsSection()
     options = options or ProfileOptions()
     B = workload.batch_size
     L, M = len(model.layers), len(cluster.types)
@@ -159,4 +171,7 @@ def build_problem(model: ModelSpec, cluster: Cluster, workload: Workload,
         available=cluster.available, type_names=cluster.type_names,
         layer_names=model.layer_names, type_kinds=tuple(t.kind for t in cluster.types),
         param_bytes=np.array([layer.param_bytes for layer in model.layers]),
-        sparse_bytes=np.array([layer.sparse_bytes for layer in model.layers]))
+        sparse_bytes=np.array([layer.sparse_bytes for layer in model.layers]),
+        cost_model=costs.model, costs=unit_cost_params(
+            costs, cluster, [unit_memory(layer)[0] for layer in model.layers],
+            [unit_memory(layer)[1] for layer in model.layers]))

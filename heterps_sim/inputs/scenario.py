@@ -28,6 +28,7 @@ from heterps_sim.core.problem import Problem
 from heterps_sim.core.spec import Cluster, ProfileOptions, Workload
 from heterps_sim.inputs import catalog, custom_types, model_source
 from heterps_sim.inputs.data_section import DataSection, SyntheticData
+from heterps_sim.inputs.cost_section import CostsSection, unknown_types
 from heterps_sim.inputs.ps_section import PsSection, build_ps, with_ps
 from heterps_sim.inputs.roofline import DEFAULT_ALPHA, DEFAULT_EFFICIENCY, build_problem, load_trace
 from heterps_sim.inputs.torch_model.section import TorchModelSection, model_kind
@@ -118,6 +119,8 @@ class ScenarioModel(_Strict):
     workload: WorkloadSection
     profile: ProfileSection = Field(default_factory=ProfileSection)
     schedule: ScheduleSection = Field(default_factory=ScheduleSection)
+    costs: CostsSection = Field(default_factory=CostsSection, description="The analytic model "
+                                "and its unit costs (heterps_sim.inputs.cost_section).")
     data: DataSection = Field(default_factory=SyntheticData, description="Where `heterps-exec run` takes its batches from (heterps_sim.inputs.data_section).")
     ps: PsSection = Field(default_factory=PsSection, description="The parameter server of the embedding layers (heterps_sim.inputs.ps_section).")
 
@@ -216,8 +219,11 @@ def scenario_problem(scn: ScenarioModel, path: Path | None = None) -> Problem:
     w = scn.workload
     workload = Workload(batch_size=w.batch_size, throughput_limit=w.throughput_limit,
                         num_samples=w.num_samples)
-    return with_ps(build_problem(model, cluster, workload, options, traces, name=scn.name),
-                   build_ps(scn.ps))
+    bad = unknown_types(scn.costs, cluster.type_names)
+    if bad:
+        raise ScenarioError(f"{source}: " + "; ".join(bad))
+    return with_ps(build_problem(model, cluster, workload, options, traces, name=scn.name,
+                                 costs=scn.costs), build_ps(scn.ps))
 
 
 def scenario_json_schema() -> dict:

@@ -210,6 +210,8 @@ class _Sweep:
     # -- the sweep ----------------------------------------------------------------------
     def run(self) -> Plan:
         self._check_runnable()
+        if self.ps_cap < self.floor:
+            raise NoFeasiblePlan(self._why_infeasible(self.ps_cap))
         fastest = self.thr_max = min(self._max_throughput(K_MAX), self.ps_cap)
         level = self.limit  # exact: theta; least: the floor mu (TL: both provision at TL)
         binv, thr_floor = self.binv_tl, self.floor

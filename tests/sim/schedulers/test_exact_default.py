@@ -7,6 +7,7 @@ bill depends on the slowest-starting type in the plan; the sweep handles each (s
 schedulers/exact/sweep.py) and must still find the brute-force optimum.
 """
 
+import dataclasses
 import math
 
 import numpy as np
@@ -42,3 +43,12 @@ def test_exact_matches_brute_force(seed, mode):
         assert math.isinf(got) or scheduler.notes["predicted_cost_usd"] == pytest.approx(got, rel=1e-9)
         feasible += math.isfinite(want)
     assert feasible >= 2  # the family is not all infeasible
+
+
+def test_a_limit_past_the_parameter_server_has_no_plan():
+    rng = np.random.default_rng(5)
+    p = random_default_problem(rng, 3, 2)
+    p = p.with_limit(1e12)  # far past any PS capacity once a layer pulls embedding rows
+    p = dataclasses.replace(p, sparse_bytes=np.array([4096.0, 0.0, 0.0]))
+    with pytest.raises(NoFeasiblePlan, match="parameter server"):
+        ExactScheduler().schedule(p, Evaluator(p, "least"))
