@@ -73,7 +73,9 @@ def write_run_folder(out: Path, problem: Problem, outcome, *, scenario=None, see
             from heterps_sim.studies.verify import summary
             plan, result = verification.final_plan, verification.final_analytic
             result = replace(result, extra={**result.extra, "simulated": {
-                **summary(verification.final_simulated), "status": verification.status}})
+                **summary(verification.final_simulated,
+                          verification.extra.get("final_simulated_cost_usd")),
+                "status": verification.status}})
             write(out / "verify.json", _json(check))
         write(out / "plan.json", _json(plan.to_json_dict()))
         write(out / "result.json", _json(result.to_json_dict()))

@@ -121,22 +121,39 @@ class Verification:
                "num_microbatches": self.simulated.extra.get("num_microbatches"),
                "num_steps": self.simulated.extra.get("num_steps"),
                "wall_s": self.wall_s, "simulations": self.simulations,
-               "analytic": summary(self.analytic), "simulated": summary(self.simulated),
+               "analytic": summary(self.analytic),
+               "simulated": summary(self.simulated, self.extra.get("simulated_cost_usd")),
                "simulated_vs_analytic_pct": gap_pct(self.simulated, self.analytic),
                "steps": [asdict(g) for g in self.growths],
                "simulated_result": self.simulated.to_json_dict()}
         if self.reprovisioned:
             out["reprovisioned"] = {"plan": self.final_plan.to_json_dict(),
                                     "analytic": summary(self.final_analytic),
-                                    "simulated": summary(self.final_simulated),
+                                    "simulated": summary(
+                                        self.final_simulated,
+                                        self.extra.get("final_simulated_cost_usd")),
                                     "simulated_result": self.final_simulated.to_json_dict()}
         return out
 
 
-def summary(result: RunResult) -> dict:
-    """The numbers a check compares: throughput, cost, feasibility, units."""
+def job_cost_usd(problem: Problem, plan: Plan, result: RunResult) -> float:
+    """What the cost model charges for the job at `result`'s throughput: the simulator's own
+    cost_usd is hours x USD/h; the default model also bills startup and whole billing
+    periods (cost.reference.job_cost), so a simulated run is priced the same way."""
+    from heterps_sim.cost import reference as model
+    if (getattr(problem, "cost_model", "paper") != "default" or not hasattr(model, "job_cost")
+            or not math.isfinite(result.cost_usd) or result.throughput <= 0):
+        return result.cost_usd
+    startup = model.plan_startup_s(problem, model.plan_stages(problem, plan))
+    return float(model.job_cost(problem, result.cost_per_hour, result.throughput, startup))
+
+
+def summary(result: RunResult, cost_usd: float | None = None) -> dict:
+    """The numbers a check compares: throughput, cost (`cost_usd` replaces the result's),
+    feasibility, units."""
+    cost = result.cost_usd if cost_usd is None else cost_usd
     return {"feasible": result.feasible, "throughput": result.throughput,
-            "cost_usd": result.cost_usd if math.isfinite(result.cost_usd) else None,
+            "cost_usd": cost if math.isfinite(cost) else None,
             "cost_per_hour": result.cost_per_hour, "step_time_s":
             result.step_time_s if math.isfinite(result.step_time_s) else None,
             "units": [s.num_replicas for s in result.stages],
@@ -161,7 +178,16 @@ def verify_plan(problem: Problem, plan: Plan, analytic: RunResult, evaluate: Eva
     """Simulate `plan` (provisioned as `analytic` says) with the deterministic effects on;
     with `reprovision`, grow it until the simulator's throughput meets the limit (module
     docstring). `evaluate` is the analytic model the plan was scheduled with."""
-    settings = settings or VerifySettings()
+    check = _verify(problem, plan, analytic, evaluate, settings or VerifySettings(), reprovision)
+    costs = {"simulated_cost_usd": job_cost_usd(problem, fixed_plan(plan, analytic),
+                                                check.simulated),
+             "final_simulated_cost_usd": job_cost_usd(problem, check.final_plan,
+                                                      check.final_simulated)}
+    return replace(check, extra={**check.extra, **costs})
+
+
+def _verify(problem: Problem, plan: Plan, analytic: RunResult, evaluate: Evaluate,
+            settings: VerifySettings, reprovision: bool) -> Verification:
     options = settings.options()
     start = time.perf_counter()
     plan = fixed_plan(plan, analytic)
@@ -420,12 +446,14 @@ def check_lines(check: Verification) -> list[str]:
              f"{check.simulations} simulation{'s' if check.simulations != 1 else ''}, "
              f"{check.wall_s:.2f} s",
              f"  {'':15}{'samples/s':>13} {'vs limit':>9} {'cost USD':>12}  units per stage"]
-    rows = [("analytic", check.analytic), ("simulated", sim)]
+    rows = [("analytic", check.analytic, check.analytic.cost_usd),
+            ("simulated", sim, check.extra.get("simulated_cost_usd", sim.cost_usd))]
     if check.reprovisioned:
-        rows.append(("re-provisioned", check.final_simulated))
-    for label, r in rows:
+        rows.append(("re-provisioned", check.final_simulated,
+                     check.extra.get("final_simulated_cost_usd", check.final_simulated.cost_usd)))
+    for label, r, usd in rows:
         vs = f"{100 * (r.throughput / lim - 1):+.1f}%" if lim > 0 else ""
-        cost = f"{r.cost_usd:,.6g}" if math.isfinite(r.cost_usd) else "-"
+        cost = f"{usd:,.6g}" if math.isfinite(usd) else "-"
         units = "-".join(str(s.num_replicas) for s in r.stages)
         lines.append(f"  {label:15}{r.throughput:>13,.0f} {vs:>9} {cost:>12}  {units}")
     for n, g in enumerate(check.growths, 1):
