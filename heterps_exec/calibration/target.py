@@ -34,18 +34,18 @@ def profile_target(*, scenario: str, model: str, as_type: str,
         except KeyError as exc:
             raise TargetError(f"--model: {exc.args[0]}") from None
         return graph, as_type or f"local-{device.replace(':', '')}", None
-    from heterps_sim.inputs.load import load_input
     from heterps_sim.inputs.model_source import section_graph
-    loaded = load_input(scenario)
-    if loaded.scenario is None:
+    from heterps_sim.inputs.scenario import build_cluster, load_scenario
+    if scenario.endswith(".json"):
         raise TargetError(f"--scenario: {scenario} is a problem JSON; give the scenario YAML "
                           "(the model's layers)")
-    types = loaded.problem.type_names
+    # the cluster, not the whole problem: the trace this run writes may not exist yet
+    scn, _ = load_scenario(scenario)
+    types = build_cluster(scn.cluster, scenario).type_names
     if not as_type:
         raise TargetError(f"--as-type: name the resource type these measurements describe, "
                           f"one of the scenario's: {', '.join(types)}")
     if as_type not in types:
         raise TargetError(f"--as-type: {as_type!r} is not a resource type of {scenario} (its "
                           f"types: {', '.join(types)}); define it under cluster.define")
-    return (section_graph(loaded.scenario.model, scenario), as_type,
-            loaded.scenario.workload.batch_size)
+    return section_graph(scn.model, scenario), as_type, scn.workload.batch_size

@@ -19,6 +19,9 @@ from heterps_sim.inputs.zoo_params import checked_params
 
 def section_graph(section, source: str = "<scenario>") -> ModelGraph:
     """The graph of a validated ModelSection (zoo name + params, or name + layers)."""
+    if getattr(section, "module", None):  # inputs/torch_model captures these, no graph
+        raise UserFileError(f"{source}: model.module: a PyTorch module has no zoo graph; "
+                            "this command takes a zoo model or layers written in YAML")
     if section.layers is not None:
         if section.name in zoo.GRAPHS:
             raise UserFileError(f"{source}: model.name: {section.name!r} is a zoo model; give "
