@@ -11,8 +11,8 @@ deterministic effects on (`DETERMINISTIC_EFFECTS`: bubbles, all-reduce, transfer
 the parameter server; no jitter, stragglers or preemption, so the seed changes nothing) under
 the plan's own schedule and microbatch count.
 
-Re-provisioning (`reprovision=True`), while the simulated throughput misses the limit and at
-most `max_resimulations` times: the stage whose replicas the simulator finds busiest per step
+Re-provisioning (`reprovision=True`), while the simulated throughput misses the limit and
+within a bound (`max_resimulations` simulations, `max_events` SimPy events): the stage whose replicas the simulator finds busiest per step
 (its per-stage busy time, the bottleneck) gets more units, as many as the analytic model says
 bring its busy time to the share of the step the limit allows (the simulator's overhead
 beyond the analytic stage time held fixed), at most twice its units (the overhead, e.g. the
@@ -59,8 +59,11 @@ class VerifySettings:
     """Simulated steps (the first is warm-up); None = DesOptions' default. With the bubbles
     effect every step flushes, so 4 steps give the 8-step throughput within 0.3% on the
     64-type scenarios at half the time."""
-    max_resimulations: int = 8
-    """Re-provisioning simulates the plan at most this many more times."""
+    max_resimulations: int = 24
+    """Re-provisioning simulates the plan at most this many more times..."""
+    max_events: int = 800_000
+    """... and stops starting new simulations once they have processed this many SimPy
+    events in all (deterministic, unlike a time limit; about 2 s on a 2-core VM)."""
 
     def options(self) -> DesOptions:
         """The simulator's options: these effects, the plan's schedule and microbatches."""
@@ -210,7 +213,7 @@ def _verify(problem: Problem, plan: Plan, analytic: RunResult, evaluate: Evaluat
         return Verification(status="missed", reason=first.reason, final_plan=plan,
                             final_analytic=analytic, final_simulated=first,
                             wall_s=time.perf_counter() - start, **done)
-    search = _Search(problem, evaluate, run, plan, first, settings.max_resimulations)
+    search = _Search(problem, evaluate, run, plan, first, settings)
     status, reason = search.run()
     final_plan, final_sim = search.plan, search.sim
     return Verification(status=status, reason=reason, final_plan=final_plan,
@@ -223,9 +226,10 @@ class _Search:
     """The re-provisioning loop (module docstring), one growth per simulation."""
 
     def __init__(self, problem: Problem, evaluate: Evaluate, run: Callable[[Plan], RunResult],
-                 plan: Plan, sim: RunResult, budget: int):
-        self.problem, self.evaluate, self.simulate = problem, evaluate, run
-        self.plan, self.sim, self.budget = plan, sim, budget
+                 plan: Plan, sim: RunResult, settings: VerifySettings):
+        self.problem, self.evaluate, self.run_one = problem, evaluate, run
+        self.plan, self.sim, self.settings = plan, sim, settings
+        self.events = 0
         self.growths: list[Growth] = []
         self.simulations = 0
         self.single_steps: set[int] = set()
@@ -233,14 +237,26 @@ class _Search:
         self.no_gain: set[int] = set()
         """Stages where one unit more did not raise the simulated throughput."""
 
+    @property
+    def spent(self) -> bool:
+        """The re-simulation bound is reached (count or events)."""
+        return (self.simulations >= self.settings.max_resimulations
+                or self.events >= self.settings.max_events)
+
+    def simulate(self, plan: Plan) -> RunResult:
+        sim = self.run_one(plan)
+        self.simulations += 1
+        self.events += int(sim.extra.get("events", 0))
+        return sim
+
     def run(self) -> tuple[str, str]:
         p = self.problem
         allowed = p.batch_size / p.throughput_limit  # the longest a step may take
         while not self.sim.feasible:
-            if self.simulations >= self.budget:
+            if self.spent:
                 return "unresolved", (
-                    f"still {self._shortfall()} after {self.simulations} re-simulations (the "
-                    f"bound); a plan with more units may meet it")
+                    f"still {self._shortfall()} after {self.simulations} re-simulations "
+                    f"({self.events:,} events; the bound); a plan with more units may meet it")
             busy = [s.exec_time_s for s in self.sim.stages]
             top = max(range(len(busy)), key=lambda g: busy[g])
             if busy[top] > allowed * (1 + 1e-9):  # this stage alone is too slow: grow it
@@ -254,7 +270,7 @@ class _Search:
                     f"its available units in use, and the plan stays at {self._shortfall()}")
             elif self._best_single_unit() or self._one_more_everywhere():
                 continue
-            elif self.simulations < self.budget:  # (at the bound: said at the loop's top)
+            elif not self.spent:  # (at the bound: said at the loop's top)
                 return "unresolved", (
                     f"every stage fits the {allowed * 1e3:.4g} ms a step may take, but the "
                     f"step is longer (pipeline fill and drain, waiting on transfers) and "
@@ -285,7 +301,7 @@ class _Search:
         busy = [s.exec_time_s for s in self.sim.stages]
         best = None
         for g in sorted(range(len(busy)), key=lambda g: -busy[g]):
-            if self.simulations >= self.budget:
+            if self.spent:
                 break
             if _spare_units(self.problem, self.plan, g) == 0:
                 continue
@@ -340,7 +356,7 @@ class _Search:
         grow = [g for g in range(len(self.plan.stages))
                 if _spare_units(self.problem, with_units(self.problem, self.plan, g,
                                                          self.plan.stages[g].num_replicas), g)]
-        if len(grow) < 2 or self.simulations >= self.budget:
+        if len(grow) < 2 or self.spent:
             return False
         plan = self.plan
         for g in grow:
@@ -348,7 +364,6 @@ class _Search:
                 return False
             plan = with_units(self.problem, plan, g, plan.stages[g].num_replicas + 1)
         sim = self.simulate(plan)
-        self.simulations += 1
         kept = sim.throughput > self.sim.throughput * (1 + 1e-9)
         for g in grow:
             stage = self.plan.stages[g]
@@ -367,7 +382,6 @@ class _Search:
         stage = self.plan.stages[g]
         plan = with_units(self.problem, self.plan, g, k_new)
         sim = self.simulate(plan)
-        self.simulations += 1
         self.growths.append(Growth(
             stage=g, resource="+".join(t for t, _ in stage.groups),
             units_before=stage.num_replicas, units_after=k_new,
@@ -456,11 +470,14 @@ def check_lines(check: Verification) -> list[str]:
         cost = f"{usd:,.6g}" if math.isfinite(usd) else "-"
         units = "-".join(str(s.num_replicas) for s in r.stages)
         lines.append(f"  {label:15}{r.throughput:>13,.0f} {vs:>9} {cost:>12}  {units}")
-    for n, g in enumerate(check.growths, 1):
+    kept = [g for g in check.growths if g.kept]
+    for n, g in enumerate(kept, 1):
         lines.append(f"  step {n}: stage {g.stage} ({g.resource}) "
                      f"{g.units_before} -> {g.units_after} units: "
-                     f"{g.throughput_before:,.0f} -> {g.throughput_after:,.0f} samples/s"
-                     + ("" if g.kept else " (undone)"))
+                     f"{g.throughput_before:,.0f} -> {g.throughput_after:,.0f} samples/s")
+    if len(kept) < len(check.growths):
+        lines.append(f"  ({len(check.growths) - len(kept)} other tries undone: they did not "
+                     "raise the simulated throughput; verify.json lists them)")
     verdict = VERDICTS[check.status]
     lines.append(verdict + (f": {check.reason}" if check.reason and check.status in
                             ("impossible", "unresolved", "not_run") else ""))
