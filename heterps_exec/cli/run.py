@@ -1,12 +1,14 @@
 """Run a plan for real: pipeline stages x data-parallel replicas, one torchrun rank each.
 
 examples:
-  heterps-exec run plan.json --scenario scenarios/exec-tiny.yaml --steps 30 --json
-  heterps-exec run plan.json --scenario S.yaml --binding binding.yaml --trace trace.json
-  heterps-exec run plan.json --scenario S.yaml --checkpoint-dir ckpt --checkpoint-every 5 \
-      --max-restarts 2
-  # two machines (run on each, node rank 0 and 1):
-  heterps-exec run plan.json --scenario S.yaml --nnodes 2 --node-rank 0 \
+  heterps-exec run scenarios/plans/exec-tiny-pipeline.json --scenario scenarios/exec-tiny.yaml \
+      --steps 30 --json
+  heterps-exec run scenarios/plans/exec-tiny-pipeline.json --scenario scenarios/exec-tiny.yaml \
+      --binding scenarios/bindings/emulated.yaml --trace trace.json
+  heterps-exec run scenarios/plans/exec-tiny-pipeline.json --scenario scenarios/exec-tiny.yaml \
+      --checkpoint-dir ckpt --checkpoint-every 5 --max-restarts 2
+  # two machines (run on each, node rank 0 and 1; PLAN.json and SCENARIO.yaml are yours):
+  heterps-exec run PLAN.json --scenario SCENARIO.yaml --nnodes 2 --node-rank 0 \
       --rdzv-endpoint host0:29400
 
 The run folder (--out, default runs/exec-<time>) keeps the plan, the spec every rank read,

@@ -31,21 +31,22 @@ COMMANDS = {
     "check": ("heterps_sim.cli.inputs", "validate scenario files",
               "heterps-sim check scenarios/*.yaml"),
     "problem": ("heterps_sim.cli.inputs", "export the numeric problem",
-                "heterps-sim problem scenarios/ctr-dnn.yaml --json > problem.json"),
+                "heterps-sim problem scenarios/dlrm-64types.yaml --json > problem.json"),
     "schedule": ("heterps_sim.cli.schedule", "choose a plan",
                  "heterps-sim schedule scenarios/dlrm-64types.yaml --scheduler exact "
                  "--out plan.json"),
     "simulate": ("heterps_sim.cli.schedule", "schedule + evaluate, write a run folder",
-                 "heterps-sim simulate scenarios/ctr-dnn.yaml"),
+                 "heterps-sim simulate scenarios/exec-tiny.yaml"),
     "compare": ("heterps_sim.cli.schedule",
                 "every scheduler on one problem, with its gap to the optimum",
                 "heterps-sim compare scenarios/dlrm-64types.yaml --budget 20000 "
                 "--out compare.csv"),
     "evaluate": ("heterps_sim.cli.schedule", "cost a given plan",
-                 "heterps-sim evaluate scenarios/ctr-dnn.yaml plan.json --mode exact"),
+                 "heterps-sim evaluate scenarios/exec-tiny.yaml "
+                 "scenarios/plans/exec-tiny-pipeline.json --mode exact"),
     "convert-plan": ("heterps_sim.cli.schedule", "rewrite a plan.json in the current format "
                      "(format 2: mixed-type stages)",
-                     "heterps-sim convert-plan old.json -o plan.json"),
+                     "heterps-sim convert-plan scenarios/plans/exec-tiny-pipeline.json -o plan.json"),
     "effects": ("heterps_sim.cli.des",
                 "what the analytic model misses: each simulator effect alone",
                 "heterps-sim effects scenarios/dlrm-64types.yaml --schedule 1f1b"),
@@ -54,7 +55,7 @@ COMMANDS = {
                  "heterps-sim tradeoff scenarios/ctr-dnn-64types.yaml --points 50 --jobs 2"),
     "plot": ("heterps_sim.cli.tradeoff", "redraw the figures of a tradeoff folder or a run "
              "folder from its files",
-             "heterps-sim plot runs/tradeoff-ctr-dnn-64types-20261122-001500"),
+             "heterps-sim plot RUN_FOLDER  (a folder tradeoff or simulate printed)"),
     "report": ("heterps_sim.cli.tradeoff", "Markdown report with figures for the shipped "
                "scenarios", "heterps-sim report --scenarios dlrm-64types,2emb-aws "
                "--out runs/report"),
