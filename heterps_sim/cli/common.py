@@ -18,11 +18,11 @@ def dump(data) -> str:
     return json.dumps(data, indent=1, default=str) + "\n"
 
 
-def load(path):
+def load(path, model: str | None = None):
     """A scenario YAML, a problem JSON, or None (the built-in default scenario) ->
-    inputs.load.LoadedInput; raises UserFileError."""
+    inputs.load.LoadedInput (under `model` when given: --model); raises UserFileError."""
     from heterps_sim.inputs.load import load_input
-    return load_input(path)
+    return load_input(path, model)
 
 
 def add_input(p, *, required: bool = False) -> None:
@@ -31,6 +31,10 @@ def add_input(p, *, required: bool = False) -> None:
         p.add_argument("input", help="scenario YAML or problem JSON")
     else:
         p.add_argument("input", nargs="?", help="scenario YAML or problem JSON (default: built-in)")
+    p.add_argument("--model", choices=("default", "paper"), default=None,
+                   help="analytic cost model: default (all-reduce, fixed costs, memory, PS "
+                        "bandwidth, startup and billing) or paper (HeterPS's Amdahl model); "
+                        "default: the input's costs.model")
 
 
 def schedule_settings(args, loaded) -> tuple[str, str, int, dict]:

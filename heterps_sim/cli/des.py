@@ -190,7 +190,7 @@ def cmd_effects(args) -> int:
     from heterps_sim.cost.reference import PlanError
     from heterps_sim.inputs.load import load_plan
     from heterps_sim.studies.effects import effects_rows
-    loaded = load(args.input)
+    loaded = load(args.input, args.model)
     if args.plan:
         plan = load_plan(args.plan)
     else:

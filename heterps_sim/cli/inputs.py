@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from heterps_sim.cli.common import EXIT_BAD_INPUT, dump, load
+from heterps_sim.cli.common import EXIT_BAD_INPUT, add_input, dump, load
 from heterps_sim.core.files import UserFileError
 
 
@@ -62,11 +62,11 @@ def cmd_check(args) -> int:
 
 
 def add_problem(p) -> None:
-    p.add_argument("input", nargs="?")
+    add_input(p)
 
 
 def cmd_problem(args) -> int:
-    p = load(args.input).problem
+    p = load(args.input, args.model).problem
     if args.json:
         print(dump(p.to_json_dict()))
     else:

@@ -53,7 +53,7 @@ def list_options(args) -> int:
     docstring under it (schedulers/fields.py)."""
     from heterps_sim.schedulers.fields import field_rows
     from heterps_sim.schedulers.registry import scheduler_class
-    name = scheduler_name(args, None if args.scheduler else load(args.input))
+    name = scheduler_name(args, None if args.scheduler else load(args.input, args.model))
     try:
         rows = field_rows(scheduler_class(name).Config)
     except KeyError as exc:
@@ -76,7 +76,7 @@ def cmd_schedule(args) -> int:
         return list_options(args)
     if args.out:
         check_target(args.out)  # before the search, not after it
-    loaded = load(args.input)
+    loaded = load(args.input, args.model)
     name, mode, seed, options = schedule_settings(args, loaded)
     outcome = run_scheduler(loaded.problem, name, mode, seed, options)
     check = verify_outcome(loaded.problem, outcome, mode, args, reprovision=False)
@@ -105,7 +105,7 @@ def cmd_simulate(args) -> int:
     from heterps_sim.studies.run_folder import prepare_run_folder, write_run_folder
     if _wants_options(args):
         return list_options(args)
-    loaded = load(args.input)
+    loaded = load(args.input, args.model)
     name, mode, seed, options = schedule_settings(args, loaded)
     label = loaded.problem.name or "run"
     # the folder is made (or cleared of an earlier run's files) before the search
@@ -167,7 +167,7 @@ def cmd_compare(args) -> int:
     from heterps_sim.studies.compare import compare
     if args.out:
         check_target(args.out)
-    loaded = load(args.input)
+    loaded = load(args.input, args.model)
     names = [n.strip() for n in args.schedulers.split(",")] if args.schedulers else None
     try:
         frame = compare(loaded.problem, names, mode=args.mode, budget=args.budget, seed=args.seed)
@@ -204,7 +204,7 @@ def cmd_evaluate(args) -> int:
     from heterps_sim.inputs.load import load_plan
     if getattr(args, "trace", None):
         check_target(args.trace)  # before the simulation
-    loaded = load(args.input)
+    loaded = load(args.input, args.model)
     try:
         plan = load_plan(args.plan)
         result = evaluate_plan(loaded.problem, plan, args.mode)  # checks the plan fits

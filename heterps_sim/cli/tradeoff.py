@@ -35,7 +35,7 @@ def add_tradeoff(p) -> None:
 def cmd_tradeoff(args) -> int:
     if args.jobs < 1:
         raise UserFileError("--jobs: expected at least 1")
-    loaded = load(args.input)
+    loaded = load(args.input, args.model)
     spec, limits_how = _spec(args, loaded.problem)  # SweepError: a UserFileError
     from heterps_sim.studies.sweep import run_sweep
     from heterps_sim.studies.sweep_files import prepare_sweep_folder, sweep_meta, write_sweep

@@ -32,8 +32,16 @@ class LoadedInput:
     """None when the input was a problem JSON."""
 
 
-def load_input(path: str | Path | None) -> LoadedInput:
-    """A scenario (.yaml/.yml, or none: the built-in default) or a problem (.json)."""
+def load_input(path: str | Path | None, model: str | None = None) -> LoadedInput:
+    """A scenario (.yaml/.yml, or none: the built-in default) or a problem (.json); `model`
+    ("default" | "paper") overrides the analytic model the input names."""
+    loaded = _load_input(path)
+    if model is not None:
+        loaded.problem = loaded.problem.with_model(model)
+    return loaded
+
+
+def _load_input(path: str | Path | None) -> LoadedInput:
     if path is None:
         scn, p = load_scenario(None)
         return LoadedInput(scenario_problem(scn, p), None, scn)

@@ -31,3 +31,14 @@ def test_dlrm_default_model_refuses_the_paper_limit():
         assert "parameter server" in str(exc)
     else:
         raise AssertionError("the default model found a plan past the PS capacity")
+
+
+def test_cli_model_flag_picks_the_model(capsys):
+    """--model overrides the input's model; the problem JSON says which one it was built for."""
+    from heterps_sim.cli import main
+
+    for model in ("paper", "default"):
+        assert main(["problem", "scenarios/exec-tiny.yaml", "--model", model, "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["cost_model"] == model
+    assert main(["problem", "scenarios/exec-tiny.yaml", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["cost_model"] == "default"
