@@ -67,3 +67,20 @@ def test_checkpoint_of_one_plan_resumes_under_another(tmp_path):
     run(tmp_path, scenario, second, "--steps", "4", "--checkpoint-dir", str(ckpt),
         "--save-state", str(tmp_path / "state.pt"), name="b")
     assert_matches_reference(tmp_path / "b", tmp_path / "state.pt")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(500)
+def test_killed_rank_restarts_with_hps_options_to_the_same_weights(tmp_path):
+    """A rank of the replicated stage is killed at step 3: torchrun restarts every rank from
+    the step-2 checkpoint; with speed-aware sharing and overlapped all-reduce on (both keep
+    the single-process update) the run still ends with the eager module's weights."""
+    scenario = FIXTURES / "deepfm.yaml"
+    plan = write_plan(tmp_path / "plan.json", scenario, [2, 6], [1, 2, 1])
+    result = run(tmp_path, scenario, plan, "--steps", "4", "--lr", "0.1",
+                 "--checkpoint-dir", str(tmp_path / "ckpt"), "--checkpoint-every", "2",
+                 "--max-restarts", "1", "--inject-fault", "1:3", "--share", "speed",
+                 "--overlap", "on", "--save-state", str(tmp_path / "state.pt"))
+    assert result["extra"]["first_step"] == 2
+    assert "exitcode: -9" in (tmp_path / "run" / "torchrun.log").read_text()
+    assert_matches_reference(tmp_path / "run", tmp_path / "state.pt", result)
