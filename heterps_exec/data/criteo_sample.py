@@ -28,9 +28,9 @@ MISSING_CAT = 0.05
 
 
 def _labels(rng, ints, cats) -> np.ndarray:
-    logit = -1.5 + 0.35 * (np.log1p(ints[:, :4]) - 1.5).sum(1)
+    logit = -1.4 + 0.6 * (np.log1p(ints[:, :4]) - 1.5).sum(1)
     for j in range(6):  # a hidden weight per value of the first few categoricals
-        logit += rng.normal(0, 0.8, CARDINALITIES[j])[cats[:, j]]
+        logit += rng.normal(0, 1.2, CARDINALITIES[j])[cats[:, j]]
     return (rng.random(len(logit)) < 1 / (1 + np.exp(-logit))).astype(np.int64)
 
 

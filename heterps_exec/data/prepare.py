@@ -74,7 +74,7 @@ def _synthetic(spec, section, scenario, graph, data_dir, num_samples) -> dict:
 
 
 def _file(path: str, base: Path, scenario: str, field: str) -> str:
-    p = Path(path) if Path(path).is_absolute() else base / path
+    p = (Path(path) if Path(path).is_absolute() else base / path).resolve()
     if not p.is_file():
         raise DataError(f"{scenario}: {field}: {p}: no such file")
     return str(p)

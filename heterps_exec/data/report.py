@@ -27,8 +27,8 @@ def data_lines(result) -> str:
     lines = []
     if d.get("bad_rows"):
         first = f" (first: {d['bad_examples'][0]})" if d.get("bad_examples") else ""
-        lines.append(f"data: {d['bad_rows']:,} of {d['rows_read']:,} rows read were malformed "
-                     f"and skipped{first}")
+        lines.append(f"data: {d['bad_rows']:,} malformed rows skipped among the "
+                     f"{d['rows_read']:,} the reader read{first}")
     if h and "skipped" in h:
         lines.append(f"held-out rows not scored: {h['skipped']}")
     elif h:

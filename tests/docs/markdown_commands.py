@@ -25,9 +25,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 SHELL_TAGS = {"sh", "shell", "console", "zsh", "shell-session"}
 """Fence tags that would hide a command from the tests: pages use `bash` instead."""
-COPIED = ("scenarios", "traces", "benchmarks", "tests/fixtures")
-"""Folders a scratch working copy needs: inputs commands read, the benchmark scripts, and
-the user models the docs plan and train (tests/fixtures)."""
+COPIED = ("scenarios", "traces", "benchmarks", "tests/fixtures", "examples")
+"""Folders a scratch working copy needs: inputs commands read, the benchmark scripts, the
+user models the docs plan and train (tests/fixtures), and the example scripts."""
 
 _FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>```+|~~~+)\s*(?P<tag>[\w+-]*)")
 _MARK = re.compile(r"^\s*<!--(?P<body>.*?)-->\s*$")

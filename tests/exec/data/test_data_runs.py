@@ -91,7 +91,7 @@ def test_single_rank_run_prints_the_scores_and_equals_the_reference(tmp_path, sa
     out, run = _run(tmp_path, scenario, [], [1], "one")
     assert_matches_reference(run, tmp_path / "one.pt")
     assert "held-out: " in out and "log-loss" in out and "AUC" in out
-    assert "malformed and skipped (first: line " in out
+    assert "malformed rows skipped among the" in out and "(first: line " in out
     spec = RunSpec.load(run / "spec.json")
     losses, _ = train_reference(spec)
     assert len(losses) == 4
