@@ -53,6 +53,7 @@ def test_stages_chained_by_hand_equal_the_eager_module(scenario, cuts):
     stages = [user_stage(spec, plan, g, torch.device("cpu"), "none")
               for g in range(len(plan.stages))]
     sent, leaves = env, []
+    message = grad_out = None  # the last cut's forward message and its grad section
     for module, cut_in, cut_out in stages:
         if cut_in is not None:
             sent, leaf = cut_in.decode(message)
