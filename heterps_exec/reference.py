@@ -18,7 +18,7 @@ def train_reference(spec: RunSpec, steps: int | None = None) -> tuple[list[float
     """(per-step summed losses, final state dict) of single-process training."""
     if spec.user_model:  # the user's own eager module (model/user_model.py)
         from heterps_exec.model.user_model import train_user_reference
-        return train_user_reference(spec, steps)
+        return train_user_reference(spec, make_optimizer, steps)
     graph = graph_for(spec)
     model = build_model(graph, seed=spec.seed)
     optimizer = make_optimizer(spec, model)

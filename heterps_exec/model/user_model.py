@@ -152,12 +152,12 @@ def data_graph(entry: dict) -> ModelGraph:
                       tensor_grad=dict.fromkeys(dict(raw), False))
 
 
-def train_user_reference(spec, steps: int | None = None) -> tuple[list[float], dict]:
+def train_user_reference(spec, make_optimizer, steps: int | None = None
+                         ) -> tuple[list[float], dict]:
     """Plain single-process training of the user's EAGER module on the same global batches:
     (per-step summed losses, final state dict). The oracle for the captured, cut, pipelined
-    and replicated run."""
+    and replicated run. `make_optimizer(spec, module)` is the engine's (worker.py)."""
     from heterps_exec.data.readers import open_stream
-    from heterps_exec.worker import make_optimizer
     module = whole_model(spec)
     module.train()
     optimizer = make_optimizer(spec, module)
