@@ -196,12 +196,12 @@ def validate(req: ValidateRequest, progress=None) -> dict:
     from heterps_sim.cost.reference import evaluate_plan
     from heterps_sim.des import simulate
     from heterps_sim.inputs.load import load_input
+    from heterps_sim.inputs.model_source import section_graph
     from heterps_sim.inputs.scenario import build_cluster
-    from heterps_sim.inputs.zoo import model_graph
 
     loaded = load_input(req.scenario)
     scn, base = loaded.scenario, loaded.problem
-    graph = model_graph(scn.model.name, **scn.model.params)
+    graph = section_graph(scn.model, str(req.scenario))
     fit = LayerFit.from_rows(req.profile_rows)
     latency, bandwidth = req.links["latency_s"], req.links["bytes_per_s"]
     warmup = min(req.warmup, req.steps - 1)

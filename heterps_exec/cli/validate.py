@@ -74,13 +74,14 @@ def run(args) -> int:
     from heterps_exec.calibration.links import profile_links
     from heterps_exec.calibration.profiler import profile_layers
     from heterps_exec.calibration.validate import ValidateRequest, validate
-    from heterps_sim.inputs.zoo import model_graph
+    from heterps_sim.inputs.model_source import section_graph
     model = loaded.scenario.model
     if args.profile:
         rows = _profile_rows(args.profile, model.name)
     else:
         torch.set_num_threads(1)
-        rows = profile_layers(model_graph(model.name, **model.params), batches=(8, 32, 64, 128, 256))
+        rows = profile_layers(section_graph(model, str(args.scenario)),
+                              batches=(8, 32, 64, 128, 256))
     if args.links:
         try:
             links = json.loads(Path(args.links).read_text())
