@@ -159,6 +159,9 @@ class PSClient:
         uniq, inverse = dedup(ids)
         mode = self._check_mode(quantize)
         row_bytes = quant.nbytes(self.tables[table][1].dim, mode)
+        if uniq.numel() * row_bytes > protocol.MAX_REPLY_BYTES * len(self.servers):
+            raise PSError(f"table {table!r}: a pull of {uniq.numel()} rows would exceed the "
+                          f"PS's reply limit ({protocol.MAX_REPLY_BYTES} bytes); pull in parts")
         parts = []
         for mask, dst, part in self._split(uniq):
             reply, _ = self._call(dst, protocol.PULL, table=index[dst], ids=part,

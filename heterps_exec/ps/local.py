@@ -19,10 +19,13 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from heterps_exec.proctree import loopback_interface
+
 
 def _entry(rank, world, init_file, num_servers, config_kw, client_kw, restore, fn, args,
-           results):
+           results, server_kw):
     torch.set_num_threads(1)
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", loopback_interface())  # listen on loopback only
     if os.environ.get("HETERPS_PS_DEBUG"):  # stacks of a hung rank, for debugging
         import faulthandler
         faulthandler.dump_traceback_later(
@@ -39,7 +42,7 @@ def _entry(rank, world, init_file, num_servers, config_kw, client_kw, restore, f
         if rank < num_servers:
             cfg = ShardConfig(shard=rank, num_shards=num_servers, **config_kw)
             results.put((rank, "ok", serve(group, clients, cfg, restore_dir=restore[0],
-                                           restore_step=restore[1])))
+                                           restore_step=restore[1], **server_kw)))
         else:
             client = PSClient(group, servers, **client_kw)
             out = fn(client, rank - num_servers, *args)
@@ -54,7 +57,8 @@ class LocalWorld:
     """Running PS + client processes; `join()` -> {rank: result}."""
 
     def __init__(self, fn, args=(), *, num_servers=1, num_clients=1, config=None,
-                 restore_dir=None, restore_step=None, work_dir=None, client_options=None):
+                 restore_dir=None, restore_step=None, work_dir=None, client_options=None,
+                 server_options=None):
         ctx = mp.get_context("spawn")
         self._tmp = tempfile.TemporaryDirectory(prefix="heterps-ps-")
         config = dict(config or {})
@@ -64,7 +68,7 @@ class LocalWorld:
         self.results = ctx.Queue()
         self.procs = [ctx.Process(target=_entry, daemon=True, args=(
             r, self.world, init_file, num_servers, config, dict(client_options or {}),
-            (restore_dir, restore_step), fn, args, self.results))
+            (restore_dir, restore_step), fn, args, self.results, dict(server_options or {})))
             for r in range(self.world)]
         for p in self.procs:
             p.start()
@@ -96,11 +100,13 @@ class LocalWorld:
 
 
 def run_local(fn, args=(), *, num_servers=1, num_clients=1, config=None, restore_dir=None,
-              restore_step=None, timeout_s=90.0, client_options=None) -> list:
+              restore_step=None, timeout_s=90.0, client_options=None,
+              server_options=None) -> list:
     """Results of `fn(client, client_index, *args)` on each client, in client order
-    (`client_options`: keyword arguments of every `PSClient`, e.g. quantize)."""
+    (`client_options`: keyword arguments of every `PSClient`, e.g. quantize;
+    `server_options`: of every `serve`, e.g. checkpoint_dir, stall_timeout_s)."""
     world = LocalWorld(fn, args, num_servers=num_servers, num_clients=num_clients,
                        config=config, restore_dir=restore_dir, restore_step=restore_step,
-                       client_options=client_options)
+                       client_options=client_options, server_options=server_options)
     out = world.join(timeout_s)
     return [out[r] for r in range(num_servers, num_servers + num_clients)]

@@ -9,16 +9,26 @@ blocks the others), and defers `end_step` replies until the step may end:
 - staleness s > 0: pushes apply on arrival and `end_step(t)` returns once every open client
   has ended step t - s, so nobody runs more than s steps ahead of the slowest client.
 
-A bad request (PSRequestError, a malformed header) gets an error reply naming the problem;
-the server keeps serving. Requests arrive in one reused buffer (protocol.py); a gloo send only
+No request can stop the server. A bad one (a malformed or out-of-range header, a message
+shorter than its header, an unknown table, a wrong shape, a table past the shard's budget, a
+checkpoint outside the configured directory, a step out of order) gets an error reply naming
+the problem, and the server goes on serving; only a request with no valid reply tag cannot be
+answered (it is counted). Every size is checked before anything is allocated (protocol.py).
+Requests arrive in one reused buffer, zeroed where a request was read. A gloo send only
 completes once its receiver has posted the receive (PSClient posts it before sending the
-request), and its work must be waited on to be released, so the server keeps the last
-`SEND_WINDOW` replies per client in flight and waits on the oldest beyond that.
+request) and its work must be waited on to be released: the server keeps at most
+`SEND_WINDOW` replies (and `SEND_WINDOW_BYTES`) per client in flight and waits for the oldest
+beyond that, at most `stall_timeout_s`; a client that stops reading its replies for that long
+is dropped (no more replies, its steps no longer awaited), so it cannot grow the server's
+memory. A client that sends a header announcing a payload and then no payload is dropped the
+same way after `stall_timeout_s`.
 """
 
 from __future__ import annotations
 
-import datetime
+import os
+import sys
+import threading
 import time
 from collections import deque
 
@@ -45,40 +55,120 @@ from heterps_sim.tiers.tiers import compile_kernels
 
 SEND_WINDOW = 64
 """Replies per client whose sends may still be in flight before the server waits on one."""
+SEND_WINDOW_BYTES = 512 << 20
+"""Bytes of replies per client that may be in flight before the server waits on one."""
+STALL_TIMEOUT_S = 60.0
+"""A client that reads no reply (or sends no announced payload) for this long is dropped."""
+MAX_STEP_GAP = 1024
+"""`end_step(t)` may skip at most this many steps past the client's last (each one applied)."""
+
+
+class _Outbox:
+    """One client's replies in flight. A gloo send's work must be waited on to be released,
+    and a wait that times out closes the connection, so a thread waits on them in order (no
+    timeout) and the server only looks at how many are left."""
+
+    def __init__(self):
+        self.queue: deque = deque()  # (works, messages, bytes), oldest first
+        self.bytes = 0
+        self.cv = threading.Condition()
+        threading.Thread(target=self._run, daemon=True, name="ps-outbox").start()
+
+    def put(self, works, messages) -> None:
+        size = sum(m.numel() * m.element_size() for m in messages)
+        with self.cv:
+            self.queue.append((works, messages, size))
+            self.bytes += size
+            self.cv.notify_all()
+
+    def wait_below(self, count: int, nbytes: int, timeout_s: float) -> bool:
+        """Whether at most `count` replies (and `nbytes`) are left in flight within
+        `timeout_s` (one reply is always allowed however large)."""
+        with self.cv:
+            return self.cv.wait_for(lambda: len(self.queue) <= count and (
+                self.bytes <= nbytes or len(self.queue) <= 1), timeout_s)
+
+    def _run(self) -> None:
+        while True:
+            with self.cv:
+                self.cv.wait_for(lambda: self.queue)
+                works, _, size = self.queue[0]
+            try:
+                for w in works:
+                    w.wait()
+            except RuntimeError:  # the connection is gone: nothing to wait for any more
+                pass
+            with self.cv:
+                self.queue.popleft()
+                self.bytes -= size
+                self.cv.notify_all()
 
 
 class _Server:
-    def __init__(self, group, client_ranks, config: ShardConfig, restore_dir, restore_step):
+    def __init__(self, group, client_ranks, config: ShardConfig, restore_dir, restore_step,
+                 checkpoint_dir=None, stall_timeout_s: float = STALL_TIMEOUT_S):
         self.group = group
         self.shard = Shard(config)
         self.restored_step = (checkpoint.restore(self.shard, restore_dir, restore_step)
                               if restore_dir else None)
+        root = checkpoint_dir if checkpoint_dir is not None else restore_dir
+        self.checkpoint_root = os.path.realpath(root) if root else None
         start = -1 if self.restored_step is None else self.restored_step
         self.done = dict.fromkeys(client_ranks, start)  # open clients -> last step ended
         self.applied = start
         self.waiting: list[tuple[int, int, int]] = []  # (client, step, reply tag)
-        self.sends: dict[int, deque] = {}  # client -> (works, messages) not yet waited on
-        self.requests = 0
+        self.sends: dict[int, _Outbox] = {}  # client -> its replies in flight
+        self.stall_timeout_s = stall_timeout_s
+        self.dropped: dict[int, str] = {}  # client -> why it is no longer served
+        self.abandoned: list = []  # receives a dropped client never fed (gloo may still fill)
+        self.requests = self.unanswered = 0
+
+    def drop(self, client: int, why: str) -> None:
+        """Stop serving `client` (it broke the protocol): no more replies, steps not awaited."""
+        self.dropped[client] = why
+        self.done.pop(client, None)
+        self.waiting = [w for w in self.waiting if w[0] != client]
+        print(f"PS shard {self.shard.config.shard}: dropped client rank {client}: {why}",
+              file=sys.stderr, flush=True)
+        self.advance()
 
     def send(self, dst: int, tag: int, messages: list) -> None:
+        if dst in self.dropped:
+            self.unanswered += 1
+            return
         works = [dist.isend(m, dst, group=self.group, tag=tag) for m in messages]
-        pending = self.sends.setdefault(dst, deque())
-        pending.append((works, messages))
-        while len(pending) > SEND_WINDOW:  # the client has posted its receive: no waiting
-            for w in pending.popleft()[0]:
-                w.wait()
+        outbox = self.sends.get(dst) or self.sends.setdefault(dst, _Outbox())
+        outbox.put(works, messages)
+        if not outbox.wait_below(SEND_WINDOW, SEND_WINDOW_BYTES, self.stall_timeout_s):
+            self.abandoned.append(self.sends.pop(dst))  # gloo still owns these buffers
+            self.drop(dst, f"read no reply for {self.stall_timeout_s:g} s")
 
-    def reply(self, dst: int, tag: int, *, status=OK, value=0, payload=None, expect=0) -> None:
-        """Answer on `tag`; with `expect` > 0 the first message is exactly 32 + expect bytes."""
+    @staticmethod
+    def _wait_all(works, timeout_s: float) -> bool:
+        """Whether `works` completed within `timeout_s`. The waiting happens in a helper
+        thread: gloo closes the connection to a peer when a wait on it times out (which would
+        end the server's receive from anyone), so a work that does not complete is left to
+        that thread, never timed out."""
+        done = threading.Event()
+
+        def wait():
+            try:
+                for w in works:
+                    w.wait()
+            except RuntimeError:  # the connection went away: nothing left to wait for
+                pass
+            done.set()
+
+        if all(w.is_completed() for w in works):
+            return True
+        threading.Thread(target=wait, daemon=True, name="ps-wait").start()
+        return done.wait(timeout_s)
+
+    def reply(self, dst: int, tag: int, *, status=OK, value=0, payload=None) -> None:
+        """Answer on `tag`: a header, then the payload if there is one."""
         payload = torch.empty(0, dtype=torch.uint8) if payload is None else payload
         head = torch.tensor([status, payload.numel(), value, 0], dtype=torch.int64)
-        if expect:
-            first = torch.zeros(protocol.HEAD_BYTES + expect, dtype=torch.uint8)
-            first[:protocol.HEAD_BYTES] = head.view(torch.uint8)
-            messages = [first, payload] if payload.numel() else [first]
-        else:
-            messages = [head] + ([payload] if payload.numel() else [])
-        self.send(dst, tag, messages)
+        self.send(dst, tag, [head] + ([payload] if payload.numel() else []))
 
     def reply_rows(self, dst: int, header: list[int], rows: np.ndarray) -> int:
         """A pull's reply: one message, its header then the rows as the client asked for
@@ -104,18 +194,14 @@ class _Server:
     def flush(self, timeout_s: float = 10.0) -> None:
         """Wait for the replies still in flight (clients that never listen: give up)."""
         deadline = time.monotonic() + timeout_s
-        for pending in self.sends.values():
-            for works, _ in pending:
-                for w in works:
-                    left = max(deadline - time.monotonic(), 0.001)
-                    try:
-                        w.wait(timeout=datetime.timedelta(seconds=left))
-                    except RuntimeError:
-                        pass
+        for outbox in self.sends.values():
+            outbox.wait_below(0, 0, max(deadline - time.monotonic(), 0.001))
         self.sends.clear()
 
-    def error(self, dst: int, tag: int, message: str, expect: int = 0) -> None:
-        self.reply(dst, tag, status=ERROR, payload=protocol.text_bytes(message), expect=expect)
+    def error(self, dst: int, tag: int, message: str) -> None:
+        """An error reply: its header then the message (the client's receive, posted for
+        a header and `expect` bytes of rows, takes a shorter message)."""
+        self.reply(dst, tag, status=ERROR, payload=protocol.text_bytes(message[:4096]))
 
     def advance(self) -> None:
         """Apply finished steps and release the clients allowed to go on."""
@@ -130,10 +216,18 @@ class _Server:
             self.reply(client, tag)
 
     def handle(self, src: int, header: list[int], body: torch.Tensor) -> None:
-        op, table, _, step, *_ = header
+        op, table, n, step, *_ = header
         tag = header[8]
         if op == PULL:
             t0 = time.perf_counter()
+            spec = self.shard.table(table).spec
+            size = n * quantize.nbytes(spec.dim, quantize.MODES[header[10]])
+            if size > protocol.MAX_REPLY_BYTES:
+                raise PSRequestError(f"{n} rows of table {spec.name!r} are {size} bytes, more "
+                                     f"than a reply may hold ({protocol.MAX_REPLY_BYTES})")
+            if header[9] and header[9] != size:
+                raise PSRequestError(f"the reply holds {size} bytes, the client expects "
+                                     f"{header[9]}")
             ids, _ = protocol.decode_request(header, body)
             rows = self.shard.pull(table, ids)
             wire = self.reply_rows(src, header, rows)
@@ -151,23 +245,45 @@ class _Server:
             spec = TableSpec.from_dict(protocol.json.loads(bytes(body.numpy())))
             self.reply(src, tag, value=self.shard.declare(spec))
         elif op == END_STEP:
-            self.done[src] = max(self.done[src], step)
+            last = self.done[src]
+            if any(w[0] == src for w in self.waiting):
+                raise PSRequestError("end_step while this client's previous end_step waits")
+            if not 0 <= step <= last + MAX_STEP_GAP:
+                raise PSRequestError(f"end_step({step}) after step {last}: steps are >= 0 and "
+                                     f"skip at most {MAX_STEP_GAP}")
+            self.done[src] = max(last, step)
             self.waiting.append((src, step, tag))
             self.advance()
         elif op == CHECKPOINT:
-            if step > self.applied:
+            where = self.checkpoint_path(bytes(body.numpy()).decode())
+            if not 0 <= step <= self.applied:
                 raise PSRequestError(f"checkpoint of step {step} asked before the step ended "
                                      f"(last applied {self.applied})")
-            checkpoint.save(self.shard, step, bytes(body.numpy()).decode())
+            checkpoint.save(self.shard, step, where)
             self.reply(src, tag, value=step)
         elif op == STATS:
             stats = {"shard": self.shard.config.shard, "requests": self.requests,
-                     "applied_step": self.applied, "tables": self.shard.stats()}
+                     "applied_step": self.applied, "unanswered": self.unanswered,
+                     "dropped_clients": {str(k): v for k, v in self.dropped.items()},
+                     "tables": self.shard.stats()}
             self.reply(src, tag, payload=protocol.text_bytes(stats))
         elif op == CLOSE:
             self.done.pop(src, None)
             self.reply(src, tag)
             self.advance()
+
+    def checkpoint_path(self, path: str) -> str:
+        """`path` if it is the configured checkpoint directory or inside it (symbolic links
+        resolved); a PS writes nowhere else."""
+        if self.checkpoint_root is None:
+            raise PSRequestError("this PS was started without a checkpoint directory")
+        if "\0" in path or not path:
+            raise PSRequestError("checkpoint path must be non-empty, without NUL bytes")
+        real = os.path.realpath(path)
+        if os.path.commonpath([real, self.checkpoint_root]) != self.checkpoint_root:
+            raise PSRequestError(f"checkpoint path {path!r} is outside this PS's checkpoint "
+                                 f"directory {self.checkpoint_root}")
+        return real
 
     def decode_grads(self, table: int, header: list[int], grads: np.ndarray) -> np.ndarray:
         """float32 gradients of a push sent with `quantize.MODES[header[10]]`."""
@@ -182,44 +298,81 @@ class _Server:
         return quantize.decode(torch.from_numpy(grads), dim, mode).numpy()
 
     def run(self) -> dict:
-        message = torch.empty(protocol.REQUEST_BYTES + protocol.INLINE_BYTES, dtype=torch.uint8)
+        size = protocol.REQUEST_BYTES + protocol.INLINE_BYTES + protocol.TRAILER_BYTES
+        message = torch.zeros(size, dtype=torch.uint8)
+        raw = message.numpy()
         head = message[:protocol.REQUEST_BYTES].view(torch.int64)
         while self.done:
             src = dist.recv(message, group=self.group)
             h = head.tolist()
             self.requests += 1
-            problem = protocol.check_header(h)
-            nbytes = max(h[7], 0)
-            if protocol.is_inline(nbytes):
-                body = message[protocol.REQUEST_BYTES:protocol.REQUEST_BYTES + nbytes]
-            else:
-                body = torch.empty(nbytes, dtype=torch.uint8)
-                dist.recv(body, src, group=self.group)
-            expect = max(h[9], 0)
-            if problem is not None:
-                self.error(src, max(h[8], 1), f"bad request from rank {src}: {problem}", expect)
-                continue
-            if src not in self.done and h[0] != CLOSE:
-                self.error(src, h[8], f"rank {src} is not an open client of this PS", expect)
-                continue
+            used = size  # bytes of the buffer to zero afterwards (all, unless well-framed)
             try:
-                self.handle(src, h, body)
-            except (PSRequestError, ValueError, KeyError, TypeError) as exc:
-                self.error(src, h[8], f"{protocol.OP_NAMES[h[0]]}: {exc}", expect)
+                problem, body = self.receive(src, h, raw, message)
+                if body is not None and protocol.is_inline(h[7]):
+                    used = protocol.REQUEST_BYTES + h[7] + protocol.TRAILER_BYTES
+                elif body is not None:
+                    used = protocol.REQUEST_BYTES + protocol.TRAILER_BYTES
+                if src in self.dropped or body is None and problem is None:
+                    self.unanswered += 1
+                elif not 0 < h[8] < protocol.TAG_LIMIT:
+                    self.unanswered += 1  # no tag to answer on
+                elif problem is not None:
+                    self.error(src, h[8], f"bad request from rank {src}: {problem}")
+                elif src not in self.done and h[0] != CLOSE:
+                    self.error(src, h[8], f"rank {src} is not an open client of this PS")
+                else:
+                    try:
+                        self.handle(src, h, body)
+                    except Exception as exc:  # noqa: BLE001 - any request's failure is its own
+                        self.error(src, h[8], f"{protocol.OP_NAMES[h[0]]}: "
+                                   f"{exc if isinstance(exc, PSRequestError | ValueError) else repr(exc)}")
+            finally:
+                raw[:used] = 0  # nothing of this request can be read as part of the next
         self.flush()
         stats = self.shard.stats()
         self.shard.close()
         return stats
 
+    def receive(self, src: int, h: list[int], raw: np.ndarray, message: torch.Tensor):
+        """(problem or None, body or None) of the request whose header is `h`: its framing
+        and sizes checked before anything is allocated, a payload that follows the header
+        received. body None and problem None: the client was dropped while sending it."""
+        problem = protocol.check_header(h)
+        if problem is not None:
+            return problem, None
+        nbytes = h[7]
+        if protocol.is_inline(nbytes):
+            if not protocol.ends_at(raw, protocol.REQUEST_BYTES + nbytes, h):
+                return (f"message shorter than its header says ({nbytes} payload bytes), or "
+                        "not framed by PSClient"), None
+            return None, message[protocol.REQUEST_BYTES:protocol.REQUEST_BYTES + nbytes]
+        if not protocol.ends_at(raw, protocol.REQUEST_BYTES, h):
+            return "header not framed by PSClient (no trailer after it)", None
+        body = torch.zeros(nbytes + protocol.TRAILER_BYTES, dtype=torch.uint8)
+        work = dist.irecv(body, src, group=self.group)
+        if not self._wait_all([work], self.stall_timeout_s):
+            self.abandoned.append((work, body))
+            self.drop(src, f"announced {nbytes} payload bytes and sent none for "
+                      f"{self.stall_timeout_s:g} s")
+            return None, None
+        if not protocol.ends_at(body.numpy(), nbytes, h):
+            return f"payload shorter than the {nbytes} bytes its header says", None
+        return None, body[:nbytes]
 
 def serve(group, client_ranks, config: ShardConfig, *, restore_dir: str | None = None,
-          restore_step: int | None = None) -> dict:
+          restore_step: int | None = None, checkpoint_dir: str | None = None,
+          stall_timeout_s: float = STALL_TIMEOUT_S) -> dict:
     """Serve shard `config.shard` to `client_ranks` (global ranks in `group`) until all of
     them have called `PSClient.close()`; returns the final per-table counters.
 
     `restore_dir`: the trainer's checkpoint directory; the shard starts from its last
     checkpoint there (if any; `restore_step`: that step's, see `checkpoint.common_step`) and
-    clients continue at the step after it."""
+    clients continue at the step after it. `checkpoint_dir` (default: `restore_dir`): the
+    only directory checkpoint requests may write under; None and no restore_dir: checkpoint
+    requests are refused. `stall_timeout_s`: how long a client may leave replies unread (or
+    an announced payload unsent) before it is dropped."""
     torch.set_num_threads(1)
     compile_kernels()
-    return _Server(group, list(client_ranks), config, restore_dir, restore_step).run()
+    return _Server(group, list(client_ranks), config, restore_dir, restore_step,
+                   checkpoint_dir, stall_timeout_s).run()

@@ -18,7 +18,7 @@ from collections import deque
 
 import numpy as np
 
-from heterps_exec.ps.spec import PSRequestError, ShardConfig, TableSpec
+from heterps_exec.ps.spec import MAX_TABLES, PSRequestError, ShardConfig, TableSpec
 from heterps_exec.ps.store import MemmapStore, RocksStore
 from heterps_exec.rows import initial_rows
 from heterps_sim.tiers.policies import make_policy
@@ -137,7 +137,25 @@ class Shard:
                 raise PSRequestError(f"table {spec.name!r} already declared as "
                                      f"{self.tables[i].spec}, not {spec}")
             return i
-        self.tables.append(Table(spec, self.config, len(self.tables), self.work_dir))
+        if len(self.tables) >= MAX_TABLES:
+            raise PSRequestError(f"table {spec.name!r}: this shard holds {MAX_TABLES} tables "
+                                 "already")
+        ram, disk = self.config.footprint(spec)
+        used = [self.config.footprint(t.spec) for t in self.tables]
+        if ram + sum(r for r, _ in used) > self.config.max_ram_bytes:
+            raise PSRequestError(f"table {spec.name!r} needs {ram / 2**30:.3g} GiB of RAM on "
+                                 f"this shard; with the tables declared before it exceeds the "
+                                 f"shard's {self.config.max_ram_bytes / 2**30:.3g} GiB")
+        if disk + sum(d for _, d in used) > self.config.max_disk_bytes:
+            raise PSRequestError(f"table {spec.name!r} needs {disk / 2**30:.3g} GiB of disk "
+                                 f"tier on this shard; past the shard's "
+                                 f"{self.config.max_disk_bytes / 2**30:.3g} GiB")
+        try:
+            table = Table(spec, self.config, len(self.tables), self.work_dir)
+        except (OSError, MemoryError, ValueError, OverflowError) as exc:  # e.g. the memmap
+            raise PSRequestError(f"table {spec.name!r}: cannot create it on this shard "
+                                 f"({type(exc).__name__}: {exc})") from None
+        self.tables.append(table)
         self.index[spec.name] = len(self.tables) - 1
         return len(self.tables) - 1
 

@@ -153,7 +153,8 @@ def test_kill_9_a_real_ps_rank_and_restart_the_world(tmp_path):
     rng = np.random.default_rng(7)
     for trial in range(3):
         root = str(tmp_path / f"ckpt{trial}")
-        world = LocalWorld(_trainer_until_killed, (root,), num_servers=2, config=CONFIG)
+        world = LocalWorld(_trainer_until_killed, (root,), num_servers=2, config=CONFIG,
+                           server_options={"checkpoint_dir": root})
         deadline = time.monotonic() + 120
         while checkpoint.latest(root, 1) is None and time.monotonic() < deadline:
             time.sleep(0.05)
