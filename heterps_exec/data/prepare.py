@@ -37,6 +37,9 @@ def prepare_data(spec, section, scenario: str, *, data_dir: str = "", num_sample
     raw = raw_tensors(graph)
     base = Path(scenario).resolve().parent
     fmt = section.format
+    if data_dir and fmt != "synthetic":
+        raise DataError(f"--data: the scenario's data section reads {fmt} data; --data names a "
+                        "generated dataset folder, for synthetic data only")
     if fmt == "synthetic":
         data = _synthetic(spec, section, scenario, graph, data_dir, num_samples)
     elif fmt == "criteo":

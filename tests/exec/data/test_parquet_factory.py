@@ -159,3 +159,11 @@ def test_synthetic_holdout_is_extra_rows_of_the_same_distribution(tmp_path):
     train = np.load(tmp_path / "d" / "label.npy")
     assert len(held) == 1024 and len(train) == 4096
     assert abs(held.mean() - train.mean()) < 4 * math.sqrt(0.25 / 1024)
+
+
+def test_data_folder_flag_is_only_for_synthetic_data(tmp_path):
+    pq.write_table(pa.Table.from_pandas(frame()), tmp_path / "clicks.parquet")
+    scn, path = scenario(tmp_path, {"format": "parquet", "path": "clicks.parquet",
+                                    "label": "clicked", "columns": MAPPING})
+    with pytest.raises(DataError, match="--data: the scenario's data section reads parquet"):
+        prepare_data(spec_for(tmp_path), scn.data, path, data_dir=str(tmp_path))
