@@ -24,7 +24,7 @@ from heterps_sim.cost.reference import evaluate_plan
 from heterps_sim.inputs.load import load_input
 from heterps_sim.schedulers.base import Evaluator, NoFeasiblePlan
 from heterps_sim.schedulers.registry import make_scheduler, scheduler_class, scheduler_names
-from heterps_sim.testing import random_problem
+from heterps_sim.testing import random_default_problem, random_problem
 
 ROOT = Path(__file__).resolve().parents[3]
 MODES = ("least", "exact")
@@ -53,6 +53,9 @@ def _problems() -> list:
         random_problem(np.random.default_rng(405), 6, 4, limit_quantile=3.0))))
     out.append(("random 5x3, no plan reaches the limit",
                 random_problem(rng, 5, 3, limit_quantile=1e6)))
+    rng_default = np.random.default_rng(406)  # the default cost model (all-reduce, memory, PS...)
+    out += [(f"default model {n_l}x{n_t}", random_default_problem(rng_default, n_l, n_t, caps=caps))
+            for n_l, n_t, caps in [(4, 3, False), (5, 3, True)]]
     for name in ("exec-tiny", "wide-deep-capped"):
         out.append((name, load_input(ROOT / f"scenarios/{name}.yaml").problem))
     return out
