@@ -10,7 +10,8 @@ Where things live (a folder per role; only this package imports torch for traini
                    from those), validate (predictions vs measured runs), figure
     ps/            the tiered parameter server's ranks; ps_bridge.py its tables in a run
     rows.py        deterministic initial embedding rows (shared with the parameter server)
-    data.py        synthetic Criteo-like data on disk + a prefetching loader of global batches
+    data/          the training data: a scenario's `data:` section (synthetic, Criteo text,
+                   Parquet, a factory) as one stream of global batches; held-out scores
     layout.py      RunSpec (what every rank reads), rank numbering, microbatch routing
     binding.py     resource type -> device, or an emulated slowdown
     request.py     RunRequest: the run's options, checked as they are built (H-PS fields
