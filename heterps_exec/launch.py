@@ -30,6 +30,7 @@ from heterps_exec.data.prepare import prepare_data
 from heterps_exec.layout import RunSpec
 from heterps_exec.request import ExecError, RunRequest
 from heterps_sim.core.files import new_run_folder
+from heterps_sim.core.outputs import atomic_write
 from heterps_sim.core.plan import Plan
 from heterps_sim.inputs.model_source import layer_dicts
 
@@ -87,8 +88,8 @@ def prepare(req: RunRequest) -> tuple[RunSpec, object]:
                    ps_hot_fraction=req.ps_hot_fraction, fault=dict(req.fault))
     spec = prepare_data(spec, scn.data, req.scenario, data_dir=req.data_dir,
                         num_samples=req.num_samples)  # bad data: exit 2 before any rank
-    (out / "plan.json").write_text(_json(spec.plan))
-    (out / "spec.json").write_text(spec.to_json())
+    atomic_write(out / "plan.json", _json(spec.plan))  # core.outputs: whole, fsynced
+    atomic_write(out / "spec.json", spec.to_json())
     return spec, problem
 
 

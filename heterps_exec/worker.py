@@ -254,11 +254,10 @@ def write_outputs(spec: RunSpec, parts: list[dict]) -> None:
     state = {}
     for p in parts:
         state.update(p.pop("state", None) or {})
+    from heterps_sim.core.outputs import atomic_write, write_via  # whole or absent, fsynced
     if spec.save_state:
-        torch.save(state, out / "state.pt")
-    tmp = out / ".ranks.json.tmp"
-    tmp.write_text(json.dumps({"finished_at": time.time(), "ranks": parts}) + "\n")
-    os.replace(tmp, out / "ranks.json")
+        write_via(out / "state.pt", lambda tmp: torch.save(state, tmp))
+    atomic_write(out / "ranks.json", json.dumps({"finished_at": time.time(), "ranks": parts}) + "\n")
 
 
 if __name__ == "__main__":

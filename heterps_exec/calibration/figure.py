@@ -30,6 +30,7 @@ def scatter(report: dict, path: str | Path):
            title=f"{report['num_plans']} plans: predicted vs measured")
     ax.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
-    fig.savefig(path)
+    from heterps_sim.core.outputs import save_figure
+    save_figure(fig, path)  # atomic: never a torn PNG
     plt.close(fig)
     return fig

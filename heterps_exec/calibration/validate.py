@@ -311,5 +311,6 @@ def validate(req: ValidateRequest, progress=None) -> dict:
 def _with_bindings(spec, stage_bindings):
     from dataclasses import replace
     spec = replace(spec, bindings=list(stage_bindings))
-    Path(spec.out_dir, "spec.json").write_text(spec.to_json())
+    from heterps_sim.core.outputs import atomic_write
+    atomic_write(Path(spec.out_dir, "spec.json"), spec.to_json())
     return spec

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import json
+import math
 import os
 import time
 from pathlib import Path
@@ -66,12 +68,25 @@ def run(args) -> int:
     from heterps_exec.cli import ExecCliError
     if not (args.device == "cpu" or args.device.startswith("cuda:")):
         raise ExecCliError(f'--device: expected "cpu" or "cuda:N", got {args.device!r}')
+    checks = [(1 <= args.repeats <= 10_000, f"--repeats: expected 1..10000, got {args.repeats}"),
+              (1 <= args.threads <= 1024, f"--threads: expected 1..1024, got {args.threads}"),
+              (math.isfinite(args.table_scale) and 0 < args.table_scale <= 1,
+               f"--table-scale: expected a share in (0, 1], got {args.table_scale}")]
+    for ok, message in checks:
+        if not ok:
+            raise ExecCliError(message)
+    from heterps_sim.core.outputs import OutputError, check_target
+    try:  # before minutes of measuring
+        check_target(args.out, folder=True)
+    except OutputError as exc:
+        raise ExecCliError(f"--out: {exc}") from None
     import torch
 
     from heterps_exec.calibration.links import profile_links
     from heterps_exec.calibration.profiler import profile_layers
     from heterps_exec.calibration.target import profile_target
     from heterps_exec.model.build import scale_tables
+    from heterps_sim.core.outputs import atomic_write
     if args.device.startswith("cuda") and int(args.device[5:]) >= torch.cuda.device_count():
         raise ExecCliError(f"--device: {args.device} but this machine has "
                            f"{torch.cuda.device_count()} CUDA device(s)")
@@ -82,6 +97,10 @@ def run(args) -> int:
         graph = scale_tables(graph, args.table_scale)
     except ValueError as exc:
         raise ExecCliError(f"--table-scale: {exc}") from None
+    from heterps_exec.cli.sizes import profile_problem
+    too_big = profile_problem(graph.to_spec(), batches)  # before anything is allocated
+    if too_big:
+        raise ExecCliError(too_big)
     torch.set_num_threads(args.threads)
     rows = profile_layers(graph, batches=batches, device=args.device, repeats=args.repeats)
     host = os.uname().nodename
@@ -91,20 +110,18 @@ def run(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     path = out / (f"{resource}-{graph.name}.csv" if args.as_type else
                   f"{host}-{device_tag}-{graph.name}.csv")
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=COLUMNS)
-        w.writeheader()
-        for r in rows:
-            w.writerow({**r, "resource": resource, "oct_s": r["forward_s"] + r["backward_s"],
-                        "odt_s": "", "host": host, "torch": torch.__version__,
-                        "measured_at": stamp})
-    os.replace(tmp, path)
+    text = io.StringIO()
+    w = csv.DictWriter(text, fieldnames=COLUMNS, lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({**r, "resource": resource, "oct_s": r["forward_s"] + r["backward_s"],
+                    "odt_s": "", "host": host, "torch": torch.__version__, "measured_at": stamp})
+    atomic_write(path, text.getvalue())  # core.outputs: whole or absent, fsynced
     links = None
     if not args.no_links:
         links = profile_links()
-        (out / f"{host}-links.json").write_text(json.dumps({**links, "measured_at": stamp},
-                                                           indent=1) + "\n")
+        atomic_write(out / f"{host}-links.json",
+                     json.dumps({**links, "measured_at": stamp}, indent=1) + "\n")
     if args.json:
         print(json.dumps({"profile": str(path), "rows": len(rows), "links": links}, indent=1))
     else:

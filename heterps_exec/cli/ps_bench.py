@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
 from heterps_exec.cli import ExecCliError
@@ -47,7 +48,8 @@ def _check(args) -> None:
     problems = [
         (args.rows >= 1, f"--rows: must be >= 1, got {args.rows}"),
         (args.dim >= 1, f"--dim: must be >= 1, got {args.dim}"),
-        (args.zipf > 0, f"--zipf: must be > 0, got {args.zipf}"),
+        (math.isfinite(args.zipf) and args.zipf > 0,
+         f"--zipf: must be > 0 and finite, got {args.zipf}"),
         (0 < args.hot_fraction <= 1, f"--hot-fraction: must be in (0, 1], got {args.hot_fraction}"),
         (0 <= args.warm_fraction <= 1,
          f"--warm-fraction: must be in [0, 1], got {args.warm_fraction}"),
@@ -55,12 +57,23 @@ def _check(args) -> None:
          f"--policy: unknown policy {args.policy!r}; choose one of {', '.join(POLICIES)}"),
         (args.batch >= 1, f"--batch: must be >= 1, got {args.batch}"),
         (1 <= args.shards <= 8, f"--shards: must be in [1, 8], got {args.shards}"),
-        (args.batches >= 2, f"--batches: must be >= 2, got {args.batches}"),
+        (2 <= args.batches <= 1_000_000, f"--batches: must be >= 2 and <= 1000000, got {args.batches}"),
         (1 <= args.window <= 64, f"--window: must be in [1, 64], got {args.window}"),
     ]
     for ok, message in problems:
         if not ok:
             raise ExecCliError(message)
+    from heterps_exec.cli.sizes import ps_bench_problem
+    too_big = ps_bench_problem(args.rows, args.dim, args.batch, args.batches,
+                               args.hot_fraction, args.warm_fraction)
+    if too_big:
+        raise ExecCliError(too_big)
+    if args.work_dir:
+        from heterps_sim.core.outputs import OutputError, check_target
+        try:
+            check_target(args.work_dir, folder=True)
+        except OutputError as exc:
+            raise ExecCliError(f"--work-dir: {exc}") from None
 
 
 def _pct(x: float) -> str:

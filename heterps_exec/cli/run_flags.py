@@ -34,7 +34,7 @@ def problems(args) -> list[str]:
     """Every bad launch flag of `args` (the parsed `heterps-exec run` line), as one line each."""
     found = [
         None if 1 <= args.steps <= MAX_STEPS else
-        f"--steps: expected 1..{MAX_STEPS:,}, got {args.steps}",
+        f"--steps: invalid value {args.steps} (expected 1..{MAX_STEPS:,})",
         None if 1 <= args.nnodes <= MAX_NODES else
         f"--nnodes: expected 1..{MAX_NODES}, got {args.nnodes}",
         None if 0 <= args.node_rank < max(args.nnodes, 1) else

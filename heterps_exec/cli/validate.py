@@ -41,6 +41,30 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true")
 
 
+def _check_sizes(args) -> None:
+    """Bounds and the output folder, before minutes of profiling and runs."""
+    from heterps_exec.cli import ExecCliError
+    from heterps_sim.core.outputs import OutputError, check_folder
+    checks = [(2 <= args.plans <= MAX_PLANS, f"--plans: expected 2..{MAX_PLANS}, got {args.plans}"),
+              (1 <= args.repeats <= MAX_REPEATS,
+               f"--repeats: expected 1..{MAX_REPEATS}, got {args.repeats}"),
+              (1 <= args.steps <= MAX_STEPS, f"--steps: expected 1..{MAX_STEPS}, got {args.steps}"),
+              (1 <= args.max_ranks <= MAX_RANKS,
+               f"--max-ranks: expected 1..{MAX_RANKS} ranks, got {args.max_ranks}")]
+    for ok, message in checks:
+        if not ok:
+            raise ExecCliError(message)
+    try:  # an earlier validation's folder is cleared just before the runs; others refused
+        check_folder(args.out, OWNED)
+    except OutputError as exc:
+        raise ExecCliError(f"--out: {exc}") from None
+
+
+MAX_PLANS, MAX_REPEATS, MAX_STEPS, MAX_RANKS = 1000, 100, 100_000, 64
+OWNED = ("validate.csv", "report.json", "scatter.png", "plans", "run*")
+"""What a validation folder holds (an existing --out is cleared of these names only)."""
+
+
 def _profile_rows(path: str, model: str) -> list[dict]:
     import csv
 
@@ -61,6 +85,7 @@ def run(args) -> int:
         raise ExecCliError("--plans: at least 2 (a ranking needs two plans)")
     if args.repeats < 1:
         raise ExecCliError(f"--repeats: at least 1, got {args.repeats}")
+    _check_sizes(args)
     from heterps_sim.inputs.load import InputError, load_input
     try:
         loaded = load_input(args.scenario)
@@ -89,6 +114,8 @@ def run(args) -> int:
             raise ExecCliError(f"{args.links}: not a links JSON ({exc})") from None
     else:
         links = profile_links(max(args.max_ranks, 2))
+    from heterps_sim.core.outputs import prepare_folder
+    prepare_folder(args.out, OWNED)  # checked above; cleared of an earlier run's files now
     bar = tqdm(total=args.plans * args.repeats, desc="runs", unit="run", file=sys.stderr)
     report = validate(ValidateRequest(scenario=args.scenario, num_plans=args.plans,
                                       binding=args.binding, steps=args.steps, seed=args.seed,
@@ -109,10 +136,12 @@ def _write(report: dict, out: Path) -> None:
     import pandas as pd
 
     from heterps_exec.calibration.figure import scatter
+    from heterps_sim.core.outputs import atomic_write, mark_complete
     frame = pd.json_normalize(report["plans"])
-    frame.to_csv(out / "validate.csv", index=False)
-    (out / "report.json").write_text(json.dumps(report, indent=1, default=float) + "\n")
+    atomic_write(out / "validate.csv", frame.to_csv(index=False))
+    atomic_write(out / "report.json", json.dumps(report, indent=1, default=float) + "\n")
     scatter(report, out / "scatter.png")
+    mark_complete(out, "validate")  # last
 
 
 def _table(report: dict) -> str:

@@ -19,6 +19,7 @@ rewritten, so an interrupted run never leaves a folder that looks complete.
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import json
 import os
 import shutil
@@ -201,20 +202,30 @@ def files_under(folder: Path) -> list[str]:
                   if p.is_file() and p.name != MARKER and ".tmp" not in p.name)
 
 
-def prepare_folder(folder: str | Path, owned: Iterable[str]) -> Path:
-    """Make `folder` ready to be (re)written by a command whose files are `owned` (names at the
-    folder's top: files or subfolders). An absent or empty folder is created. An existing one
-    loses its completion marker first (so it never looks complete while being rewritten), then
-    the owned entries a previous run left (stale plans, figures, temporaries). Anything else in
-    it is refused (OutputError): heterps never deletes files it did not write."""
+def check_folder(folder: str | Path, owned: Iterable[str]) -> Path:
+    """Raise OutputError unless `folder` can be (re)written by a command whose files are
+    `owned` (names or glob patterns at the folder's top: files or subfolders): it can be
+    created, or it exists and holds nothing else. Changes nothing; call it before long work."""
     folder = check_target(folder, folder=True)
     owned = set(owned) | {MARKER}
     if folder.is_dir():
-        entries = sorted(os.listdir(folder))
-        foreign = [e for e in entries if e not in owned and ".tmp" not in e]
+        foreign = [e for e in sorted(os.listdir(folder))
+                   if not any(fnmatch.fnmatchcase(e, pat) for pat in owned) and ".tmp" not in e]
         if foreign:
             raise OutputError(f"{folder}: exists and holds {foreign[0]!r}, which this command "
                               "does not write; choose a new --out or empty it")
+    return folder
+
+
+def prepare_folder(folder: str | Path, owned: Iterable[str]) -> Path:
+    """Make `folder` ready to be (re)written by a command whose files are `owned` (see
+    check_folder, which refuses a folder holding anything else: heterps never deletes files
+    it did not write). An absent folder is created. An existing one loses its completion marker
+    first (so it never looks complete while being rewritten), then the owned entries a previous
+    run left (stale plans, figures, temporaries)."""
+    folder = check_folder(folder, owned)
+    if folder.is_dir():
+        entries = sorted(os.listdir(folder))
         try:
             if MARKER in entries:
                 (folder / MARKER).unlink()
