@@ -216,6 +216,7 @@ class ProblemModel(BaseModel):
             names = getattr(self, key)
             if len(set(names)) != len(names):
                 raise ValueError(f"{key}: names must be unique")
+        self._costs()  # a malformed costs section is bad input here, named
         return self
 
     def to_problem(self) -> Problem:

@@ -151,3 +151,16 @@ def test_problem_json_keeps_the_model():
     d = p.to_json_dict()
     del d["cost_model"], d["costs"]
     assert problem_from_dict(d).cost_model == "default"   # a file's default is the default
+
+
+def test_malformed_costs_in_a_problem_file_are_bad_input():
+    from pydantic import ValidationError
+
+    d = random_default_problem(np.random.default_rng(6), 3, 2).to_json_dict()
+    d["costs"]["min_unit_batch"] = 0
+    with pytest.raises(ValidationError, match="costs.min_unit_batch"):
+        problem_from_dict(d)
+    d = random_default_problem(np.random.default_rng(6), 3, 2).to_json_dict()
+    del d["costs"]["startup_s"]
+    with pytest.raises(ValidationError, match="costs: missing or malformed field"):
+        problem_from_dict(d)
