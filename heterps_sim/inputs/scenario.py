@@ -33,6 +33,7 @@ from heterps_sim.inputs.ps_section import PsSection, build_ps, with_ps
 from heterps_sim.inputs.roofline import DEFAULT_ALPHA, DEFAULT_EFFICIENCY, build_problem, load_trace
 from heterps_sim.inputs.torch_model.section import TorchModelSection, model_kind
 from heterps_sim.inputs.yaml_model import YamlLayer
+from heterps_sim.inputs.zoo_params import ZooParam
 
 # package data: found the same way in a source checkout and in an installed wheel
 _DATA = resources.files("heterps_sim.inputs") / "data"
@@ -47,7 +48,7 @@ class _Strict(BaseModel):
 class ModelSection(_Strict):
     name: str = Field(description="A zoo model (heterps_sim.inputs.zoo.model_names()) or 'synthetic'; "
                       "with `layers`, your model's own name.")
-    params: dict[str, int | float | str | list[int | float] | None] = Field(
+    params: dict[str, ZooParam] = Field(
         default_factory=dict, description="Zoo builder parameters, e.g. num_layers and seed for "
         "'synthetic', mlp: [256, 128] (lists for table rows and MLP widths).")
     layers: list[YamlLayer] | None = Field(

@@ -15,11 +15,20 @@ from __future__ import annotations
 import inspect
 import math
 import typing
+from typing import Annotated, Any
 
 from pydantic import ConfigDict, TypeAdapter, ValidationError
+from pydantic.json_schema import WithJsonSchema
 
 from heterps_sim.core.files import UserFileError
 from heterps_sim.inputs import zoo
+
+
+ZooParam = Annotated[Any, WithJsonSchema({
+    "anyOf": [{"type": "number"}, {"type": "string"}, {"type": "null"},
+              {"type": "array", "items": {"type": "number"}}]})]
+"""A scenario's `model.params` value: taken as written and checked by `checked_params`
+against the builder (one line per problem, instead of one per member of a type union)."""
 
 
 class ParamError(UserFileError):
