@@ -134,9 +134,12 @@ def _check_against(req: RunRequest, plan: Plan) -> None:
         g, r, f = missing
         raise ExecError(f"--slow-replica {g}:{r}:{f}: no such replica, or factor < 1")
     if req.checkpoint_dir:
-        from heterps_exec.checkpoint import latest_step
+        from heterps_exec.checkpoint import latest_step, step_dir
+        from heterps_exec.checkpoint_trust import check_step
         try:
             done = latest_step(req.checkpoint_dir)
+            if done is not None:  # read as the ranks will: data only, before any rank starts
+                check_step(step_dir(req.checkpoint_dir, done))
         except ValueError as exc:
             raise ExecError(f"--checkpoint-dir: {exc}") from None
         if done is not None and done >= req.steps:
