@@ -8,7 +8,8 @@ the first few of the malformed lines. Missing values are what Criteo users expec
 integer is 0, an empty categorical is the value 0 (both as in DLRM's preprocessing). A line is
 malformed when it has other than 40 fields (a blank line too), a label other than 0/1, an
 integer field that is not an optionally signed decimal of at most 18 digits, or a categorical
-that is not hex of at most 16 digits. Lines may end in \\n or \\r\\n.
+that is not hex of at most 16 digits. Lines may end in \\n or \\r\\n; a file ending in .gz is
+read through gzip.
 
 How: the bytes of a block are one uint8 array; tab and newline positions give every field's
 [start, end); each column group is decoded right-aligned in one gather over [rows, columns,
@@ -158,10 +159,18 @@ def _examples(ntabs, well, good, label_ok, ibad, cbad, first_line: int) -> list[
     return [text for _, text in sorted(out)[:MAX_EXAMPLES]]
 
 
+def open_text(path: str | Path):
+    """The file as bytes, decompressed on the fly when it ends in .gz (Terabyte's day_N.gz)."""
+    if str(path).endswith(".gz"):
+        import gzip
+        return gzip.open(path, "rb")
+    return open(path, "rb")
+
+
 def count_lines(path: str | Path, block_bytes: int = 16 << 20) -> int:
     """Lines of a text file (a last line without a newline counts), in one bounded pass."""
     n, last = 0, b"\n"
-    with open(path, "rb") as fh:
+    with open_text(path) as fh:
         while block := fh.read(block_bytes):
             n += block.count(b"\n")
             last = block[-1:]
@@ -175,7 +184,7 @@ def read_chunks(path: str | Path, *, block_bytes: int = 4 << 20, start_line: int
     Memory: one block of about `block_bytes` of text (a line longer than that is read whole)
     and its parsed columns."""
     line = 0
-    with open(path, "rb") as fh:
+    with open_text(path) as fh:
         carry = b""
         while stop_line is None or line < stop_line:
             block = fh.read(block_bytes)

@@ -152,3 +152,22 @@ def test_column_map_rejects_what_does_not_fit():
                                    **{c: np.array([5], np.uint64) for c in CAT_COLUMNS},
                                    "label": np.array([0.5])})
     assert not good[0]  # a label of 0.5 is malformed
+
+
+def test_a_gzipped_file_reads_as_the_plain_one(sample, tmp_path):
+    import gzip
+    path, _ = sample
+    packed = tmp_path / "day_0.gz"
+    packed.write_bytes(gzip.compress(path.read_bytes()))
+    assert count_lines(packed) == count_lines(path) == 3000
+    plain, unpacked = _one_pass(path), _one_pass(packed)
+    assert len(plain["label"]) == 3000 - 12
+    assert all(np.array_equal(plain[k], v) for k, v in unpacked.items())
+
+
+def _one_pass(path) -> dict:
+    """Every good row of the file, in order (the held-out split of a file with no training
+    lines is the whole file)."""
+    stream = row_stream(criteo_spec(path, train_rows=0, block_bytes=30_000), RAW,
+                        batch_size=500, seed=0, split="holdout")
+    return all_rows(stream)
