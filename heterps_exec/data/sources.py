@@ -85,7 +85,7 @@ class ParquetSource:
                 return array.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64).view(
                     np.uint64)
             import pandas as pd
-            values = np.asarray(array.cast(pa.string()).fill_null("").to_pylist(), dtype=object)
+            values = array.cast(pa.string()).fill_null("").to_numpy(zero_copy_only=False)
             hashed = pd.util.hash_array(values)
             hashed[values == ""] = 0
             return hashed
