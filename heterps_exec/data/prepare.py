@@ -92,17 +92,20 @@ def _criteo(section, scenario, raw, base) -> dict:
     path = _file(section.path, base, scenario, "data.path")
     held_path = (_file(section.holdout.path, base, scenario, "data.holdout.path")
                  if section.holdout.path else "")
-    lines = count_lines(path)
-    held = _holdout_rows(section.holdout, lines)
-    if lines - held < 1:
-        raise DataError(f"{scenario}: data.holdout: holds out {held} of the {lines} lines of "
-                        f"{path}, leaving none to train on")
+    train, held = None, 0  # with a held-out file, the whole main file trains: no count pass
+    if not held_path:
+        lines = count_lines(path)
+        held = _holdout_rows(section.holdout, lines)
+        train = lines - held
+        if train < 1:
+            raise DataError(f"{scenario}: data.holdout: holds out {held} of the {lines} lines "
+                            f"of {path}, leaving none to train on")
     try:
         columns = resolve(raw, section.columns, COLUMNS, numeric=INT_COLUMNS,
                           categorical=CAT_COLUMNS)
     except MappingError as exc:
         raise DataError(f"{scenario}: data.{exc} (file {path})") from None
-    return {"format": "criteo", "path": path, "holdout_path": held_path, "train_rows": lines - held,
+    return {"format": "criteo", "path": path, "holdout_path": held_path, "train_rows": train,
             "holdout_rows": held, "block_bytes": section.block_bytes, **_streamed(section, columns)}
 
 

@@ -167,3 +167,19 @@ def test_data_folder_flag_is_only_for_synthetic_data(tmp_path):
                                     "label": "clicked", "columns": MAPPING})
     with pytest.raises(DataError, match="--data: the scenario's data section reads parquet"):
         prepare_data(spec_for(tmp_path), scn.data, path, data_dir=str(tmp_path))
+
+
+def test_criteo_with_a_held_out_file_trains_on_all_of_the_main_one(tmp_path):
+    from heterps_exec.data.criteo_sample import write_criteo_sample
+    write_criteo_sample(tmp_path / "day_0.tsv", rows=700, seed=1)
+    bad = write_criteo_sample(tmp_path / "day_23.tsv", rows=300, seed=2, bad_rows=2)
+    scn, path = scenario(tmp_path, {"format": "criteo", "path": "day_0.tsv",
+                                    "holdout": {"path": "day_23.tsv"}})
+    spec = prepare_data(spec_for(tmp_path, steps=20), scn.data, path)
+    assert spec.data["train_rows"] is None and spec.data["holdout_path"].endswith("day_23.tsv")
+    train = row_stream(spec.data, RAW, batch_size=64, seed=0)
+    train.endless = False
+    assert sum(len(b["label"]) for b in train.batches()) == 700
+    held = row_stream(spec.data, RAW, batch_size=64, seed=0, split="holdout")
+    assert sum(len(b["label"]) for b in held.batches()) == 300 - len(bad)
+    assert held.stats()["bad_rows"] == 2
