@@ -209,11 +209,15 @@ def _one_stage(problem: Problem, g: int, t: StageTerms, k: int, link_bw: float, 
         odt_left = max(0.0, odt_left)
         P, S = (t.oct + odt_left, 0.0) if problem.odt_parallel else (t.oct, odt_left)
     w = t.alpha * P / m
-    step_s = amdahl.serial_time(P, S, t.alpha)
+    # the default model's per-unit fixed seconds per step (launches, optimizer, framework:
+    # cost/dominant.py's F) are work every replica does each step; 0 under the paper model
+    step_s = amdahl.serial_time(P, S, t.alpha) + t.fixed_s
     if problem.odt_parallel:
         comm_par = comm_step = odt_left / P if P > 0 else 0.0
     else:
         comm_par, comm_step = 0.0, (odt_left / step_s if step_s > 0 else 0.0)
+    if problem.odt_parallel and step_s > 0:  # F is compute, not data transfer
+        comm_step *= (step_s - t.fixed_s) / step_s
     forward_s, backward_s = w * (1.0 - options.backward_fraction), w * options.backward_fraction
     comm_bwd = comm_par
     if not flush:
