@@ -1,0 +1,101 @@
+"""Does the analytic model agree with its own simulator? One exact optimum at a time.
+
+    case = consistency_case(name, problem)     the exact optimum (least provisioning), its
+                                               analytic throughput, the simulated throughput
+                                               with the deterministic effects on (the check
+                                               `schedule` and `simulate` run, studies/verify.py)
+                                               and the same plan with no effect, then with the
+                                               effects switched on one after another
+    summary(cases)                             MAPE, median and worst error, and the mean
+                                               attribution per effect
+
+Attribution, cumulative in the order of DETERMINISTIC_EFFECTS (bubbles, allreduce,
+transfers, contention, ps): `none` is simulated(no effect) / analytic - 1 (what the model
+charges that the simulator's stage work does not: the all-reduce and the PS cap are not stage
+work, so none >= 0); effect e is simulated(effects up to e) / simulated(effects before e) - 1,
+what e adds on top of the ones before it. The flush comes first because the check always runs
+it (without it the pipeline is continuous, and message delays act differently). The parts
+multiply to the total: 1 + error = (1 + none) x prod_e (1 + e).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from heterps_sim.core.problem import Problem
+from heterps_sim.des import simulate
+from heterps_sim.des.options import DesOptions
+from heterps_sim.schedulers.base import run_scheduler
+from heterps_sim.schedulers.registry import make_scheduler
+from heterps_sim.studies.verify import DETERMINISTIC_EFFECTS, VerifySettings
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsistencyCase:
+    name: str
+    layers: int
+    types: int
+    stages: int
+    units: int
+    microbatches: int
+    analytic: float
+    """Analytic throughput of the exact optimum (samples/s)."""
+    simulated: float
+    """Simulated throughput, deterministic effects on (samples/s)."""
+    parts: dict[str, float] = field(default_factory=dict)
+    """Attribution (module docstring): 'none' and each effect; relative changes."""
+    wall_s: float = 0.0
+
+    @property
+    def error(self) -> float:
+        """simulated / analytic - 1."""
+        return self.simulated / self.analytic - 1.0
+
+
+def consistency_case(name: str, problem: Problem, *, attribute: bool = True,
+                     settings: VerifySettings | None = None) -> ConsistencyCase | None:
+    """The exact optimum of `problem` checked as `schedule` checks it; None when the problem
+    has no feasible plan."""
+    start = time.perf_counter()
+    outcome = run_scheduler(make_scheduler("exact"), problem, "least")
+    if outcome.plan is None:
+        return None
+    settings = settings or VerifySettings()
+    plan = outcome.plan.with_replicas([s.num_replicas for s in outcome.result.stages])
+
+    def run(effects) -> tuple[float, int]:
+        opts = DesOptions.with_effects(tuple(effects), num_steps=settings.num_steps)
+        r = simulate(problem, plan, seed=settings.seed, options=opts, record_spans=False).result
+        return r.throughput, int(r.extra.get("num_microbatches", 0))
+
+    sim, m = run(settings.effects)
+    parts: dict[str, float] = {}
+    if attribute:
+        before, _ = run(())
+        parts["none"] = before / outcome.result.throughput - 1.0
+        for i, e in enumerate(settings.effects):
+            now = sim if i == len(settings.effects) - 1 else run(settings.effects[:i + 1])[0]
+            parts[e] = now / before - 1.0
+            before = now
+    return ConsistencyCase(
+        name=name, layers=problem.num_layers, types=problem.num_types, stages=len(plan.stages),
+        units=sum(s.num_replicas for s in plan.stages), microbatches=m,
+        analytic=outcome.result.throughput, simulated=sim, parts=parts,
+        wall_s=time.perf_counter() - start)
+
+
+def summary(cases: list[ConsistencyCase]) -> dict:
+    """MAPE (%), median absolute error (%), the worst case, mean attribution per part (%)."""
+    errors = sorted(abs(c.error) for c in cases)
+    worst = max(cases, key=lambda c: abs(c.error))
+    keys = [k for k in (cases[0].parts if cases else {})]
+    return {"cases": len(cases), "mape_pct": 100.0 * sum(errors) / len(errors),
+            "median_pct": 100.0 * errors[len(errors) // 2],
+            "within_5pct": sum(e <= 0.05 for e in errors),
+            "worst": worst, "worst_pct": 100.0 * worst.error,
+            "attribution_pct": {k: 100.0 * sum(c.parts[k] for c in cases) / len(cases)
+                                for k in keys}}
+
+
+__all__ = ["ConsistencyCase", "DETERMINISTIC_EFFECTS", "consistency_case", "summary"]
