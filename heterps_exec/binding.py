@@ -33,7 +33,7 @@ DEVICE = re.compile(r"^(cpu|cuda:\d+)$")
 
 
 class TypeBinding(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     device: str = Field(default="cpu", description='"cpu" or "cuda:N"')
     host: str = Field(default="localhost", description="Machine that hosts this type's ranks "
                       "(informational with one node; multi-node runs place ranks by node).")
@@ -50,7 +50,7 @@ class TypeBinding(BaseModel):
 
 
 class BindingFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     types: dict[str, TypeBinding] = Field(default_factory=dict)
     default: TypeBinding | None = None
 

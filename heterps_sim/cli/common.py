@@ -54,8 +54,12 @@ def schedule_settings(args, loaded) -> tuple[str, str, int, dict]:
         if not sep or not key.strip():
             raise UserFileError(f"--set {item!r}: expected KEY=VALUE (a field of the scheduler's "
                                 "Config)")
-        import yaml
-        options[key.strip()] = yaml.safe_load(value)
+        from heterps_sim.core.files import load_yaml, non_finite_path
+        parsed = load_yaml(value, f"--set {key.strip()}")  # aliases bounded, no Python tags
+        if non_finite_path(parsed):
+            raise UserFileError(f"--set {key.strip()}: must be a finite number (no NaN or "
+                                "infinity)")
+        options[key.strip()] = parsed
     return name, mode, seed, options
 
 

@@ -8,6 +8,7 @@ argparse Namespace. Kept apart from the analytic commands so they never import s
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 from heterps_sim.cli.common import (
@@ -20,7 +21,13 @@ from heterps_sim.cli.common import (
 )
 from heterps_sim.core.files import UserFileError
 from heterps_sim.core.hps import parse_slow_replica
+from heterps_sim.core.limits import MAX_BATCH
 from heterps_sim.tiers import POLICIES
+
+MAX_PS_ROWS = 10**10
+"""Rows of the replayed table: the replay keeps per-row state for the rows it sees."""
+MAX_PS_IDS = 100_000_000
+"""Ids of a generated stream (8 bytes each in memory)."""
 
 
 class EffectsError(UserFileError):
@@ -108,9 +115,12 @@ def des_options(args, effects: frozenset[str] | None = None):
 def _slow_replica(text: str) -> tuple[int, int, float]:
     """--slow-replica STAGE:REPLICA:F, read by the one parser the engine's flag uses too."""
     try:
-        return parse_slow_replica(text)
+        stage, replica, factor = parse_slow_replica(text)
     except ValueError as exc:
         raise EffectsError(f"--slow-replica: {exc}") from None
+    if not math.isfinite(factor):
+        raise EffectsError(f"--slow-replica {text}: the factor must be a finite number >= 1")
+    return stage, replica, factor
 
 
 def _ps_stream(path: str):
@@ -134,10 +144,12 @@ def replayed_ps_options(args):
     from heterps_sim.tiers.replay import ps_options, zipf_ids
     checks = [(0 <= args.ps_hot_fraction <= 1, "--ps-hot-fraction: must be in [0, 1]"),
               (0 <= args.ps_warm_fraction <= 1, "--ps-warm-fraction: must be in [0, 1]"),
-              (args.ps_zipf > 0, "--ps-zipf: must be > 0"),
-              (args.ps_rows is None or args.ps_rows >= 1, "--ps-rows: must be >= 1"),
-              (args.ps_ids >= 1, "--ps-ids: must be >= 1"),
-              (args.ps_batch >= 1, "--ps-batch: must be >= 1")]
+              (math.isfinite(args.ps_zipf) and args.ps_zipf > 0,
+               "--ps-zipf: must be a finite number > 0"),
+              (args.ps_rows is None or 1 <= args.ps_rows <= MAX_PS_ROWS,
+               f"--ps-rows: must be in 1..{MAX_PS_ROWS:,}"),
+              (1 <= args.ps_ids <= MAX_PS_IDS, f"--ps-ids: must be in 1..{MAX_PS_IDS:,}"),
+              (1 <= args.ps_batch <= MAX_BATCH, f"--ps-batch: must be in 1..{MAX_BATCH:,}")]
     for ok, message in checks:
         if not ok:
             raise EffectsError(message)

@@ -167,6 +167,9 @@ def cmd_compare(args) -> int:
     from heterps_sim.studies.compare import compare
     if args.out:
         check_target(args.out)
+    if args.budget is not None and args.budget < 1:
+        raise UserFileError(f"--budget: expected a positive number of evaluations, got "
+                            f"{args.budget}")
     loaded = load(args.input, args.model)
     names = [n.strip() for n in args.schedulers.split(",")] if args.schedulers else None
     try:

@@ -32,9 +32,24 @@ def add_tradeoff(p) -> None:
     p.add_argument("--out", help="output folder (default: runs/tradeoff-<name>-<time>)")
 
 
+MAX_POINTS = 10_000
+"""Limits in one sweep (each is a full scheduler run per scheduler)."""
+MAX_JOBS = 256
+
+
+def _check_counts(args) -> None:
+    """--points and --jobs (and --budget where given) in range, before any work."""
+    if not 1 <= args.jobs <= MAX_JOBS:
+        raise UserFileError(f"--jobs: expected 1..{MAX_JOBS} worker processes, got {args.jobs}")
+    if not 1 <= args.points <= MAX_POINTS:
+        raise UserFileError(f"--points: expected 1..{MAX_POINTS:,} limits, got {args.points}")
+    if getattr(args, "budget", None) is not None and args.budget < 1:
+        raise UserFileError(f"--budget: expected a positive number of evaluations, got "
+                            f"{args.budget}")
+
+
 def cmd_tradeoff(args) -> int:
-    if args.jobs < 1:
-        raise UserFileError("--jobs: expected at least 1")
+    _check_counts(args)
     loaded = load(args.input, args.model)
     spec, limits_how = _spec(args, loaded.problem)  # SweepError: a UserFileError
     from heterps_sim.studies.sweep import run_sweep
@@ -110,8 +125,7 @@ def add_report(p) -> None:
 
 def cmd_report(args) -> int:
     from heterps_sim.studies.report import write_report
-    if args.jobs < 1 or args.points < 1:
-        raise UserFileError(f"--{'jobs' if args.jobs < 1 else 'points'}: expected at least 1")
+    _check_counts(args)
     path = write_report(Path(args.out), scenarios=args.scenarios, points=args.points,
                         jobs=args.jobs, progress=not args.json)  # ReportError: a UserFileError
     if args.json:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import re
 import sys
 from collections.abc import Callable
@@ -29,36 +30,130 @@ def validation_message(source: str, exc: ValidationError) -> str:
     return f"{source}: " + "; ".join(parts)
 
 
+MAX_INPUT_BYTES = 32 * 2**20
+"""Largest scenario, problem, plan or binding file read (a 64-type, 1,000-layer problem JSON
+is a few MB)."""
+MAX_YAML_NODES = 1_000_000
+"""Most values a YAML document may hold once its aliases are expanded: an 800-byte "billion
+laughs" document of nested aliases expands to billions and is refused before it is built."""
+
+
 def read_text(path: Path) -> str:
+    """A text file of at most MAX_INPUT_BYTES (read up to the limit, so /dev/zero cannot hang)."""
     try:
-        return path.read_text()
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_INPUT_BYTES + 1)
     except FileNotFoundError:
         raise UserFileError(f"{path}: no such file") from None
-    except UnicodeDecodeError:
-        raise UserFileError(f"{path}: not a text file (not UTF-8)") from None
+    except IsADirectoryError:
+        raise UserFileError(f"{path}: is a folder, expected a file") from None
     except OSError as exc:
         raise UserFileError(f"{path}: cannot read ({exc.strerror})") from None
+    if len(raw) > MAX_INPUT_BYTES:
+        raise UserFileError(f"{path}: larger than the {MAX_INPUT_BYTES // 2**20} MiB an input "
+                            "file may be")
+    try:
+        return raw.decode()
+    except UnicodeDecodeError:
+        raise UserFileError(f"{path}: not a text file (not UTF-8)") from None
+
+
+def _expanded_size(node, memo: dict, open_: set) -> int:
+    """Values in `node` with every alias expanded (memoised per node, so linear in the text)."""
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    if key in open_:
+        raise ValueError("an alias refers to a value that contains it (a recursive document)")
+    open_.add(key)
+    if isinstance(node, yaml.SequenceNode):
+        size = 1 + sum(_expanded_size(child, memo, open_) for child in node.value)
+    elif isinstance(node, yaml.MappingNode):
+        size = 1 + sum(_expanded_size(k, memo, open_) + _expanded_size(v, memo, open_)
+                       for k, v in node.value)
+    else:
+        size = 1
+    open_.discard(key)
+    memo[key] = size
+    return size
+
+
+def load_yaml(text: str, source: str):
+    """Parse one YAML document safely: no Python tags (SafeLoader), and at most
+    MAX_YAML_NODES values once aliases are expanded; errors are one line naming `source`."""
+    loader = None
+    try:
+        loader = yaml.SafeLoader(text)  # its reader already refuses some characters
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        try:
+            size = _expanded_size(node, {}, set())
+        except ValueError as exc:
+            raise UserFileError(f"{source}: refused: {exc}") from None
+        except RecursionError:
+            raise UserFileError(f"{source}: refused: values nested too deeply") from None
+        if size > MAX_YAML_NODES:
+            raise UserFileError(f"{source}: refused: its aliases expand to more than "
+                                f"{MAX_YAML_NODES:,} values (the limit)")
+        return loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise UserFileError(f"{source}: malformed YAML{where}: "
+                            f"{getattr(exc, 'problem', None) or exc}") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+def _finite_json_number(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is not a finite number")
+    return value
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def non_finite_path(data, path: str = "") -> str | None:
+    """The dotted path of the first NaN or infinity inside `data`, or None."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return path or "(top level)"
+    items = (data.items() if isinstance(data, dict) else
+             enumerate(data) if isinstance(data, list) else ())
+    for key, value in items:
+        found = non_finite_path(value, f"{path}.{key}" if path else str(key))
+        if found:
+            return found
+    return None
 
 
 def read_mapping(path: Path) -> dict:
-    """A YAML or JSON file (by suffix) whose top level must be a mapping."""
+    """A YAML or JSON file (by suffix) whose top level must be a mapping. No number in it may
+    be NaN or infinite (every heterps input is a finite quantity; "unlimited" is null)."""
     text = read_text(path)
     if path.suffix == ".json":
         try:
-            data = json.loads(text)
+            data = json.loads(text, parse_float=_finite_json_number,
+                              parse_constant=_no_constant)
         except json.JSONDecodeError as exc:
             raise UserFileError(f"{path}: malformed JSON at line {exc.lineno}, column "
                                 f"{exc.colno}: {exc.msg}") from None
+        except ValueError as exc:
+            raise UserFileError(f"{path}: {exc}") from None
+        except RecursionError:
+            raise UserFileError(f"{path}: values nested too deeply") from None
     else:
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-            raise UserFileError(f"{path}: malformed YAML{where}: "
-                                f"{getattr(exc, 'problem', None) or exc}") from None
+        data = load_yaml(text, str(path))
     if not isinstance(data, dict):
         raise UserFileError(f"{path}: expected a mapping of fields at the top level")
+    bad = non_finite_path(data)
+    if bad:
+        raise UserFileError(f"{path}: {bad}: must be a finite number (no NaN or infinity; "
+                            "write null where a field allows 'unlimited')")
     return data
 
 

@@ -51,7 +51,8 @@ def parse_slow_replica(text: str) -> tuple[int, int, float]:
 class HpsOptions(BaseModel):
     """The H-PS features a run switches on; every one is off by default."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True,
+                              allow_inf_nan=False)
 
     share: Share = "equal"
     """How a stage's replicas split a step's microbatches: equal (mu mod k) or speed (in

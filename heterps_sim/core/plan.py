@@ -22,6 +22,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from heterps_sim.core.limits import MAX_MICROBATCHES, MAX_REPLICAS
+
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 SCHEDULES = ("gpipe", "1f1b", "async")
@@ -98,8 +100,8 @@ class Plan:
     def __post_init__(self) -> None:
         if not self.stages:
             raise ValueError("a plan needs at least one stage")
-        if self.num_microbatches < 1:
-            raise ValueError("num_microbatches must be >= 1")
+        if not 1 <= self.num_microbatches <= MAX_MICROBATCHES:
+            raise ValueError(f"num_microbatches must be in 1..{MAX_MICROBATCHES}")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}")
 
@@ -159,16 +161,16 @@ def _coverage_problem(got: tuple[str, ...], want: tuple[str, ...]) -> str:
 
 
 class _ReplicaGroupModel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     resource: str
-    count: int = Field(ge=1)
+    count: int = Field(ge=1, le=MAX_REPLICAS)
 
 
 class _StageModel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     layers: list[str] = Field(min_length=1)
     resource: str | None = None
-    num_replicas: int | None = Field(default=None, ge=1)
+    num_replicas: int | None = Field(default=None, ge=1, le=MAX_REPLICAS)
     replicas: list[_ReplicaGroupModel] | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
@@ -196,9 +198,9 @@ class _StageModel(BaseModel):
 class PlanModel(BaseModel):
     """Validation of plan.json, format 2 (`extra="forbid"`); older formats are upgraded first."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     format_version: int = Field(default=FORMAT_VERSION, ge=FORMAT_VERSION, le=FORMAT_VERSION)
-    num_microbatches: int = Field(default=1, ge=1)
+    num_microbatches: int = Field(default=1, ge=1, le=MAX_MICROBATCHES)
     schedule: str = Field(default="gpipe", pattern="^(gpipe|1f1b|async)$")
     stages: list[_StageModel] = Field(min_length=1)
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from heterps_sim.core.limits import MAX_LAYERS, MAX_TYPES, MAX_UNITS
 from heterps_sim.core.ps_spec import PsSpec
 from heterps_sim.core.unit_costs import COST_MODELS, CostParams, costs_from_json_dict, default_costs
 
@@ -137,7 +138,7 @@ class Problem:
 class ProblemModel(BaseModel):
     """Validation of a problem JSON file (`extra="forbid"`: a typo is an error)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     format: str = FORMAT
     name: str = ""
     batch_size: int = Field(gt=0)
@@ -175,6 +176,9 @@ class ProblemModel(BaseModel):
             raise ValueError("layer_names: the model has no layers")
         if num_types == 0:
             raise ValueError("type_names: no resource types")
+        if num_layers > MAX_LAYERS or num_types > MAX_TYPES:
+            raise ValueError(f"at most {MAX_LAYERS:,} layers and {MAX_TYPES:,} types, got "
+                             f"{num_layers:,} x {num_types:,}")
         for key in ("oct_s", "odt_s", "alpha"):
             rows = getattr(self, key)
             if len(rows) != num_layers or any(len(r) != num_types for r in rows):
@@ -202,8 +206,8 @@ class ProblemModel(BaseModel):
                     bound = ">= 0" if key == "boundary_bytes" else "> 0"
                     raise ValueError(f"{key}[{k}]: must be a finite number {bound}, got {x}")
         for k, a in enumerate(self.available):
-            if a is not None and a < 0:
-                raise ValueError(f"available[{k}]: must be >= 0 or null, got {a}")
+            if a is not None and not 0 <= a <= MAX_UNITS:
+                raise ValueError(f"available[{k}]: must be 0..{MAX_UNITS:,} units or null, got {a}")
         for key in ("param_bytes", "sparse_bytes"):
             values = getattr(self, key)
             if values is not None and len(values) != num_layers:

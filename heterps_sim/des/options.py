@@ -30,6 +30,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from heterps_sim.core.hps import HpsOptions
+from heterps_sim.core.limits import MAX_MICROBATCHES, MAX_SIM_STEPS
 from heterps_sim.core.ps_spec import PsSpec, TierSpec
 
 EFFECTS = ("bubbles", "allreduce", "transfers", "contention", "ps", "jitter", "stragglers",
@@ -72,7 +73,8 @@ class _either:
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, ignored_types=(_either,))
+    model_config = ConfigDict(extra="forbid", frozen=True, ignored_types=(_either,),
+                              allow_inf_nan=False)
 
 
 TierOptions = TierSpec
@@ -91,7 +93,7 @@ class PsOptions(PsSpec):
     what the effect adds is the time spent queueing behind other replicas' requests.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     prefetch: bool = Field(default=True, description="Queue the next forward's pull while the "
                            "current operation computes (depth 1); False: just before it.")
@@ -105,14 +107,16 @@ class DesOptions(HpsOptions):
     explicit transfers (effect transfers), overlap on the all-reduce (effect allreduce).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True, ignored_types=(_either,))
+    model_config = ConfigDict(extra="forbid", frozen=True, ignored_types=(_either,),
+                              allow_inf_nan=False)
 
     schedule: Literal["gpipe", "1f1b", "async"] | None = Field(
         default=None, description="Microbatch schedule; None = the plan's.")
     num_microbatches: int | None = Field(
-        default=None, ge=1, description="Microbatches per step; None = the plan's when > 1, "
+        default=None, ge=1, le=MAX_MICROBATCHES, description="Microbatches per step; None = the plan's when > 1, "
         "else lanes.default_microbatches (a multiple of every stage's replica count).")
-    num_steps: int = Field(default=8, ge=1, description="Training steps simulated.")
+    num_steps: int = Field(default=8, ge=1, le=MAX_SIM_STEPS,
+                           description="Training steps simulated.")
     warmup_steps: int | None = Field(
         default=None, ge=0, description="Steps left out of the throughput measurement (pipeline "
         "fill); None = max(1, num_steps // 4) when num_steps >= 2, else 0.")

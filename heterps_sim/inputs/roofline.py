@@ -21,6 +21,7 @@ backward the gradients of those that have one (raw ids, labels and features have
 from __future__ import annotations
 
 import csv
+import math
 from pathlib import Path
 
 import numpy as np
@@ -109,9 +110,25 @@ def load_trace(path: str | Path) -> list[dict]:
             parsed.append({"model": row["model"], "layer": row["layer"], "resource": row["resource"],
                            "batch_size": int(row["batch_size"]), "oct_s": float(row["oct_s"]),
                            "odt_s": float(row["odt_s"]) if row["odt_s"] else None})
-        except ValueError:
+        except (ValueError, TypeError):
             raise TraceError(f"{path}: line {n}: batch_size, oct_s and odt_s must be numbers") from None
+        problem = _bad_trace_value(parsed[-1])
+        if problem:
+            raise TraceError(f"{path}: line {n}: {problem}")
     return parsed
+
+
+def _bad_trace_value(row: dict) -> str:
+    """'' when a parsed trace row's numbers make sense: a batch of at least one sample (the
+    times are scaled by batch / batch_size) and finite times >= 0."""
+    from heterps_sim.core.limits import MAX_BATCH
+    if not 1 <= row["batch_size"] <= MAX_BATCH:
+        return f"batch_size: expected 1..{MAX_BATCH:,} samples, got {row['batch_size']}"
+    for key in ("oct_s", "odt_s"):
+        x = row[key]
+        if x is not None and not (math.isfinite(x) and x >= 0):
+            return f"{key}: expected a finite time >= 0 s, got {x}"
+    return ""
 
 
 def apply_traces(model: ModelSpec, cluster: Cluster, batch: int, oct_s, odt_s, traces) -> int:

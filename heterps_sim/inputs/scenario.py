@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 from heterps_sim.core.files import UserFileError, read_mapping, validation_message
+from heterps_sim.core.limits import MAX_BATCH, MAX_SYNTHETIC_TYPES, MAX_UNITS
 from heterps_sim.core.problem import Problem
 from heterps_sim.core.spec import Cluster, ProfileOptions, Workload
 from heterps_sim.inputs import catalog, custom_types, model_source
@@ -42,7 +43,7 @@ SCHEMA_PATH = Path(str(_DATA / "scenario.schema.json"))
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # no NaN/inf anywhere
 
 
 class ModelSection(_Strict):
@@ -152,14 +153,17 @@ def build_cluster(section: ClusterSection, source: str) -> Cluster:
         types = catalog.select(all_types, kind=section.kind, names=names)
     except KeyError as exc:
         raise ScenarioError(f"{source}: cluster.types: {exc.args[0]}") from None
+    if section.synthetic.count > MAX_SYNTHETIC_TYPES:
+        raise ScenarioError(f"{source}: cluster.synthetic.count: at most {MAX_SYNTHETIC_TYPES} "
+                            f"synthetic types, got {section.synthetic.count}")
     if section.synthetic.count:
         types = types + catalog.synthetic_variants(types, section.synthetic.count, seed=section.synthetic.seed)
     by_name = {t.name: t for t in types}
     errors = [f"cluster.{key}.{name}: unknown resource type {name!r} (not among the selected types)"
               for key in ("available", "overrides")
               for name in getattr(section, key) if name not in by_name]
-    errors += [f"cluster.available.{n}: must be >= 0 or null, got {a}"
-               for n, a in section.available.items() if a is not None and a < 0]
+    errors += [f"cluster.available.{n}: must be 0..{MAX_UNITS:,} units or null, got {a}"
+               for n, a in section.available.items() if a is not None and not 0 <= a <= MAX_UNITS]
     if errors:
         raise ScenarioError(f"{source}: " + "; ".join(errors))
     types = tuple(_override(t, section.overrides.get(t.name)) for t in types)
@@ -218,6 +222,9 @@ def scenario_problem(scn: ScenarioModel, path: Path | None = None) -> Problem:
     mine = custom_types.user_types(scn.cluster.define, scn.cluster.catalog, source, set())
     traces += custom_types.attached_traces(mine, model.name, set(cluster.type_names))
     w = scn.workload
+    if w.batch_size > MAX_BATCH:
+        raise ScenarioError(f"{source}: workload.batch_size: at most {MAX_BATCH:,} samples, got "
+                            f"{w.batch_size:,}")
     workload = Workload(batch_size=w.batch_size, throughput_limit=w.throughput_limit,
                         num_samples=w.num_samples)
     bad = unknown_types(scn.costs, cluster.type_names)

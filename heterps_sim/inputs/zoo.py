@@ -241,8 +241,10 @@ def synthetic_graph(num_layers: int = 64, *, seed: int = 0,
     n = 2: a Linear on the raw dense features, then the loss. n = 1: that Linear alone, with
     the loss folded in (it reads the raw sample and is the last layer).
     """
-    if num_layers < 1:
-        raise ValueError(f"synthetic_chain needs num_layers >= 1, got {num_layers}")
+    from heterps_sim.core.limits import MAX_LAYERS
+    if not 1 <= num_layers <= MAX_LAYERS:
+        raise ValueError(f"num_layers: a synthetic chain has 1..{MAX_LAYERS:,} layers, got "
+                         f"{num_layers:,}")
     rng = random.Random(seed)
     middle = num_layers - 2
     n_emb = 0 if middle < 2 else min(

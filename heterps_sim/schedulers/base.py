@@ -30,7 +30,7 @@ class SchedulerConfig(BaseModel):
     """Base of every scheduler's Config: unknown options are errors; the docstring under a
     field is its description (`heterps-sim schedule --scheduler NAME --set help` lists them)."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, allow_inf_nan=False)
     seed: int = 0
     """Seed of any randomness; same seed, same plan."""
 

@@ -62,9 +62,10 @@ def test_missing_replica_names_the_first_one_the_plan_lacks(slow, replicas, miss
     assert HpsOptions(slow_replicas=slow).missing_replica(replicas) == missing
 
 
-def test_a_nan_factor_is_never_a_valid_slowdown():
-    got = HpsOptions(slow_replicas=((0, 0, math.nan),)).missing_replica([1])
-    assert got is not None and math.isnan(got[2])
+@pytest.mark.parametrize("factor", [math.nan, math.inf])
+def test_a_non_finite_factor_is_never_a_valid_slowdown(factor):
+    with pytest.raises(ValueError, match="finite"):
+        HpsOptions(slow_replicas=((0, 0, factor),))
 
 
 def test_the_shared_options_import_neither_simpy_nor_torch():

@@ -49,7 +49,7 @@ class Args(BaseModel):
     """The training run's settings: each field is a --flag of `parse_args` (its docstring the
     help); bad values raise a ValueError naming the field."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, allow_inf_nan=False)
 
     problems: list[str] = Field(default_factory=list)
     """scenario YAML / problem JSON files to train on (none: the built-in default scenario)"""

@@ -54,7 +54,7 @@ class Args(BaseModel):
     """The training run's settings: each field is a --flag of `parse_args` (its docstring the
     help); bad values raise a ValueError naming the field."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, allow_inf_nan=False)
 
     out: str = "rl.pt"
     """checkpoint written at the end (a CSV log beside it)"""
