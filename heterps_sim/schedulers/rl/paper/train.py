@@ -32,6 +32,7 @@ from heterps_sim.core.problem import Problem
 from heterps_sim.cost.batch import evaluate_assignments
 from heterps_sim.cost.reference import MODES
 from heterps_sim.schedulers.fields import add_flags, plain_message
+from heterps_sim.schedulers.rl.outcome import no_feasible_plan_exit
 from heterps_sim.schedulers.rl.paper.features import FeatureNorm, encode
 from heterps_sim.schedulers.rl.paper.policy import LSTMPolicy, ProblemTensors
 from heterps_sim.schedulers.rl.reward import SCALES, reference_cost, rewards
@@ -297,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
               f"({task.best_cost / task.reference:.4f} x the reference), "
               f"{task.updates} updates, {task.evaluations} plans")
     print(f"{stats['updates']} updates in {stats['wall_s']:.1f} s; wrote {args.out} and {log}")
-    return 0
+    return no_feasible_plan_exit(tasks)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from heterps_sim.core.problem import Problem
 from heterps_sim.cost.batch import evaluate_assignments
 from heterps_sim.cost.reference import MODES
 from heterps_sim.schedulers.fields import add_flags, plain_message
+from heterps_sim.schedulers.rl.outcome import no_feasible_plan_exit
 from heterps_sim.schedulers.rl.reward import reference_cost, rewards
 from heterps_sim.schedulers.rl.stagewise.des_reward import DEFAULT_EFFECTS, DesJudge, des_rewards
 from heterps_sim.schedulers.rl.stagewise.imitation import SIZES, solved_problems
@@ -376,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
               f"({'DES' if task.judge else 'analytic'}), {task.evaluations} plans costed")
     print(f"{steps} imitation steps, {updates} PPO updates in "
           f"{time.perf_counter() - start:.1f} s; wrote {args.out} and {log_path}")
-    return 0
+    return no_feasible_plan_exit(tasks)
 
 
 if __name__ == "__main__":
