@@ -70,9 +70,12 @@ class Problem:
         return default_costs(self.type_kinds, self.num_types, self.num_layers)
 
     def with_model(self, cost_model: str) -> Problem:
-        """The same problem under another analytic model ("paper" or "default")."""
+        """The same problem under another analytic model ("paper" or "default"); odt_s gains
+        or loses the parameter server's side of embedding traffic (core/ps_odt.py)."""
+        from heterps_sim.core.ps_odt import model_odt_s
         fields = {f: getattr(self, f) for f in self.__dataclass_fields__}
         fields["cost_model"] = cost_model
+        fields["odt_s"] = model_odt_s(self, cost_model)
         return Problem(**fields)
 
     @property

@@ -33,9 +33,11 @@ The API (plain floats; numpy only for the per-layer arrays):
                                                   per sample fill the capacity (inf with none)
 
 How each side uses it:
-  planner    odt_s[i][j] (roofline) = unit side + batch_s(sparse_bytes[i], B, ps, latency):
-             the expected, unloaded time of the layer's pulls and pushes; a planner that models
-             the PS's shared bandwidth caps throughput at max_throughput(problem).
+  planner    default model: odt_s[i][j] = unit side (roofline) + batch_s(sparse_bytes[i], B,
+             ps, latency): the expected, unloaded time of the layer's pulls and pushes
+             (core/ps_odt.py adds it when the problem is built or changes model), and the PS's
+             shared bandwidth caps throughput at max_throughput(problem). The paper model's
+             odt_s is the unit side only (HeterPS's odt).
   simulator  effect `ps` (des/work.py, des/comms.py) takes stage_s(...) out of the stage's
              work and issues the same traffic as requests that queue FIFO at the shards (one
              SimPy Resource: equal parts keep the shards in lockstep), each served in
@@ -52,6 +54,7 @@ import math
 
 import numpy as np
 
+from heterps_sim.core import ps_odt
 from heterps_sim.core.ps_spec import DEFAULT_PS, PsSpec
 
 
@@ -72,15 +75,12 @@ def layer_bytes(problem) -> tuple[np.ndarray, np.ndarray]:
 def request_s(nbytes: float, ps: PsSpec, latency_s: float) -> float:
     """Seconds of one request of nbytes at an idle PS: the shards' service in parallel, the
     expected tier latency and the network latency (0 for nbytes == 0: no request)."""
-    if nbytes <= 0:
-        return 0.0
-    return nbytes / ps.num_shards * ps.seconds_per_byte + ps.tier_latency_s + latency_s
+    return ps_odt.request_s(nbytes, ps, latency_s)
 
 
 def batch_s(sparse_bytes: float, batch_size: int, ps: PsSpec, latency_s: float) -> float:
     """PS side of one embedding layer for one batch: a pull and a push of B x sparse_bytes."""
-    n = batch_size * float(sparse_bytes)
-    return request_s(n, ps, latency_s) + request_s(n, ps, latency_s)
+    return float(ps_odt.ps_side_s([sparse_bytes], batch_size, ps, latency_s)[0])
 
 
 def stage_s(problem, first: int, last: int) -> float:

@@ -35,16 +35,24 @@ class LoadedInput:
 def load_input(path: str | Path | None, model: str | None = None) -> LoadedInput:
     """A scenario (.yaml/.yml, or none: the built-in default) or a problem (.json); `model`
     ("default" | "paper") overrides the analytic model the input names."""
-    loaded = _load_input(path)
+    loaded = _load_input(path, model)
     if model is not None:
         loaded.problem = loaded.problem.with_model(model)
     return loaded
 
 
-def _load_input(path: str | Path | None) -> LoadedInput:
+def _with_model(scn: ScenarioModel, model: str | None) -> ScenarioModel:
+    """The scenario as if its costs.model said `model`: built under it from the start, so
+    its odt_s is that model's exactly (core/ps_odt.py), not converted to rounding."""
+    if model is None or scn.costs.model == model:
+        return scn
+    return scn.model_copy(update={"costs": scn.costs.model_copy(update={"model": model})})
+
+
+def _load_input(path: str | Path | None, model: str | None = None) -> LoadedInput:
     if path is None:
         scn, p = load_scenario(None)
-        return LoadedInput(scenario_problem(scn, p), None, scn)
+        return LoadedInput(scenario_problem(_with_model(scn, model), p), None, scn)
     p = Path(path)
     data = read_mapping(p)
     if p.suffix == ".json":
@@ -53,7 +61,7 @@ def _load_input(path: str | Path | None) -> LoadedInput:
         except ValidationError as exc:
             raise InputError(validation_message(str(p), exc)) from None
     scn = parse_scenario(data, str(p))
-    return LoadedInput(scenario_problem(scn, p), p, scn)
+    return LoadedInput(scenario_problem(_with_model(scn, model), p), p, scn)
 
 
 def load_plan(path: str | Path) -> Plan:

@@ -98,15 +98,14 @@ def build_ps(section: PsSection) -> PsSpec:
 
 
 def with_ps(problem, spec: PsSpec):
-    """The problem with `spec` as its PS and the PS side of every embedding layer's traffic
-    (cost/ps_traffic.batch_s: one pull and one push per batch) added to its odt_s: the
-    analytic model's embedding term. The unit's own side is already in odt_s (roofline)."""
+    """The problem with `spec` as its PS; under the default model the PS side of every
+    embedding layer's traffic (core/ps_odt.py: one pull and one push per batch) is added to
+    its odt_s. The paper model's odt is HeterPS's: the unit's own side only, already in odt_s
+    (roofline)."""
     import dataclasses
 
-    import numpy as np
-
-    from heterps_sim.cost import ps_traffic
-    pulled, _ = ps_traffic.layer_bytes(problem)
-    extra = np.array([ps_traffic.batch_s(b, problem.batch_size, spec, problem.latency_s)
-                      for b in pulled])
-    return dataclasses.replace(problem, ps=spec, odt_s=problem.odt_s + extra[:, None])
+    from heterps_sim.core import ps_odt
+    if problem.sparse_bytes is None or not ps_odt.holds_ps_side(problem.cost_model):
+        return dataclasses.replace(problem, ps=spec)
+    side = ps_odt.ps_side_s(problem.sparse_bytes, problem.batch_size, spec, problem.latency_s)
+    return dataclasses.replace(problem, ps=spec, odt_s=ps_odt.with_ps_side(problem.odt_s, side))
