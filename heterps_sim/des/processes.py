@@ -66,10 +66,9 @@ def replica(world: World, rep: Replica):
         start = env.now if ps else (a if a > clock else clock)
         d = durations[i]
         if preempt is not None:
-            start = preempt.start(start, d, rep.step_work_s)
+            start = preempt.start(start, d, i)
             if not batched and start > env.now:
                 yield timeout(delay_to(env.now, start))
-            rep.step_work_s += d
         if world.cores is not None:  # (never batched)
             start = yield from on_core(world, rep, d)
             clock = env.now
@@ -137,7 +136,7 @@ def step_end(world: World, rep: Replica, i: int, step: int, clock: float, worked
     if d > 0 or rep.preempt is not None:
         start = env.now if not world.batched else clock
         if rep.preempt is not None:
-            start = rep.preempt.start(start, d, rep.step_work_s)
+            start = rep.preempt.start(start, d, i)
             if not world.batched and start > env.now:
                 yield env.timeout(delay_to(env.now, start))
         if world.cores is not None and d > 0:
@@ -154,7 +153,8 @@ def step_end(world: World, rep: Replica, i: int, step: int, clock: float, worked
         end = done.value if done.triggered else (yield done)
         clock = max(clock, end)
     rep.step_ends.append(clock)
-    rep.step_work_s = 0.0
+    if rep.preempt is not None:
+        rep.preempt.end_step()
     return clock
 
 

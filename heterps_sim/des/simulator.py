@@ -16,6 +16,7 @@ import simpy
 
 from heterps_sim.core import sharing
 from heterps_sim.core.lanes import (
+    STEP,
     F,
     default_microbatches,
     num_lanes,
@@ -28,17 +29,23 @@ from heterps_sim.core.result import RunResult
 from heterps_sim.core.trace import Span
 from heterps_sim.cost import ps_traffic
 from heterps_sim.cost.reference import StageTerms, evaluate_plan, plan_stages
-from heterps_sim.des.effects import JITTER, Preemptions, choose_stragglers, jitter_factors, stream
+from heterps_sim.des.effects import (
+    ALLREDUCE,
+    JITTER,
+    NOISE,
+    MESSAGE,
+    PS_REQUEST,
+    Preemptions,
+    choose_stragglers,
+    jitter_factors,
+    operation_keys,
+)
 from heterps_sim.des.options import DesOptions, PsOptions
 from heterps_sim.des.processes import replica
-from heterps_sim.des.stats import build_result, build_spans, not_run
+from heterps_sim.des.stats import build_result, build_spans, not_run, window_starts
 from heterps_sim.des.window import choose_window
 from heterps_sim.des.work import StageWork, stage_work
 from heterps_sim.des.world import Replica, World
-
-ALLREDUCE_STREAMS = 1 << 20
-"""Jitter stream ids of the stages' all-reduces start here (replica ids lie below)."""
-
 
 @dataclass(frozen=True)
 class DesRun:
@@ -81,12 +88,31 @@ def simulate(problem: Problem, plan: Plan, *, seed: int = 0, options: DesOptions
     uses_resources = (options.on("contention") or options.on("cores")
                       or any(w.ps_bytes > 0 for w in works))
     lanes = num_lanes(ks, flush)
-    window = choose_window(options, ks, m, lanes, flush)
-    steps = window.total
+    window = choose_window(options, ks, m, flush)
+    setup = (problem, works, options, schedule, flush, lanes, m, window, seed, uses_resources)
+    reference = None
+    if options.effects & NOISE:  # the window's start without the noise (des/stats.py: how noise is measured)
+        reference, _ = _run_world(*setup, noise=False)
+    world, events = _run_world(*setup, noise=True)
+    info = {"schedule": schedule, "flush": flush, "num_microbatches": m, "lanes": lanes,
+            "steps_simulated": window.total, "seed": seed, "events": events,
+            "batched": world.batched, "notes": notes}
+    result = build_result(problem, plan, analytic, terms, world, options, info, window,
+                          None if reference is None else window_starts(reference, window))
+    spans = build_spans(problem, world, m) if record_spans else ()
+    return DesRun(result, spans, events)
+
+
+def _run_world(problem: Problem, works: list[StageWork], options: DesOptions, schedule: str,
+               flush: bool, lanes: int, m: int, window, seed: int, uses_resources: bool,
+               noise: bool) -> tuple[World, int]:
+    """Build the world, run SimPy to the end; returns the world and the events processed.
+    noise=False leaves jitter and preemption out (the reference run of a noisy one)."""
     env = simpy.Environment()
-    world = World(env, works, options, problem.latency_s, m, steps,
+    world = World(env, works, options, problem.latency_s, m, window.total,
                   batched=options.batch and not uses_resources)
     world.flush = flush
+    world.noise_from = window.warmup if noise else None
     world.ps_spec = options.ps or PsOptions(**ps_traffic.problem_ps(problem).model_dump())
     _populate(world, works, schedule, flush, lanes, seed)
     for reps in world.replicas:
@@ -94,12 +120,7 @@ def simulate(problem: Problem, plan: Plan, *, seed: int = 0, options: DesOptions
             env.process(replica(world, rep))
     events = _run(env)
     _check_finished(world)
-    info = {"schedule": schedule, "flush": flush, "num_microbatches": m, "lanes": lanes,
-            "steps_simulated": steps, "seed": seed, "events": events, "batched": world.batched,
-            "notes": notes}
-    result = build_result(problem, plan, analytic, terms, world, options, info, window)
-    spans = build_spans(problem, world, m) if record_spans else ()
-    return DesRun(result, spans, events)
+    return world, events
 
 
 def _run(env: simpy.Environment) -> int:
@@ -137,7 +158,8 @@ def _populate(world: World, works: list[StageWork], schedule: str, flush: bool, 
     units = sum(w.num_replicas for w in works)
     slow = (choose_stragglers(seed, units, opts.straggler_fraction) if opts.on("stragglers")
             else frozenset())
-    jitter = opts.jitter_cv if opts.on("jitter") else 0.0
+    noisy = world.noise_from is not None
+    jitter = opts.jitter_cv if noisy and opts.on("jitter") else 0.0
     factors = _slowdowns(works, slow, opts)
     if opts.share == "speed":
         world.assignments = _speed_assignments(works, factors, m, n_steps)
@@ -154,9 +176,10 @@ def _populate(world: World, works: list[StageWork], schedule: str, flush: bool, 
             world.replicas[g].append(rep)
             world.by_id.append(rep)
             rid += 1
+    steps = np.arange(n_steps)
     world.allreduce_s = [
-        (w.allreduce_s * jitter_factors(stream(seed, JITTER, ALLREDUCE_STREAMS + g), jitter,
-                                        n_steps)).tolist()
+        (w.allreduce_s * _measured(jitter_factors(seed, jitter, ALLREDUCE, g, steps), steps,
+                                   world.noise_from)).tolist()
         for g, w in enumerate(works)]
     env = world.env
     if world.contention:
@@ -197,35 +220,58 @@ def _speed_assignments(works: list[StageWork], factors: list[float], m: int,
 
 def _make_replica(world: World, rid: int, w: StageWork, r: int, actions: list, jitter: float,
                   slowdown: float, seed: int) -> Replica:
+    """A replica with its durations; every random factor is keyed by the operation it
+    stretches (des/effects.py), so it does not depend on the order of the action list, and
+    the noise acts on the measured steps on (world.noise_from)."""
     opts = world.options
     per_code = (w.forward_s, w.backward_s, w.step_s)
     durations = [per_code[c] for c, _ in actions]
-    rng = stream(seed, JITTER, rid) if jitter > 0 else None
-    codes = None
+    codes = keys = steps = None
     straggler = slowdown != 1.0
-    if rng is not None or straggler or world.transfers or w.ps_bytes > 0:
+    preempt = opts.on("preemption") and world.noise_from is not None
+    if jitter > 0 or straggler or world.transfers or w.ps_bytes > 0 or preempt:
         codes = np.array([c for c, _ in actions], dtype=np.int64)
-        factor = jitter_factors(rng, jitter, len(actions)) if rng is not None else 1.0
+        mus = np.array([mu for _, mu in actions], dtype=np.int64)
+        keys = operation_keys(codes, mus)
+        steps = np.where(codes == STEP, mus, mus // world.num_microbatches)
+        factor = 1.0
+        if jitter > 0:
+            factor = _measured(jitter_factors(seed, jitter, JITTER, rid, keys), steps,
+                               world.noise_from)
         durations = (np.array(durations) * factor * slowdown).tolist()
     rep = Replica(id=rid, stage=w, index=r, actions=actions, durations=durations, slow=straggler)
     if world.transfers:
-        rep.send_s = _send_seconds(world.works, w.index, codes, rng, jitter)
+        rep.send_s = _send_seconds(world, w.index, codes, jitter, seed, rid, keys, steps)
     if w.ps_bytes > 0:
-        if rng is not None:
-            rep.ps_factor = jitter_factors(rng, jitter, 2 * len(actions)).tolist()
+        if jitter > 0:  # [2 i]: the pull before action i, [2 i + 1]: the push after it
+            rep.ps_factor = _measured(
+                jitter_factors(seed, jitter, PS_REQUEST, rid, keys[:, None], np.array([[0, 1]])),
+                steps[:, None], world.noise_from).ravel().tolist()
         rep.next_forward = _next_forward(codes)
-    if opts.on("preemption"):
-        rep.preempt = Preemptions(seed, rid, opts.preemption_rate_per_hour, opts.restart_delay_s)
+    if preempt:
+        rep.preempt = Preemptions(seed, rid, opts.preemption_rate_per_hour, opts.restart_delay_s,
+                                  keys, steps >= world.noise_from)
     return rep
 
 
-def _send_seconds(works: list[StageWork], g: int, codes: np.ndarray, rng, jitter: float) -> list:
+def _measured(factors: np.ndarray, steps: np.ndarray, noise_from: int) -> np.ndarray:
+    """Noise factors on the operations of the measured steps on, 1 before (the pipeline fills
+    without noise; des/stats.py)."""
+    if noise_from is None:  # (no noise: the factors are 1)
+        return factors
+    return np.where(steps >= noise_from, factors, 1.0)
+
+
+def _send_seconds(world: World, g: int, codes: np.ndarray, jitter: float, seed: int, rid: int,
+                  keys: np.ndarray, steps: np.ndarray) -> list:
     """Serialisation seconds of the message each action sends (0 where it sends none)."""
+    works = world.works
     fwd = works[g].send_forward_bytes / works[g].link_bytes_per_s if g + 1 < len(works) else 0.0
     bwd = works[g - 1].send_backward_bytes / works[g - 1].link_bytes_per_s if g > 0 else 0.0
     seconds = np.array([fwd, bwd, 0.0])[codes]
-    if rng is not None:
-        seconds = seconds * jitter_factors(rng, jitter, len(codes))
+    if jitter > 0:
+        seconds = seconds * _measured(jitter_factors(seed, jitter, MESSAGE, rid, keys), steps,
+                                      world.noise_from)
     return seconds.tolist()
 
 

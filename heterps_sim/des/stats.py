@@ -18,6 +18,18 @@ one.) Per stage, over the window [c_{W-1}, c_{N-1}], c_n = max_g c^g_n:
                  time included), all-reduces and the messages the stage sends (these overlap
                  compute, so the share says how much data moves, not what it costs)
 
+Noise (jitter, preemption: des/effects.py) makes a run aperiodic, and a rate measured between
+two times of the same noisy run is not monotone in anything: a delay that lands before the
+window's start and is absorbed by slack before its end reads as a faster rate. So a noisy run
+is measured against a reference: the same run without the noise (stragglers and every other
+effect kept), whose warm-up end c^g_{W-1} is the window's start; the noise acts on the
+operations of the measured steps on (the pipeline fills as in the reference), and the window
+ends at the noisy run's own c^g_{N-1}. Every end time is nondecreasing in every duration and
+failure (des/effects.py), so switching jitter or preemption on, or raising jitter_cv, never
+raises the throughput at the same seed; what the noise costs is exactly how much later the
+measured steps end. docs/concepts/simulator.md says which invariants hold only for the
+long-run rate under noise, and why.
+
 extra["stage_compute_s"]: per stage, compute seconds of one replica per measured step
 (forwards, backwards, updates, redone work; no communication), which a measured run's compute
 is compared with. extra["bubble_fraction"] is the bubble of the most utilised stage:
@@ -63,12 +75,27 @@ def _ring_records(world: World) -> list[tuple]:
             for (g, step), (start, end) in sorted(world.rings.items()) for m in world.replicas[g]]
 
 
+def _stage_ends(world: World, n: int) -> np.ndarray:
+    """[stage, step] -> when the stage's last replica finished the step (steps 0..n-1)."""
+    return np.array([np.array([rep.step_ends[:n] for rep in reps]).max(axis=0)
+                     for reps in world.replicas])
+
+
+def window_starts(world: World, window) -> np.ndarray:
+    """Per stage, the end of the last warm-up step (0 without warm-up)."""
+    w = window.warmup
+    return _stage_ends(world, w)[:, w - 1] if w > 0 else np.zeros(len(world.replicas))
+
+
 def build_result(problem: Problem, plan: Plan, analytic: RunResult, terms, world: World,
-                 options: DesOptions, info: dict, window) -> RunResult:
+                 options: DesOptions, info: dict, window,
+                 starts: np.ndarray | None = None) -> RunResult:
+    """starts: per stage, where the measured window starts (noise: the reference run's);
+    None: this run's own warm-up end."""
     n, w = window.end, window.warmup
-    per_stage = np.array([np.array([rep.step_ends[:n] for rep in reps]).max(axis=0)
-                          for reps in world.replicas])
-    starts = per_stage[:, w - 1] if w > 0 else np.zeros(len(per_stage))
+    per_stage = _stage_ends(world, n)
+    if starts is None:
+        starts = per_stage[:, w - 1] if w > 0 else np.zeros(len(per_stage))
     slowest = float(np.max((per_stage[:, -1] - starts) / (n - w)))
     thr = problem.batch_size / slowest if slowest > 0 else math.inf
     done = per_stage.max(axis=0)

@@ -4,8 +4,9 @@ The throughput is the sustained rate of the measured steps (des/stats.py), so th
 start after the pipeline has filled and, in a continuous pipeline, span whole periods of its
 routing pattern:
 
-    flush schedules   (gpipe / 1f1b with `bubbles`): every step starts from an empty pipeline;
-                      warm-up = options.measured_from, the rest of num_steps is measured.
+    flush schedules   (gpipe / 1f1b with `bubbles`): every step starts from an empty pipeline, so
+                      any window measures the same rate; it takes the continuous one's (below,
+                      with no cool-down), so that switching `bubbles` on measures the same steps.
     continuous        one 1F1B stream over rounds of L microbatches (core/lanes.py) holds up to
                       s rounds in flight: F = ceil(s L / m) steps fill it. Unless the options
                       set warmup_steps, the warm-up is max(options.measured_from, F), and the
@@ -13,7 +14,10 @@ routing pattern:
                       whole number of periods: microbatch mu runs on replica mu mod k_g and in
                       round mu // L, so the routing repeats every lcm(m, L, k_1..k_s) / m steps.
                       A period longer than MAX_PERIOD_STEPS is not rounded to (the window is
-                      then an approximation of the long-run rate). A cool-down of F steps
+                      then an approximation of the long-run rate). The warm-up also covers
+                      the all-reduces' lag (ring_lag_steps): until a replica first waits for
+                      a ring, it runs ahead of the steady state (counted whether or not the
+                      effect is on: the window depends on the plan, m and options alone). A cool-down of F steps
                       follows, so the last measured steps do not finish early as the stream
                       drains with nothing behind them.
 
@@ -27,6 +31,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from heterps_sim.core.lanes import num_lanes
 from heterps_sim.des.options import DesOptions
 
 MAX_PERIOD_STEPS = 64
@@ -59,18 +64,28 @@ def period_steps(replicas: list[int], m: int, lanes: int) -> int:
     return math.lcm(m, lanes, *replicas) // m
 
 
-def choose_window(options: DesOptions, replicas: list[int], m: int, lanes: int,
-                  flush: bool) -> Window:
+def ring_lag_steps(replicas: list[int], m: int) -> int:
+    """Steps a replica of a continuous pipeline may run before it first waits for an all-reduce
+    when it gets fewer than one microbatch a step (k > m): it waits at its next step end after
+    one of its own backwards, up to ceil(k / m) + 1 steps later; 0 when every k <= m (the fill
+    covers the one step of lag)."""
+    return max((math.ceil(k / m) + 1 for k in replicas if k > m), default=0)
+
+
+def choose_window(options: DesOptions, replicas: list[int], m: int, flush: bool) -> Window:
+    """The same warm-up and measured steps whatever effects are on (a flush schedule only drops
+    the cool-down), so runs that differ in one effect measure the same steps: under noise
+    (des/stats.py) they then see the same noisy operations."""
     w0 = options.measured_from
     measured = options.num_steps - w0
-    if flush:
-        return Window(w0, measured, 0)
-    fill = math.ceil(len(replicas) * lanes / m)
     if options.warmup_steps is not None:
-        return Window(w0, measured, fill)
+        cooldown = 0 if flush else math.ceil(len(replicas) * num_lanes(replicas, False) / m)
+        return Window(w0, measured, cooldown)
+    lanes = num_lanes(replicas, False)
+    fill = math.ceil(len(replicas) * lanes / m)
     period = period_steps(replicas, m, lanes)
     if period <= MAX_PERIOD_STEPS:
         measured = period * math.ceil(measured / period)
     else:
         measured = max(measured, LONG_WINDOW_FILLS * fill)
-    return Window(max(w0, fill), measured, fill)
+    return Window(max(w0, fill + ring_lag_steps(replicas, m)), measured, 0 if flush else fill)

@@ -37,7 +37,6 @@ class Replica:
     next_forward: list | None = None
     step_ends: list = field(default_factory=list)
     """Clock at the end of each step-end phase."""
-    step_work_s: float = 0.0
     pulls: dict = field(default_factory=dict)
     pending: list = field(default_factory=list)
     """Continuous pipelines: all-reduces not awaited yet (see step_end)."""
@@ -71,6 +70,8 @@ class World:
         self.rings: dict[tuple[int, int], tuple[float, float]] = {}
         """(stage, step) -> (start, end) of each all-reduce."""
         self.flush = False
+        self.noise_from: int | None = None
+        """Noise (jitter, preemption) acts on operations of this step on; None: not at all."""
         """Flush schedules (gpipe / 1f1b with bubbles): replicas wait at the step's barrier."""
         self.allreduce_s: list[list[float]] = []
         self.contention = options.on("contention")

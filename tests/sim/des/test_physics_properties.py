@@ -5,6 +5,8 @@ counts and seeds (hypothesis, a fixed example budget, derandomized: the same exa
                    periods, des/window.py; within 0.2% where it cannot)
     switching an effect on (alone, or added to any set of others) never raises throughput
     more work, more latency, less bandwidth, a slower unit never raise throughput
+    (at the same seed; where the base has noise, jitter or preemption, and what changes is not
+    the noise itself, only the long-run rate is claimed: checked on the mean over paired seeds)
 
 benchmarks/bench_invariants.py runs the same checks on many more cases.
 """
@@ -20,6 +22,7 @@ from heterps_sim.core.plan import Plan, Stage
 from heterps_sim.core.problem import Problem
 from heterps_sim.cost.reference import evaluate_plan
 from heterps_sim.des import EFFECTS
+from heterps_sim.des.effects import NOISE
 from heterps_sim.des.invariants import (
     RANDOM_EFFECTS,
     exact_window,
@@ -31,11 +34,23 @@ SETTINGS = settings(max_examples=40, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow])
 TOL = 1e-9
 cases = st.builds(random_case, st.integers(0, 2**32 - 1))
-TIMED = sorted(set(EFFECTS) - {"preemption", "jitter"})
-"""Effects the perturbation properties hold for. Left out: preemption strikes at fixed times,
-so a slower unit can dodge a failure by chance; under jitter a finite run is not periodic, and
-a slower unit that delays the window's first step more than its last reads as a faster rate
-(measured: +0.12% on one case). Switching either on is still checked above."""
+SEEDS = 8
+Z = 4.0
+
+
+def never_raises(case, worse, worse_effects, effects) -> tuple[bool, str]:
+    """At the same seed when nothing noisy is on in the base or the change is the noise itself
+    (exact); else the mean of worse / base - 1 over SEEDS paired seeds must not rise by more
+    than Z standard errors (docs/concepts/simulator.md: only the long-run rate is monotone)."""
+    switched = worse_effects - effects
+    if (switched and switched <= NOISE) or not effects & NOISE:
+        a, b = throughput(worse, worse_effects), throughput(case, effects)
+        return a <= b * (1 + TOL), f"{b} -> {a}"
+    d = np.array([throughput(replace(worse, seed=case.seed + 1000 * i), worse_effects) /
+                  throughput(replace(case, seed=case.seed + 1000 * i), effects) - 1.0
+                  for i in range(SEEDS)])
+    mean, se = d.mean(), d.std(ddof=1) / math.sqrt(SEEDS)
+    return not (mean > TOL and mean > Z * se), f"mean {mean:+.3g}, standard error {se:.2g}"
 
 
 @SETTINGS
@@ -51,8 +66,8 @@ def test_effects_off_equal_the_analytic_model(case):
 @given(cases, st.sampled_from(EFFECTS), st.sets(st.sampled_from(EFFECTS), max_size=3))
 def test_an_effect_never_raises_throughput(case, effect, others):
     base = frozenset(others) - {effect}
-    assert throughput(case, base | {effect}) <= throughput(case, base) * (1 + TOL), \
-        (case, effect, sorted(base))
+    ok, what = never_raises(case, case, base | {effect}, base)
+    assert ok, (case, effect, sorted(base), what)
 
 
 def _scaled(problem: Problem, **changes) -> Problem:
@@ -60,7 +75,7 @@ def _scaled(problem: Problem, **changes) -> Problem:
 
 
 @SETTINGS
-@given(cases, st.sets(st.sampled_from(TIMED), max_size=3),
+@given(cases, st.sets(st.sampled_from(EFFECTS), max_size=3),
        st.sampled_from(["oct", "latency", "bandwidth", "boundary"]),
        st.floats(1.01, 4.0))
 def test_more_work_or_slower_links_never_raise_throughput(case, effects, knob, factor):
@@ -70,20 +85,20 @@ def test_more_work_or_slower_links_never_raise_throughput(case, effects, knob, f
              "bandwidth": lambda: _scaled(p, network_bytes_per_s=p.network_bytes_per_s / factor),
              "boundary": lambda: _scaled(p, boundary_bytes=p.boundary_bytes * factor)}[knob]()
     effects = frozenset(effects)
-    assert throughput(replace(case, problem=worse), effects) <= \
-        throughput(case, effects) * (1 + TOL), (case, knob, factor, sorted(effects))
+    ok, what = never_raises(case, replace(case, problem=worse), effects, effects)
+    assert ok, (case, knob, factor, sorted(effects), what)
 
 
 @SETTINGS
-@given(cases, st.sets(st.sampled_from(TIMED), max_size=3), st.floats(1.01, 4.0),
+@given(cases, st.sets(st.sampled_from(EFFECTS), max_size=3), st.floats(1.01, 4.0),
        st.integers(0, 100))
 def test_a_slower_unit_never_raises_throughput(case, effects, factor, pick):
     ks = [s.num_replicas for s in case.plan.stages]
     g = pick % len(ks)
     slow = replace(case, slow=((g, pick % ks[g], factor),))
     effects = frozenset(effects)
-    assert throughput(slow, effects) <= throughput(case, effects) * (1 + TOL), \
-        (case, g, factor, sorted(effects))
+    ok, what = never_raises(case, slow, effects, effects)
+    assert ok, (case, g, factor, sorted(effects), what)
 
 
 def test_the_random_effects_are_the_seeded_ones():
