@@ -302,8 +302,7 @@ class CapSolver:
                 return incumbent, incumbent.per_hour  # meets the bound: optimal
             if sw.beyond(lower, level):
                 return None, lower
-            ub = INF if sw.best is None else (
-                sw.best[0] * 3600.0 * sw.thr_max / sw.problem.num_samples)
+            ub = sw.per_hour_bound()
             if incumbent is not None:
                 ub = min(ub, incumbent.per_hour)
             cidx = np.full(sw.t.m, -1, np.int64)

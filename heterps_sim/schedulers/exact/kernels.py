@@ -15,7 +15,8 @@ the reference model; all in float64.
 Objectives (`objective`):
     SUM         minimise sum of price_j * k over stages  (cost per hour of a plan)
     BOTTLENECK  minimise max of ET_g(k) over stages       (= maximise the plan's throughput)
-    PER_SAMPLE  minimise sum of price_j * k * ET_g(k)      (B x a lower bound on cost/sample)
+    PER_SAMPLE  minimise sum of price_j * k * ET_g(k)      (B x a lower bound on cost/sample;
+                default model: k * (ET_g(k) + W), W the startup's seconds per batch)
 Unit rules (`k_rule`): K_LEAST the fewest units reaching the level B/binv (the cost model's
 `least_units`); K_MAX every stage at its unit bound; K_BUDGET the most units a stage may have
 while its own cost per sample stays within `budget` (see `option`).
@@ -40,29 +41,36 @@ OK, INVALID, FILTERED = 0, 1, 2
 link) is INVALID too. FILTERED (throughput floor, TL guard) is not monotone."""
 
 
-PAPER_DM = (0.0, 0.0, 0.0, 0.0, 1.0, 0.0)
+PAPER_DM = (0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0)
 """The `dm` of a stage under the paper model (its first entry, 0, says: paper)."""
 
 
 @njit(cache=True)
 def stage_dm(mt, j, first, last, kmax_j):
-    """dm of layers first..last on type j: (1, F, R, Q, k_lo, k_hi) under the default model
-    (cost/dominant.py: stage_extras; k_hi also within kmax_j), PAPER_DM under the paper's.
+    """dm of layers first..last on type j: (1, F, R, Q, k_lo, k_hi, W) under the default
+    model (cost/dominant.py: stage_extras; k_hi also within kmax_j; W the sweep's startup
+    seconds per batch, see _option_default), PAPER_DM under the paper's.
     mt = _Tables.mt: (flag, step_oh, layer_oh, net, capacity, cum_param, cum_state, cum_act,
-    lat2, batch, k_batch)."""
+    lat2, batch, k_batch, W)."""
     if mt[0] == 0:
-        return 0.0, 0.0, 0.0, 0.0, 1.0, 0.0
+        return 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0
     fixed_s, bw_s, lat_s, k_lo, k_hi = dominant.stage_extras(
         mt[1][j], mt[2][j], mt[3][j], mt[4][j], mt[5], mt[6], mt[7], first, last, mt[8], mt[9],
         mt[10])
-    return 1.0, fixed_s, bw_s, lat_s, float(k_lo), float(min(k_hi, kmax_j))
+    return 1.0, fixed_s, bw_s, lat_s, float(k_lo), float(min(k_hi, kmax_j)), mt[11]
 
 
 @njit(cache=True)
 def _option_default(alpha, p_s, s_s, pj, bj, batch, binv, k_rule, thr_floor, guard_binv,
                     guard_floor, objective, dm):
-    """option() under the default model (cost/dominant.py): same statuses and values."""
-    f, r, q = dm[1], dm[2], dm[3]
+    """option() under the default model (cost/dominant.py): same statuses and values.
+
+    Every unit is billed from the plan's start, W = startup_s x B / N seconds per batch on
+    top of its step time, so a plan costs at least N / (3600 B) x sum_g price_g k_g (ET_g + W)
+    (Thr <= B / ET_g, billed hours >= seconds / 3600): the budget and PER_SAMPLE bounds use
+    k (ET(k) + W), the step time with F + W as its fixed part (it grows with k as k ET does).
+    """
+    f, r, q, w = dm[1], dm[2], dm[3], dm[6]
     k_lo, k_hi = int(dm[4]), int(dm[5])
     if k_lo > k_hi:
         return INVALID, 0, INF, INF
@@ -70,12 +78,12 @@ def _option_default(alpha, p_s, s_s, pj, bj, batch, binv, k_rule, thr_floor, gua
         k = dominant.least_units(p_s, s_s, alpha, f, r, q, binv, k_lo, k_hi)
         if k < 0:
             return INVALID, 0, INF, INF
-        if k * dominant.step_time(p_s, s_s, alpha, f, r, q, k) > bj:
+        if k * dominant.step_time(p_s, s_s, alpha, f + w, r, q, k) > bj:
             return INVALID, 0, INF, INF
     elif k_rule == K_MAX:
         k = dominant.fastest_units(p_s, s_s, alpha, f, r, q, k_lo, k_hi)
     else:
-        kb = dominant.most_units_within(p_s, s_s, alpha, f, r, q, bj, k_lo, k_hi)
+        kb = dominant.most_units_within(p_s, s_s, alpha, f + w, r, q, bj, k_lo, k_hi)
         if kb < 0:
             return INVALID, 0, INF, INF
         k = dominant.fastest_units(p_s, s_s, alpha, f, r, q, k_lo, kb)
@@ -83,7 +91,7 @@ def _option_default(alpha, p_s, s_s, pj, bj, batch, binv, k_rule, thr_floor, gua
     if objective == SUM:
         value = pj * k
     elif objective == PER_SAMPLE:
-        value = pj * (k * et)
+        value = pj * (k * (et + w))
     else:
         value = et
     if thr_floor > 0.0 and batch / et < thr_floor:
@@ -348,7 +356,7 @@ def stage_values(n, first, last, typ, nxt, oct_t, odt_t, aoct_t, ext, lvl, price
     """Units, ET and terms (OCT, ODT with boundary, alpha) of each stage, as the DP costs them."""
     ks = np.zeros(n, np.int64)
     ets = np.zeros(n)
-    terms = np.zeros((n, 9))
+    terms = np.zeros((n, 10))
     for g in range(n):
         j = typ[g]
         so, sd, alpha = stage_sums(j, first[g], last[g], oct_t, odt_t, aoct_t)
@@ -358,7 +366,7 @@ def stage_values(n, first, last, typ, nxt, oct_t, odt_t, aoct_t, ext, lvl, price
                                 K_LEAST, -1.0, -1.0, -1.0, SUM, True, dm)
         ks[g], ets[g] = k, et
         terms[g, 0], terms[g, 1], terms[g, 2] = so, odt, alpha
-        for x in range(6):
+        for x in range(7):
             terms[g, 3 + x] = dm[x]
     return ks, ets, terms
 
@@ -376,7 +384,8 @@ def next_theta(terms, ks, kmax_of_stage, batch, par):
     best = INF
     for g in range(ks.shape[0]):
         so, odt, alpha = terms[g, 0], terms[g, 1], terms[g, 2]
-        dm = (terms[g, 3], terms[g, 4], terms[g, 5], terms[g, 6], terms[g, 7], terms[g, 8])
+        dm = (terms[g, 3], terms[g, 4], terms[g, 5], terms[g, 6], terms[g, 7], terms[g, 8],
+              terms[g, 9])
         p_s, s_s = (so + odt, 0.0) if par else (so, odt)
         k = ks[g]
         if dm[0] != 0.0:  # default: k serves while ET(k) <= (B / theta) (1 + 1e-12)

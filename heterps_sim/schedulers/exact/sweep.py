@@ -131,28 +131,35 @@ class ExactScheduler:
         """Default model: every unit is billed from launch until the plan's slowest type has
         started, so a plan's cost depends on the set of types it uses. One sweep per distinct
         startup s, over the types that start within s, costing every plan as if it waited s:
-        the optimum is found, at its true cost, in the sweep of its own slowest start."""
+        the optimum is found, at its true cost, in the sweep of its own slowest start. Each
+        sweep only looks for plans cheaper than the best of the sweeps before it (its bound).
+        The notes' counts add up over the sweeps."""
         starts = problem.unit_costs.startup_s
-        best, best_notes, reasons = None, {}, []
+        best, best_notes, reasons, proven = None, {}, [], True
+        counts = dict.fromkeys(("dp_passes", "thetas_tried", "cap_levels", "cap_searches",
+                                "labels"), 0)
         for s_max in sorted(set(float(x) for x in starts)):
             sub = replace(problem, available=tuple(
                 0 if starts[j] > s_max else a for j, a in enumerate(problem.available)))
             if not any(starts[j] == s_max and sub.available[j] != 0
                        for j in range(problem.num_types)):
                 continue
-            sweep = _Sweep(sub, self.config, mode, startup_s=s_max)
+            sweep = _Sweep(sub, self.config, mode, startup_s=s_max,
+                           bound=INF if best is None else best[0])
             try:
                 plan = sweep.run()
             except NoFeasiblePlan as exc:
-                reasons.append(str(exc))
-                continue
+                if best is None:  # else: nothing cheaper than the best so far
+                    reasons.append(str(exc))
+                plan = None
             finally:
                 notes = sweep.notes()
-            if best is None or notes["predicted_cost_usd"] < best[0]:
+                proven = proven and notes["proven_optimal"]
+                for key in counts:
+                    counts[key] += notes[key]
+            if plan is not None and (best is None or notes["predicted_cost_usd"] < best[0]):
                 best, best_notes = (notes["predicted_cost_usd"], plan), notes
-            elif not notes["proven_optimal"]:
-                best_notes["proven_optimal"] = False
-        self.notes = best_notes or {"mode": mode, "proven_optimal": True}
+        self.notes = {**(best_notes or {"mode": mode}), **counts, "proven_optimal": proven}
         if best is None:
             raise NoFeasiblePlan(reasons[-1] if reasons else "no resource type has units")
         return best[1]
@@ -173,7 +180,7 @@ class _Found:
 
 class _Sweep:
     def __init__(self, problem: Problem, config: ExactScheduler.Config, mode: str,
-                 startup_s: float = 0.0) -> None:
+                 startup_s: float = 0.0, bound: float = INF) -> None:
         if mode not in ("least", "exact"):
             raise ValueError(f"mode must be 'least' or 'exact', got {mode!r}")
         self.problem, self.config, self.mode = problem, config, mode
@@ -182,9 +189,9 @@ class _Sweep:
         self.binv_tl = self.batch / self.limit
         self.floor = problem.throughput_limit * (1 - 1e-12)  # cost.evaluate_plan's test
         self.allow_cuts = bool(config.allow_same_type_cuts)
-        self.t = _tables(problem)
         self.startup_s = startup_s
         """default model: the start every unit of a plan waits for (ExactScheduler._by_startup)"""
+        self.t = _tables(problem, startup_s)
         self.ps_cap = ps_cap(problem)
         self.budget = INF
         """Options whose own k * ET * price exceeds this cannot be in a cheaper plan."""
@@ -196,6 +203,11 @@ class _Sweep:
         self.passes = self.levels = self.cap_levels = 0
         self.proven = True
         self.best: tuple[float, _Found] | None = None
+        self.incumbent = bound
+        """The least cost known: the best plan's, or `bound` (a plan found elsewhere, e.g. an
+        earlier startup class) while that is less; plans costing as much are not wanted."""
+        if bound < INF:
+            self._set_budget(bound)
         self.stop_reason = ""
 
     def notes(self) -> dict:
@@ -224,22 +236,21 @@ class _Sweep:
                 if not self.reachable(found):
                     # Every plan in this level's interval costs >= `cost`, a cost the
                     # reference cannot give this plan: only a cheaper one leaves a gap.
-                    self.proven = self.proven and self.best is not None and \
-                        cost >= self.best[0] * (1 - 1e-12)
-                elif self.best is None or cost < self.best[0]:
+                    self.proven = self.proven and cost >= self.incumbent * (1 - 1e-12)
+                elif cost < self.incumbent:
                     self.best, stale = (cost, found), True
-                    self.budget = cost * 3600.0 * self.batch / self.problem.num_samples
-                    self.budget *= 1 + 1e-12
-            if lower == INF or self.best is None:
+                    self.incumbent = cost
+                    self._set_budget(cost)
+            if lower == INF or self.incumbent == INF:
                 break
-            # Every plan with f >= lower and throughput <= reach costs >= the best.
-            reach = lower * self.problem.num_samples / 3600.0 / self.best[0]
+            # Every plan with f >= lower and throughput < reach costs >= the best.
+            reach = self.reach(lower)
             if reach < self.thr_max and self.levels >= check:  # O(log) times: tighter bounds
                 check = max(self.levels + 5, 1.5 * self.levels)
                 if stale and self.mode == "exact":
                     self.thr_max = min(self.thr_max, self._max_throughput(K_BUDGET))
                     stale = False
-                if self._per_sample_bound(binv, thr_floor) >= self.best[0] * (1 - 1e-12):
+                if self._per_sample_bound(binv, thr_floor) >= self.incumbent * (1 - 1e-12):
                     break
             if reach >= self.thr_max or level > self.ps_cap:
                 break
@@ -258,6 +269,39 @@ class _Sweep:
         if self.best is None:
             raise NoFeasiblePlan(self.stop_reason or self._why_infeasible(fastest))
         return self._plan(self.best[1])
+
+    def _set_budget(self, cost: float) -> None:
+        """Options whose own share of the bill (kernels.option) reaches `cost` are left out."""
+        self.budget = cost * 3600.0 * self.batch / self.problem.num_samples * (1 + 1e-12)
+
+    def reach(self, lower: float) -> float:
+        """Plans with f (USD per hour) >= lower and throughput below this cost at least the
+        incumbent: cost >= f x billed hours of N / Thr (+ the startup, default model).
+        inf: every such plan does."""
+        n = self.problem.num_samples
+        if self.problem.cost_model != "default":
+            return lower * n / 3600.0 / self.incumbent
+        # the fewest seconds a plan of f = lower must be billed to cost the incumbent
+        need_s = 3600.0 * self.incumbent / lower
+        g = self.problem.unit_costs.billing_granularity_s
+        if g > 0.0:
+            # billed time is whole granules: more than (n0 - 1) granules bill n0, enough
+            n0 = math.ceil(need_s / g)
+            while lower * (n0 * g / 3600.0) < self.incumbent * (1 + 1e-12):
+                n0 += 1
+            need_s = (n0 - 1) * g
+        run_s = (need_s - self.startup_s) * (1 - 1e-12)
+        return n / run_s if run_s > 0.0 else INF
+
+    def per_hour_bound(self) -> float:
+        """Plans whose f (USD per hour) reaches this cost at least the incumbent (their
+        throughput is at most thr_max)."""
+        if self.incumbent == INF:
+            return INF
+        if self.problem.cost_model != "default":
+            return self.incumbent * 3600.0 * self.thr_max / self.problem.num_samples
+        run_s = self.problem.num_samples / self.thr_max + self.startup_s
+        return self.incumbent * 3600.0 / run_s if run_s > 0.0 else INF
 
     def cost(self, found: _Found) -> float:
         """USD of a plan as the reference costs it."""
@@ -301,8 +345,7 @@ class _Sweep:
 
     def beyond(self, lower: float, level: float) -> bool:
         """Is every plan at this level (f >= lower) at least as dear as the best?"""
-        return self.best is not None and (
-            lower * self.problem.num_samples / 3600.0 / self.best[0] > level * (1 + 1e-6))
+        return self.incumbent < INF and self.reach(lower) > level * (1 + 1e-6)
 
     def misses_limit(self, found: _Found) -> bool:
         """Exact mode: does a stage, provisioned at TL, fall short of TL (the reference then
@@ -428,7 +471,7 @@ class _Tables:
                 self.price, self.kmax, self.batch, self.par, self.mt)
 
 
-def _tables(problem: Problem) -> _Tables:
+def _tables(problem: Problem, startup_s: float = 0.0) -> _Tables:
     kmax = np.array([MAX_REPLICAS if a is None else min(int(a), MAX_REPLICAS)
                      for a in problem.available], np.int64)
     run = problem.runnable & ~np.isnan(problem.alpha) & (kmax >= 1)[None, :]
@@ -447,13 +490,15 @@ def _tables(problem: Problem) -> _Tables:
         aoct_t=cols(problem.alpha * problem.oct_s), run_t=np.ascontiguousarray(run.T),
         ext=np.ascontiguousarray(ext), lvl=lvl, order=order,
         price=np.asarray(problem.price_per_hour, np.float64), kmax=kmax,
-        batch=float(problem.batch_size), par=bool(problem.odt_parallel), mt=_model_tuple(problem))
+        batch=float(problem.batch_size), par=bool(problem.odt_parallel), mt=_model_tuple(problem, startup_s))
 
 
-def _model_tuple(problem: Problem) -> tuple:
+def _model_tuple(problem: Problem, startup_s: float = 0.0) -> tuple:
     """kernels.stage_dm's view of the default model (same types for both models, so the
-    kernels compile once)."""
+    kernels compile once); its last entry W = startup_s x B / N, the startup every unit is
+    billed for, in seconds per batch (kernels._option_default)."""
     a = model_arrays(problem)
     return (1 if problem.cost_model == "default" else 0, a.step_oh, a.layer_oh, a.net,
             a.capacity, a.cum_param, a.cum_state, a.cum_act, float(a.lat2_s),
-            float(problem.batch_size), int(a.k_batch))
+            float(problem.batch_size), int(a.k_batch),
+            float(startup_s) * float(problem.batch_size) / float(problem.num_samples))
