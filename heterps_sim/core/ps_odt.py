@@ -44,6 +44,12 @@ def holds_ps_side(cost_model: str) -> bool:
     return cost_model == "default"
 
 
+def odt_holds_ps_side(problem) -> bool:
+    """Whether this problem's odt_s includes the PS side (a ps is set, the default model)."""
+    return (problem.ps is not None and problem.sparse_bytes is not None
+            and holds_ps_side(problem.cost_model))
+
+
 def with_ps_side(odt_s: np.ndarray, side: np.ndarray) -> np.ndarray:
     """The unit-side odt_s with the PS side added (the one arithmetic both paths use)."""
     return odt_s + side[:, None]

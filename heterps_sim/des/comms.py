@@ -91,8 +91,9 @@ def ps_request(world: World, rep: Replica, i: int, mu: int, pull: bool,
                served: simpy.Event | None = None):
     """Pull (or push) one microbatch's embedding rows: queue at the shards, then hold them for
     the request's service time (cost/ps_traffic.py; x jitter). `served` fires when the
-    service starts: the replica's own work already holds the unloaded PS time (the analytic
-    odt), so a forward waits only for its turn at the shards.
+    service starts when the replica's own work already holds the unloaded PS time (the
+    default model's odt), so a forward waits only for its turn at the shards; else (the
+    paper model's odt) when the service ends.
 
     The request is split evenly over the shards, which all receive every request at the same
     moment and serve FIFO with equal parts: they stay in lockstep, so one Resource (`ps`)
@@ -104,8 +105,10 @@ def ps_request(world: World, rep: Replica, i: int, mu: int, pull: bool,
     with world.ps.request() as req:
         yield req
         start = env.now
-        if served is not None:
+        if served is not None and rep.stage.ps_in_work:
             served.succeed(start)
         yield env.timeout(rep.stage.ps_bytes / ps.num_shards * ps.seconds_per_byte * factor)
+    if served is not None and not served.triggered:  # paper: the service is not in the work
+        served.succeed(env.now)
     world.ps_ops.append((rep.id, 0, pull, mu, start, env.now))
     world.ps_ops.append((rep.id, -1, pull, mu, issued, env.now))

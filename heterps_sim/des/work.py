@@ -30,9 +30,11 @@ S, when odt is serial) and model them explicitly instead:
                bandwidth part shrinks in proportion.
     ps         each microbatch pulls (B/m) * sum sparse_bytes before its forward and pushes as
                much after its backward; the shards serve a request for its bytes / num_shards
-               x seconds_per_byte (cost/ps_traffic.py). The work keeps the analytic odt, which
-               holds the PS's unloaded time (the same description); a forward waits until its
-               pull is being served, so the effect adds the queueing at the shared shards.
+               x seconds_per_byte (cost/ps_traffic.py). Default model: the work keeps the
+               analytic odt, which holds the PS's unloaded time (the same description); a
+               forward waits until its pull is being served, so the effect adds the queueing
+               at the shared shards. Paper model (its odt has no PS side): a forward waits
+               until its pull has been served, so the effect adds service and queueing.
                With DesOptions.ps set, the work's PS time changes by
                stage_s(that PS) - stage_s(the problem's).
     allreduce  each step, 2(k-1)/k * dense param bytes / net_j + 2(k-1) * latency (ring; or a
@@ -48,6 +50,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from heterps_sim.core import ps_odt
 from heterps_sim.core.problem import Problem
 from heterps_sim.core.sharing import finish_together
 from heterps_sim.cost import amdahl, ps_traffic
@@ -85,6 +88,10 @@ class StageWork:
     ps_bytes: float
     """ps: bytes pulled per microbatch (as many pushed back); 0 when off or no embedding."""
     network_bytes_per_s: float
+    ps_in_work: bool = True
+    """ps: the work holds the PS's unloaded time (core/ps_odt.odt_holds_ps_side: the default
+    model's odt of a problem with a ps), so a forward waits only for its pull's turn; False
+    (the paper model's odt has no PS side): it waits until its pull is served."""
     replica_seconds: tuple[tuple[float, float, float], ...] = ()
     """Mixed stage: (forward, backward, step-end) seconds of each replica on its own type;
     forward_s, backward_s and step_s are then 1.0 (world.Replica multiplies them in). ()
@@ -196,10 +203,11 @@ def _one_stage(problem: Problem, g: int, t: StageTerms, k: int, link_bw: float, 
         send_f = wire * bb * options.forward_boundary_share / m
         send_b = wire * bb * (1.0 - options.forward_boundary_share) / m
     ps_bytes = 0.0
+    in_work = ps_odt.odt_holds_ps_side(problem)
     if options.on("ps"):
         layers = _ps_layers(problem, t)
         ps_bytes = problem.batch_size / m * float(sum(problem.sparse_bytes[i] for i in layers))
-        if options.ps is not None and layers:  # "what if": this PS instead of the problem's
+        if options.ps is not None and layers and in_work:  # "what if": this PS instead
             own = replace(problem, ps=options.ps)
             removed += sum(ps_traffic.stage_s(problem, i, i) - ps_traffic.stage_s(own, i, i)
                            for i in layers)
@@ -238,4 +246,4 @@ def _one_stage(problem: Problem, g: int, t: StageTerms, k: int, link_bw: float, 
         step_s=step_s, comm_forward=comm_par, comm_backward=comm_bwd, comm_step=comm_step,
         link_bytes_per_s=link_bw,
         send_forward_bytes=send_f, send_backward_bytes=send_b, allreduce_s=allreduce_s,
-        ps_bytes=ps_bytes, network_bytes_per_s=float(net[j]))
+        ps_bytes=ps_bytes, ps_in_work=in_work, network_bytes_per_s=float(net[j]))

@@ -68,3 +68,34 @@ def test_fixed_costs_are_simulated():
     assert throughput(slow, frozenset()) < throughput(case, frozenset())
     assert math.isclose(throughput(slow, frozenset()), stage_work_throughput(slow),
                         rel_tol=1e-9 if exact_window(slow) else 2e-3)
+
+
+def test_ps_effect_charges_the_service_the_paper_odt_leaves_out():
+    """Paper model: odt has no PS side, so with `ps` on a forward waits until its pull is
+    served (one unit, one stage, no prefetch: the pull queues behind the last push, then is
+    served; before, only the queueing was charged and the service nowhere); default model with
+    a ps: the work holds the unloaded PS time already, so one replica alone (its pulls
+    prefetched) sees no change."""
+    from heterps_sim.core.ps_spec import DEFAULT_PS
+    from heterps_sim.des import DesOptions, simulate
+    from heterps_sim.des.options import PsOptions
+    from heterps_sim.inputs.ps_section import with_ps
+    from heterps_sim.testing import chain_plan, chain_problem
+
+    base = chain_problem([1e-2], batch_size=64, sparse_bytes=[1e6])
+    plan = chain_plan(base, [1])
+    pull_s = 64 * 1e6 / DEFAULT_PS.num_shards * DEFAULT_PS.seconds_per_byte  # ~1.9 ms
+    no_prefetch = PsOptions(**DEFAULT_PS.model_dump(), prefetch=False)
+
+    def thr(problem, effects, ps=no_prefetch):
+        opts = DesOptions(effects=effects, num_microbatches=1, schedule="gpipe", ps=ps)
+        return simulate(problem, plan, options=opts, record_spans=False).result.throughput
+
+    paper = with_ps(base, DEFAULT_PS)
+    assert paper.cost_model == "paper" and np.array_equal(paper.odt_s, base.odt_s)
+    slower = paper.batch_size / thr(paper, frozenset({"ps"}))
+    # the pull queues behind the previous push, then is served: two services per step
+    assert slower >= paper.batch_size / thr(paper, frozenset()) + 1.9 * pull_s
+    default = with_ps(replace(base, cost_model="default"), DEFAULT_PS)
+    assert math.isclose(thr(default, frozenset({"ps"}), None), thr(default, frozenset(), None),
+                        rel_tol=1e-9)  # (prefetched: the pull does not queue behind the push)
