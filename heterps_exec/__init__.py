@@ -17,6 +17,7 @@ Where things live (a folder per role; only this package imports torch for traini
     request.py     RunRequest: the run's options, checked as they are built (H-PS fields
                    from heterps_sim.core.hps); ExecError, the one-line bad input
     launch.py      loads and binds, writes the run folder, starts torchrun (with restarts)
+    api.py         run_plan: `heterps-exec run` from Python (the same checks and result)
     worker.py      one rank: process groups, stage, steps, checkpoints, results to rank 0
     runtime.py     one replica's step: forwards, backwards, messages, all-reduce, update
     checkpoint.py  DCP checkpoints + an atomic `latest` pointer
@@ -28,3 +29,7 @@ Glossary: a *stage* is a contiguous run of layers on one resource type; a *repli
 rank running a stage; microbatch mu of step n is numbered n * m + i; a *boundary* is the cut
 between two stages.
 """
+
+from heterps_exec.api import run_plan  # noqa: E402  (import-light: no torch until called)
+
+__all__ = ["run_plan"]

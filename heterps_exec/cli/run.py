@@ -104,6 +104,28 @@ def _slow(text: str) -> tuple[int, int, float]:
 
 
 def run(args) -> int:
+    spec, problem, outcome = start(args)
+    if outcome.returncode != 0:
+        print(failure_text(outcome), file=sys.stderr)
+        return 1
+    if not (Path(spec.out_dir) / "ranks.json").exists():
+        print(f"node {args.node_rank}: ranks finished; the node that ran rank 0 reports the "
+              "result", file=sys.stderr)
+        return 0
+    return _report(args, spec, problem)
+
+
+def failure_text(outcome) -> str:
+    """What a failed run prints: why, and the last lines of torchrun's log."""
+    why = "timed out" if outcome.timed_out else f"failed (exit {outcome.returncode})"
+    return (f"heterps-exec run: {why} after {outcome.wall_s:.1f} s; last lines of "
+            f"{outcome.log}:\n{outcome.tail()}")
+
+
+def start(args):
+    """Check `args` (the parsed run line), prepare the run folder and run torchrun to the end:
+    (spec, problem, LaunchOutcome). Bad input raises a UserFileError before any rank starts.
+    heterps_exec.api.run_plan calls this too, so Python runs are checked as the CLI's are."""
     from heterps_exec.cli import ExecCliError
     from heterps_exec.cli.run_flags import check_run_flags
     from heterps_exec.dir_lock import hold
@@ -132,22 +154,27 @@ def run(args) -> int:
     with hold(args.checkpoint_dir if args.node_rank == 0 else "") as lock:
         spec, problem = prepare(req)
         outcome = launch(spec, opts, keep_fds=lock.fds if lock else ())
-    if outcome.returncode != 0:
-        why = "timed out" if outcome.timed_out else f"failed (exit {outcome.returncode})"
-        print(f"heterps-exec run: {why} after {outcome.wall_s:.1f} s; last lines of "
-              f"{outcome.log}:\n{outcome.tail()}", file=sys.stderr)
-        return 1
-    if not (Path(spec.out_dir) / "ranks.json").exists():
-        print(f"node {args.node_rank}: ranks finished; the node that ran rank 0 reports the "
-              "result", file=sys.stderr)
-        return 0
-    return _report(args, spec, problem)
+    return spec, problem, outcome
 
 
 def _report(args, spec, problem) -> int:
-    from heterps_exec.data.report import data_lines, data_report
+    from heterps_exec.data.report import data_lines
+    from heterps_exec.prediction import prediction_lines
+    result = finish(args, spec, problem)
+    if args.json:
+        print(json.dumps(result.to_json_dict(), indent=1))
+    else:
+        print("\n".join(x for x in (_table(result, spec), data_lines(result),
+                                     "\n".join(prediction_lines(result))) if x))
+    return 0
+
+
+def finish(args, spec, problem):
+    """The finished run's RunResult (measured, data counts and held-out scores, both
+    predictions), written to the run folder with its trace and state as `args` asks."""
+    from heterps_exec.data.report import data_report
     from heterps_exec.measure import exec_result, exec_spans, load_ranks
-    from heterps_exec.prediction import predict, prediction_lines, with_prediction
+    from heterps_exec.prediction import predict, with_prediction
     from heterps_sim.core.outputs import mark_complete, write_via
     from heterps_sim.core.result import save_result
     from heterps_sim.core.trace import save_trace
@@ -163,12 +190,7 @@ def _report(args, spec, problem) -> int:
     if args.save_state:
         write_via(args.save_state, lambda tmp: shutil.copyfile(out / "state.pt", tmp))
     mark_complete(out, "exec-run")  # last: the folder holds every file of the run
-    if args.json:
-        print(json.dumps(result.to_json_dict(), indent=1))
-    else:
-        print("\n".join(x for x in (_table(result, spec), data_lines(result),
-                                     "\n".join(prediction_lines(result))) if x))
-    return 0
+    return result
 
 
 def _table(result, spec) -> str:
