@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from heterps_sim.schedulers.exact.kernels import INF, INVALID, K_LEAST, OK, SUM, option, stage_dm
+from heterps_sim.schedulers.exact.kernels import INF, INVALID, K_LEAST, OK, SUM, dm_of, option
 
 PROVEN, NONE_BELOW_UB, LIMIT, LIMIT_NO_PLAN = 0, 1, 2, 3
 
@@ -98,6 +98,7 @@ def capped_search(oct_t, odt_t, aoct_t, run_t, ext, lvl, price, kmax, batch, par
     """
     m, n_l = oct_t.shape
     n_c = capv.shape[0]
+    flag, step_oh, layer_oh, net, mcap, cum_p, cum_s, cum_a, lat2, m_batch, k_batch, w = mt
     size = 1024
     cost, lpos, ltyp = np.empty(size), np.empty(size, np.int64), np.empty(size, np.int64)
     parent, alive, link = np.empty(size, np.int64), np.empty(size, np.bool_), \
@@ -146,7 +147,8 @@ def capped_search(oct_t, odt_t, aoct_t, run_t, ext, lvl, price, kmax, batch, par
             if s1 + (0.0 if par else sd) > binv * (1.0 + 1e-12) + 1e-14 * (so + sd):
                 break
             alpha = sa / so if so > 0.0 else 0.0
-            dm = stage_dm(mt, j, a, b, kcap)
+            dm = dm_of(flag, step_oh, layer_oh, net, mcap, cum_p, cum_s, cum_a, lat2, m_batch,
+                       k_batch, w, j, a, b, kcap)
             if b == n_l - 1:
                 st, k, val, et = option(alpha, so, sd, pj, bj, kcap, batch, par, binv, K_LEAST,
                                         thr_floor, guard_binv, guard_floor, SUM, False, dm)

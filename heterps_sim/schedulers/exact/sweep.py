@@ -247,8 +247,11 @@ class _Sweep:
             reach = self.reach(lower)
             if reach < self.thr_max and self.levels >= check:  # O(log) times: tighter bounds
                 check = max(self.levels + 5, 1.5 * self.levels)
-                if stale and self.mode == "exact":
-                    self.thr_max = min(self.thr_max, self._max_throughput(K_BUDGET))
+                if stale:
+                    # exact: stages at the most units within the budget; least: the units
+                    # are those at TL, so only options within the budget count
+                    rule = K_BUDGET if self.mode == "exact" else K_LEAST
+                    self.thr_max = min(self.thr_max, self._max_throughput(rule))
                     stale = False
                 if self._per_sample_bound(binv, thr_floor) >= self.incumbent * (1 - 1e-12):
                     break
@@ -397,7 +400,8 @@ class _Sweep:
 
     def _max_throughput(self, k_rule: int) -> float:
         """Max over plans of the slowest stage's throughput (a max-min DP): K_MAX every stage
-        at its unit bound; K_BUDGET at the most units it may have within the budget."""
+        at its unit bound; K_BUDGET at the most units it may have within the budget; K_LEAST
+        at its units at TL, options over the budget left out (least mode's plans)."""
         h, *_ = dp_pass(*self.t.dp_args(), self.t.price, self.binv_tl, k_rule, self.budget,
                         -1.0, -1.0, -1.0, BOTTLENECK, self.allow_cuts)
         self.passes += 1
