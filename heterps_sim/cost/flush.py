@@ -1,0 +1,111 @@
+"""A plan's step time under a flushed schedule, in closed form (docs/design.md, "Flushed
+schedules").
+
+The stage model (cost/terms.py, cost/dominant.py) is a steady pipeline: the slowest stage sets
+the pace, Thr = min_g B / ET_g(k_g). A flushed schedule (gpipe or 1f1b, the ones the engine
+runs) empties the pipeline at every step end, so a step also pays the fill and drain, the
+boundary messages along the pipeline's depth, and the step-end phases of the stages, which all
+fall at the end of the step instead of hiding between microbatches. For a plan with stages
+g = 0..S-1 on k_g units, m microbatches, backward share beta of a microbatch's work:
+
+    w_g     = alpha_g P_g / m                    one microbatch's work on one unit
+    busy_g  = ceil(m / k_g) w_g                  the busiest unit's microbatch work per step
+    u_g     = (1 - alpha_g) P_g + S_g + F_g      the step-end phase (non-splitting work, fixed
+                                                 costs); AR_g(k_g) the all-reduce before it
+    d_b     = bytes_b / m / min(net) + latency   a boundary message forward (its share of the
+                                                 boundary bytes) and backward, b = 0..S-2
+
+    forwards end  F = sum_g (1 - beta) w_g + max_g (1 - beta)(busy_g - w_g) + sum_b d_b^fwd
+    stage g's backwards end
+              E_g = F + sum_{h>=g} beta w_h + max_{h>=g} beta (busy_h - w_h) + sum_{b>=g} d_b^bwd
+    T       = max_g (E_g + AR_g(k_g) + u_g)
+    Thr     = min(B / T, PS capacity)            (the default model's PS cap)
+
+(a flow shop of identical microbatches: the first one crosses every stage, the busiest unit
+paces the rest; the backwards flow from the last stage to the first, so stage g's end only
+waits for the stages after it; every stage's step-end phase follows its last backward, and
+the next step starts when every stage has finished its own.) The sums over stages are what the stage
+model cannot see and why it overrates deep pipelines: its exact optimum cuts many stages.
+
+`flushed_throughput(problem, plan, m)` evaluates it for a plan with fixed replicas, with
+`allreduce` and `transfers` off when the caller's simulator has those effects off (the
+message term and the ring vanish). NIC contention and queueing at the PS shards are left out.
+"""
+
+from __future__ import annotations
+
+import math
+
+from heterps_sim.core.lanes import default_microbatches
+from heterps_sim.core.plan import Plan
+from heterps_sim.core.problem import Problem
+from heterps_sim.cost import dominant
+from heterps_sim.cost.reference import MixedTerms, plan_stages, ps_cap, stage_type_indices
+
+FLUSHED = ("gpipe", "1f1b")
+"""Schedules that flush the pipeline at every step end (the ones the engine runs)."""
+BACKWARD_FRACTION = 2.0 / 3.0
+"""Share of a microbatch's work in its backward (as the simulator's default)."""
+FORWARD_BOUNDARY_SHARE = 0.5
+"""Share of boundary bytes that travel forward (activations; as the simulator's default)."""
+
+
+def plan_microbatches(problem: Problem, plan: Plan) -> int:
+    """The m a plan runs with: its own when > 1, else the simulator's default for its units."""
+    if plan.num_microbatches > 1:
+        return plan.num_microbatches
+    ks = [s.num_replicas or 1 for s in plan.stages]
+    return default_microbatches(ks, len(ks), problem.batch_size)
+
+
+def flushed_step_time(w, busy, u, ar, d_fwd, d_bwd, beta: float = BACKWARD_FRACTION) -> float:
+    """T of the module docstring from per-stage lists (d_*: one entry per boundary)."""
+    S = len(w)
+    fwd_end = (sum((1.0 - beta) * x for x in w) + sum(d_fwd)
+               + max((1.0 - beta) * (b - x) for b, x in zip(busy, w)))
+    T, fill, pace = -math.inf, 0.0, 0.0
+    for g in range(S - 1, -1, -1):  # backwards flow from the last stage to stage g
+        fill += beta * w[g] + (d_bwd[g] if g < S - 1 else 0.0)
+        pace = max(pace, beta * (busy[g] - w[g]))
+        T = max(T, fwd_end + fill + pace + ar[g] + u[g])
+    return T
+
+
+def flushed_throughput(problem: Problem, plan: Plan, m: int | None = None, *,
+                       allreduce: bool = True, transfers: bool = True,
+                       beta: float = BACKWARD_FRACTION,
+                       forward_share: float = FORWARD_BOUNDARY_SHARE) -> float:
+    """B / T (capped by the default model's PS capacity) of `plan`, every stage's units fixed."""
+    if any(s.num_replicas is None for s in plan.stages):
+        raise ValueError("flushed_throughput: every stage needs its num_replicas")
+    if plan.schedule not in FLUSHED:
+        raise ValueError(f"flushed_throughput: {plan.schedule!r} does not flush (gpipe, 1f1b do)")
+    m = m or plan_microbatches(problem, plan)
+    terms = plan_stages(problem, plan)
+    net = problem.network_bytes_per_s
+    w, busy, u, ar, d_fwd, d_bwd = [], [], [], [], [], []
+    for g, (t, stage) in enumerate(zip(terms, plan.stages)):
+        k = stage.num_replicas if not isinstance(t, MixedTerms) else sum(t.counts)
+        part = t.parts[0] if isinstance(t, MixedTerms) else t
+        if isinstance(t, MixedTerms):  # finish-together split: its step time as one unit's work
+            et = t.exec_time()
+            serial = part.serial_s + (1.0 - part.alpha) * part.parallel_s + part.fixed_s
+            w.append(max(et - serial, 0.0) * k / m)
+            u.append(serial)
+        else:
+            w.append(t.alpha * t.parallel_s / m)
+            u.append((1.0 - t.alpha) * t.parallel_s + t.serial_s + t.fixed_s)
+        busy.append(math.ceil(m / k) * w[-1] if not isinstance(t, MixedTerms) else w[-1] * m / k)
+        ar.append(dominant.allreduce_time(part.bw_s, part.lat_s, k)
+                  if allreduce and part.default else 0.0)
+        if g + 1 < len(terms):
+            nb = 0.0
+            if transfers:
+                bw = float(min(net[j] for j in stage_type_indices(t)
+                               + stage_type_indices(terms[g + 1])))
+                nb = float(problem.boundary_bytes[part.last]) / m / bw
+            lat = problem.latency_s if transfers else 0.0
+            d_fwd.append(forward_share * nb + lat)
+            d_bwd.append((1.0 - forward_share) * nb + lat)
+    T = flushed_step_time(w, busy, u, ar, d_fwd, d_bwd, beta)
+    return min(problem.batch_size / T, ps_cap(problem))
