@@ -168,66 +168,93 @@ def _default_cost(theta, batch, num_samples, num_stages, st, price, caps, used, 
     return cost, thr, per_hour
 
 
+BLOCK = 512
+"""Plans per parallel work item of the default kernel (its buffers are allocated per block)."""
+
+
 @numba.njit(cache=True, parallel=True)
 def _default_kernel(assign, oct_s, odt_s, alpha, boundary, net, lat_term, price, caps, batch,
                     limit, num_samples, odt_parallel, exact, step_oh, layer_oh, capacity,
                     cum_param, cum_state, cum_act, lat2, k_batch, startup_j, granularity,
                     ps_limit):
     """The default model over many plans: stages as in _evaluate_kernel, each costed with
-    cost/dominant.py (the reference's StageTerms, operation for operation)."""
+    cost/dominant.py (the reference's StageTerms, operation for operation).
+
+    Each stage is provisioned at the limit as soon as it ends (what _default_cost does for a
+    whole plan, in the same order, so the same floats), and a plan stops at its first stage
+    that cannot be (most random plans): every failure gives cost inf, throughput 0."""
     num_plans, num_layers = assign.shape
     num_types = oct_s.shape[1]
     cost = np.full(num_plans, np.inf)
     thr_out = np.zeros(num_plans)
     per_hour_out = np.zeros(num_plans)
-    for n in numba.prange(num_plans):
+    if limit > ps_limit * (1 + 1e-12):
+        return cost, thr_out, per_hour_out
+    binv = batch / limit
+    for block in numba.prange((num_plans + BLOCK - 1) // BLOCK):
         st = np.empty((num_layers, 9))
         used = np.zeros(num_types, np.int64)
-        num_stages, ok, start, startup = 0, True, 0, 0.0
-        s_oct = s_odt = s_aoct = 0.0
-        for i in range(num_layers):
-            j = assign[n, i]
-            o = oct_s[i, j]
-            if math.isnan(o):
-                ok = False
-                break
-            s_oct += o
-            s_odt += odt_s[i, j]
-            s_aoct += alpha[i, j] * o
-            last = i == num_layers - 1
-            if last or assign[n, i + 1] != j:
-                if not last:
-                    s_odt += boundary[i] / min(net[j], net[assign[n, i + 1]]) + lat_term
-                fixed_s, bw_s, lat_s, k_lo, k_hi = dominant.stage_extras(
-                    step_oh[j], layer_oh[j], net[j], capacity[j], cum_param, cum_state, cum_act,
-                    start, i, lat2, batch, k_batch)
-                if k_lo > k_hi:
+        for n in range(block * BLOCK, min(num_plans, (block + 1) * BLOCK)):
+            used[:] = 0
+            num_stages, ok, start, startup = 0, True, 0, 0.0
+            thr, per_hour = ps_limit, 0.0
+            s_oct = s_odt = s_aoct = 0.0
+            for i in range(num_layers):
+                j = assign[n, i]
+                o = oct_s[i, j]
+                if math.isnan(o):
                     ok = False
                     break
-                st[num_stages, 0] = j
-                st[num_stages, 1] = s_aoct / s_oct if s_oct > 0 else 0.0
-                if odt_parallel:
-                    st[num_stages, 2], st[num_stages, 3] = s_oct + s_odt, 0.0
-                else:
-                    st[num_stages, 2], st[num_stages, 3] = s_oct, s_odt
-                st[num_stages, 4], st[num_stages, 5], st[num_stages, 6] = fixed_s, bw_s, lat_s
-                st[num_stages, 7], st[num_stages, 8] = k_lo, k_hi
-                startup = max(startup, startup_j[j])
-                num_stages += 1
-                start = i + 1
-                s_oct = s_odt = s_aoct = 0.0
-        if not ok or limit > ps_limit * (1 + 1e-12):
-            continue
-        c, thr, ph = _default_cost(limit, batch, num_samples, num_stages, st, price, caps, used,
-                                   ps_limit, startup, granularity)
-        if thr > 0.0:
-            thr_out[n], per_hour_out[n] = thr, ph
-        if c == np.inf or thr < limit * (1 - 1e-12):
-            continue
-        if exact:
-            c, thr, ph = _default_sweep(c, thr, ph, batch, limit, num_samples, num_stages, st,
-                                        price, caps, used, ps_limit, startup, granularity)
-        cost[n], thr_out[n], per_hour_out[n] = c, thr, ph
+                s_oct += o
+                s_odt += odt_s[i, j]
+                s_aoct += alpha[i, j] * o
+                last = i == num_layers - 1
+                if last or assign[n, i + 1] != j:
+                    if not last:
+                        s_odt += boundary[i] / min(net[j], net[assign[n, i + 1]]) + lat_term
+                    fixed_s, bw_s, lat_s, k_lo, k_hi = dominant.stage_extras(
+                        step_oh[j], layer_oh[j], net[j], capacity[j], cum_param, cum_state,
+                        cum_act, start, i, lat2, batch, k_batch)
+                    if k_lo > k_hi:
+                        ok = False
+                        break
+                    a = s_aoct / s_oct if s_oct > 0 else 0.0
+                    if odt_parallel:
+                        par, ser = s_oct + s_odt, 0.0
+                    else:
+                        par, ser = s_oct, s_odt
+                    k = dominant.least_units(par, ser, a, fixed_s, bw_s, lat_s, binv, k_lo, k_hi)
+                    if k < 0:
+                        ok = False
+                        break
+                    used[j] += k
+                    if caps[j] >= 0 and used[j] > caps[j]:
+                        ok = False
+                        break
+                    et = dominant.step_time(par, ser, a, fixed_s, bw_s, lat_s, k)
+                    thr = min(thr, batch / et)
+                    per_hour += price[j] * k
+                    if exact:
+                        st[num_stages, 0], st[num_stages, 1] = j, a
+                        st[num_stages, 2], st[num_stages, 3] = par, ser
+                        st[num_stages, 4], st[num_stages, 5] = fixed_s, bw_s
+                        st[num_stages, 6], st[num_stages, 7] = lat_s, k_lo
+                        st[num_stages, 8] = k_hi
+                    startup = max(startup, startup_j[j])
+                    num_stages += 1
+                    start = i + 1
+                    s_oct = s_odt = s_aoct = 0.0
+            if not ok:
+                continue
+            thr_out[n], per_hour_out[n] = thr, per_hour
+            if thr < limit * (1 - 1e-12):
+                continue
+            c = per_hour * dominant.billed_hours(startup + num_samples / thr, granularity)
+            if exact:
+                c, thr, per_hour = _default_sweep(c, thr, per_hour, batch, limit, num_samples,
+                                                  num_stages, st, price, caps, used, ps_limit,
+                                                  startup, granularity)
+            cost[n], thr_out[n], per_hour_out[n] = c, thr, per_hour
     return cost, thr_out, per_hour_out
 
 
