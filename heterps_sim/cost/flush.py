@@ -72,7 +72,7 @@ def flushed_step_time(w, busy, u, ar, d_fwd, d_bwd, beta: float = BACKWARD_FRACT
 
 
 def flushed_throughput(problem: Problem, plan: Plan, m: int | None = None, *,
-                       allreduce: bool = True, transfers: bool = True,
+                       allreduce: bool = True, transfers: bool = True, contention: bool = False,
                        beta: float = BACKWARD_FRACTION,
                        forward_share: float = FORWARD_BOUNDARY_SHARE) -> float:
     """B / T (capped by the default model's PS capacity) of `plan`, every stage's units fixed."""
@@ -83,7 +83,7 @@ def flushed_throughput(problem: Problem, plan: Plan, m: int | None = None, *,
     m = m or plan_microbatches(problem, plan)
     terms = plan_stages(problem, plan)
     net = problem.network_bytes_per_s
-    w, busy, u, ar, d_fwd, d_bwd = [], [], [], [], [], []
+    w, busy, u, ar, d_fwd, d_bwd, ser = [], [], [], [], [], [], []
     for g, (t, stage) in enumerate(zip(terms, plan.stages)):
         k = stage.num_replicas if not isinstance(t, MixedTerms) else sum(t.counts)
         part = t.parts[0] if isinstance(t, MixedTerms) else t
@@ -105,7 +105,16 @@ def flushed_throughput(problem: Problem, plan: Plan, m: int | None = None, *,
                                + stage_type_indices(terms[g + 1])))
                 nb = float(problem.boundary_bytes[part.last]) / m / bw
             lat = problem.latency_s if transfers else 0.0
+            ser.append(nb)
             d_fwd.append(forward_share * nb + lat)
             d_bwd.append((1.0 - forward_share) * nb + lat)
+    if contention and transfers:  # a unit's interfaces also pace it: its messages queue there
+        for g, stage in enumerate(plan.stages):
+            k = stage.num_replicas if not isinstance(terms[g], MixedTerms) else sum(terms[g].counts)
+            out_s = (forward_share * ser[g] if g < len(ser) else 0.0) + \
+                ((1.0 - forward_share) * ser[g - 1] if g > 0 else 0.0)
+            in_s = (forward_share * ser[g - 1] if g > 0 else 0.0) + \
+                ((1.0 - forward_share) * ser[g] if g < len(ser) else 0.0)
+            busy[g] = max(busy[g], math.ceil(m / k) * max(out_s, in_s))
     T = flushed_step_time(w, busy, u, ar, d_fwd, d_bwd, beta)
     return min(problem.batch_size / T, ps_cap(problem))
