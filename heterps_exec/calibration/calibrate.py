@@ -66,16 +66,19 @@ def _at(fit: tuple[float, float], samples: float, times: int) -> float:
     return times * a + c * samples
 
 
-def calibrated_problem(base: Problem, graph: ModelGraph, plan: Plan, fit: LayerFit,
+def calibrated_problem(base: Problem, graph: ModelGraph | None, plan: Plan, fit: LayerFit,
                        slowdowns: list[float], latency_s: float, bytes_per_s: float,
                        *, for_des: bool, step_overhead_s: float = 0.0,
-                       microbatch_overhead_s: float = 0.0) -> Problem:
-    """The base problem with oct/odt/alpha/links replaced by this machine's numbers."""
+                       microbatch_overhead_s: float = 0.0,
+                       param_bytes: list[float] | None = None) -> Problem:
+    """The base problem with oct/odt/alpha/links replaced by this machine's numbers.
+    `param_bytes` (per layer, tables included) stands in for the graph's where there is no
+    zoo graph (a PyTorch module: calibration/user_profiler.layer_param_bytes)."""
     layers = list(base.layer_names)
     missing = [n for n in layers if n not in fit.compute]
     if missing:
         raise ValueError(f"the profile has no layers {missing[:3]} (profile model "
-                         f"{graph.name!r}?)")
+                         f"{graph.name if graph else 'of the scenario'!r}?)")
     m, batch = plan.num_microbatches, base.batch_size
     per_layer = np.array([_at(fit.compute[n], batch, m) for n in layers])
     cuts = {stage.layers[-1] for stage in plan.stages[:-1]}
@@ -101,7 +104,8 @@ def calibrated_problem(base: Problem, graph: ModelGraph, plan: Plan, fit: LayerF
             oct_s[i, j] = (split[i] + serial[i]) * slow
             alpha[i, j] = split[i] / (split[i] + serial[i]) if oct_s[i, j] > 0 else 1.0
     runnable = ~np.isnan(oct_s)
-    params = np.array([_param_bytes(graph, n) for n in layers])
+    params = np.array(param_bytes if param_bytes is not None else
+                      [_param_bytes(graph, n) for n in layers], dtype=float)
     return replace(
         base, oct_s=oct_s, odt_s=np.where(runnable, 0.0, np.nan),
         alpha=alpha, odt_parallel=True,

@@ -201,7 +201,11 @@ def validate(req: ValidateRequest, progress=None) -> dict:
 
     loaded = load_input(req.scenario)
     scn, base = loaded.scenario, loaded.problem
-    graph = section_graph(scn.model, str(req.scenario))
+    user = None
+    if getattr(scn.model, "module", None):  # a PyTorch module: its chain's parameter bytes
+        from heterps_exec.calibration.user_profiler import layer_param_bytes, user_target
+        user = layer_param_bytes(user_target(scn.model, str(req.scenario)).spec)
+    graph = None if user else section_graph(scn.model, str(req.scenario))
     fit = LayerFit.from_rows(req.profile_rows)
     latency, bandwidth = req.links["latency_s"], req.links["bytes_per_s"]
     warmup = min(req.warmup, req.steps - 1)
@@ -263,7 +267,8 @@ def validate(req: ValidateRequest, progress=None) -> dict:
                                         core_sharing=req.core_sharing)
         problems = {mode: calibrated_problem(base, graph, plan, fit, slow, latency, bandwidth,
                                              for_des=mode == "des", step_overhead_s=overhead,
-                                             microbatch_overhead_s=per_microbatch)
+                                             microbatch_overhead_s=per_microbatch,
+                                             param_bytes=user)
                     for mode in ("analytic", "des")}
         analytic = evaluate_plan(problems["analytic"], plan)
         des = simulate(problems["des"], plan, seed=req.seed, options=des_options,

@@ -13,7 +13,8 @@ the layer, packed into and unpacked from the engine's wire format), device, thre
 torch version and date; and OUT/<host>-links.json: gloo loopback latency and bandwidth
 between two ranks and all-reduce times for 2-6 ranks, timed in situ after compute (and back
 to back, under "hot"; calibration/links.py; two or three minutes; skip with --no-links).
-`--scenario S.yaml --as-type NAME` measures the scenario's own model (zoo or layers in YAML)
+`--scenario S.yaml --as-type NAME` measures the scenario's own model (zoo, layers in YAML, or
+a PyTorch module: each layer of the chain heterps derived, run as the engine runs it)
 as resource type NAME, one of the scenario's types (calibration/target.py), into
 OUT/<NAME>-<model>.csv: the scenario then uses those rows in place of the roofline (attach the
 file to the type with `trace:` under cluster.define, or list it under profile.traces).
@@ -38,7 +39,7 @@ COLUMNS = ("model", "layer", "resource", "batch_size", "oct_s", "odt_s", "forwar
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenario", default="", metavar="S.yaml",
-                   help="measure this scenario's model (zoo or layers in YAML)")
+                   help="measure this scenario's model (zoo, layers in YAML or a PyTorch module)")
     p.add_argument("--model", default="", help="a zoo model name (instead of --scenario)")
     p.add_argument("--device", default="cpu", help='"cpu" or "cuda:N"')
     p.add_argument("--batch", default="", help="comma-separated batch sizes (default: the "
@@ -85,6 +86,7 @@ def run(args) -> int:
     from heterps_exec.calibration.links import profile_links
     from heterps_exec.calibration.profiler import profile_layers
     from heterps_exec.calibration.target import profile_target
+    from heterps_exec.calibration.user_profiler import UserTarget, profile_user_layers
     from heterps_exec.model.build import scale_tables
     from heterps_sim.core.outputs import atomic_write
     if args.device.startswith("cuda") and int(args.device[5:]) >= torch.cuda.device_count():
@@ -93,16 +95,21 @@ def run(args) -> int:
     graph, resource, batch = profile_target(scenario=args.scenario, model=args.model,
                                             as_type=args.as_type, device=args.device)
     batches = _batches(args.batch or (str(batch) if batch else "8,32,128,256"))
+    user = isinstance(graph, UserTarget)  # a PyTorch module: its captured chain's layers
+    if user and args.table_scale != 1:
+        raise ExecCliError("--table-scale: applies to zoo and YAML models; a PyTorch "
+                           "module's table sizes come from its model.kwargs")
     try:
-        graph = scale_tables(graph, args.table_scale)
+        graph = graph if user else scale_tables(graph, args.table_scale)
     except ValueError as exc:
         raise ExecCliError(f"--table-scale: {exc}") from None
     from heterps_exec.cli.sizes import profile_problem
-    too_big = profile_problem(graph.to_spec(), batches)  # before anything is allocated
-    if too_big:
+    too_big = profile_problem(graph.spec if user else graph.to_spec(), batches)  # before
+    if too_big:                                                         # anything is allocated
         raise ExecCliError(too_big)
     torch.set_num_threads(args.threads)
-    rows = profile_layers(graph, batches=batches, device=args.device, repeats=args.repeats)
+    measure = profile_user_layers if user else profile_layers
+    rows = measure(graph, batches=batches, device=args.device, repeats=args.repeats)
     host = os.uname().nodename
     device_tag = args.device.replace(":", "")
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

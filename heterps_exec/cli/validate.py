@@ -101,12 +101,17 @@ def run(args) -> int:
     from heterps_exec.calibration.validate import ValidateRequest, validate
     from heterps_sim.inputs.model_source import section_graph
     model = loaded.scenario.model
+    user = None
+    if getattr(model, "module", None):  # a PyTorch module: the chain heterps derived from it
+        from heterps_exec.calibration.user_profiler import profile_user_layers, user_target
+        user = user_target(model, str(args.scenario))
     if args.profile:
-        rows = _profile_rows(args.profile, model.name)
+        rows = _profile_rows(args.profile, user.name if user else model.name)
     else:
         torch.set_num_threads(1)
-        rows = profile_layers(section_graph(model, str(args.scenario)),
-                              batches=(8, 32, 64, 128, 256))
+        batches = (8, 32, 64, 128, 256)
+        rows = (profile_user_layers(user, batches=batches) if user else
+                profile_layers(section_graph(model, str(args.scenario)), batches=batches))
     if args.links:
         try:
             links = json.loads(Path(args.links).read_text())
