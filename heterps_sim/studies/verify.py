@@ -128,6 +128,9 @@ class Verification:
                "analytic": summary(self.analytic),
                "simulated": summary(self.simulated, self.extra.get("simulated_cost_usd")),
                "simulated_vs_analytic_pct": gap_pct(self.simulated, self.analytic),
+               "flushed": ({"throughput": self.extra["flushed_throughput"],
+                            "cost_usd": self.extra["flushed_cost_usd"]}
+                           if "flushed_throughput" in self.extra else None),
                "steps": [asdict(g) for g in self.growths],
                "simulated_result": self.simulated.to_json_dict()}
         if self.reprovisioned:
@@ -186,8 +189,30 @@ def verify_plan(problem: Problem, plan: Plan, analytic: RunResult, evaluate: Eva
     costs = {"simulated_cost_usd": job_cost_usd(problem, fixed_plan(plan, analytic),
                                                 check.simulated),
              "final_simulated_cost_usd": job_cost_usd(problem, check.final_plan,
-                                                      check.final_simulated)}
+                                                      check.final_simulated),
+             **flushed_prediction(problem, fixed_plan(plan, analytic), check)}
     return replace(check, extra={**check.extra, **costs})
+
+
+def flushed_prediction(problem: Problem, plan: Plan, check: Verification) -> dict:
+    """The analytic step time of the checked plan under its flushed schedule (cost/flush.py),
+    at the simulator's m, with the effects the check switched on: {} when the plan did not
+    run, or runs unflushed (async, or no bubbles effect)."""
+    from heterps_sim.cost.flush import FLUSHED, flushed_throughput
+    sim, effects = check.simulated, check.settings.effects
+    m = sim.extra.get("num_microbatches")
+    if (not sim.extra.get("simulated", True) or not m or "bubbles" not in effects
+            or sim.extra.get("schedule", plan.schedule) not in FLUSHED
+            or check.analytic.cost_per_hour <= 0):
+        return {}
+    thr = flushed_throughput(problem, replace(plan, schedule=sim.extra.get("schedule",
+                                                                          plan.schedule)),
+                             int(m), allreduce="allreduce" in effects,
+                             transfers="transfers" in effects,
+                             contention="contention" in effects)
+    usd = job_cost_usd(problem, plan, replace(check.analytic, throughput=thr, cost_usd=(
+        problem.num_samples / thr / 3600.0 * check.analytic.cost_per_hour)))
+    return {"flushed_throughput": thr, "flushed_cost_usd": usd}
 
 
 def _verify(problem: Problem, plan: Plan, analytic: RunResult, evaluate: Evaluate,
@@ -461,8 +486,12 @@ def check_lines(check: Verification) -> list[str]:
              f"{check.simulations} simulation{'s' if check.simulations != 1 else ''}, "
              f"{check.wall_s:.2f} s",
              f"  {'':15}{'samples/s':>13} {'vs limit':>9} {'cost USD':>12}  units per stage"]
-    rows = [("analytic", check.analytic, check.analytic.cost_usd),
-            ("simulated", sim, check.extra.get("simulated_cost_usd", sim.cost_usd))]
+    rows = [("analytic", check.analytic, check.analytic.cost_usd)]
+    if "flushed_throughput" in check.extra:  # the closed form of the flushed schedule
+        rows.append(("  flushed", replace(check.analytic,
+                                          throughput=check.extra["flushed_throughput"]),
+                     check.extra["flushed_cost_usd"]))
+    rows.append(("simulated", sim, check.extra.get("simulated_cost_usd", sim.cost_usd)))
     if check.reprovisioned:
         rows.append(("re-provisioned", check.final_simulated,
                      check.extra.get("final_simulated_cost_usd", check.final_simulated.cost_usd)))
