@@ -29,6 +29,7 @@ from heterps_exec.binding import load_binding, stage_bindings
 from heterps_exec.data.prepare import prepare_data
 from heterps_exec.layout import RunSpec
 from heterps_exec.request import ExecError, RunRequest
+from heterps_sim.core import progress
 from heterps_sim.core.files import new_run_folder
 from heterps_sim.core.outputs import atomic_write
 from heterps_sim.core.plan import Plan
@@ -66,9 +67,13 @@ def prepare(req: RunRequest) -> tuple[RunSpec, object]:
     """Load the scenario and the plan, check the request against them, bind every stage to a
     device and write the run folder's spec; returns (spec, problem). The request has checked
     its own values when it was built."""
+    progress.phase("heterps-exec: loading the scenario and the plan, binding the stages")
     scn, problem, plan = _load(req)
     _check_against(req, plan)
     bindings = _bind(req, scn, plan)
+    if getattr(scn.model, "module", None):  # a user's PyTorch module (not zoo or YAML layers)
+        progress.phase(f"heterps-exec: capturing {scn.model.module} (torch.export) and cutting "
+                       "it at the plan's stages")
     user = _user_model(req, scn, plan)  # a user's PyTorch module: {} for zoo and YAML models
     out = Path(req.out_dir) if req.out_dir else new_run_folder("exec")
     out.mkdir(parents=True, exist_ok=True)
@@ -86,6 +91,7 @@ def prepare(req: RunRequest) -> tuple[RunSpec, object]:
                    quantize=req.quantize, ps_shards=req.ps_shards,
                    ps_policy=req.ps_policy,
                    ps_hot_fraction=req.ps_hot_fraction, fault=dict(req.fault))
+    progress.phase(f"heterps-exec: preparing the training data ({scn.data.format})")
     spec = prepare_data(spec, scn.data, req.scenario, data_dir=req.data_dir,
                         num_samples=req.num_samples)  # bad data: exit 2 before any rank
     atomic_write(out / "plan.json", _json(spec.plan))  # core.outputs: whole, fsynced
@@ -218,6 +224,9 @@ def launch(spec: RunSpec, opts: LaunchOptions = LaunchOptions(), *,
         env[proctree.BIND_HOST] = bind_host(opts)
         env["GLOO_SOCKET_IFNAME"] = proctree.loopback_interface()
     t0 = time.perf_counter()
+    world = sum(int(s["num_replicas"]) for s in spec.plan["stages"]) + spec.ps_shards
+    progress.phase(f"heterps-exec: launching torchrun ({world} ranks) and waiting for them to "
+                   f"run {spec.steps} steps (log: {log})")
     with open(log, "w") as fh, proctree.sigterm_as_interrupt():
         proc = None
         try:

@@ -85,6 +85,9 @@ def predict(spec: RunSpec, problem, *, dirs=PROFILE_DIRS, host: str | None = Non
     """Both predictions of the run `spec` describes (module docstring): from this host's
     profile when one is found and covers the model's layers, else from the roofline."""
     from heterps_exec.worker import graph_for
+    from heterps_sim.core import progress
+    progress.phase("heterps-exec: the analytic model's and the simulator's predictions of the "
+                   "plan, beside the measurement")
     plan = plan_from_dict(spec.plan)
     graph = graph_for(spec)
     found = find_profile(spec, graph.name, host=host, dirs=dirs)

@@ -39,6 +39,8 @@ def _parser(commands: dict[str, tuple[str, str]]) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_, description=(mod.__doc__ or help_).strip(),
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         mod.add_arguments(p)
+        p.add_argument("--quiet", action="store_true", help="no progress lines or bars on "
+                       "stderr (shown only on a terminal, or with HETERPS_PROGRESS=1)")
         p.set_defaults(_module=mod)
     return ap
 
@@ -49,5 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         ap.print_help()
         return 0
-    return run_command("heterps-exec", args.command, lambda: args._module.run(args))
+    from heterps_sim.core import progress
+    with progress.showing(False if args.quiet else None):
+        return run_command("heterps-exec", args.command, lambda: args._module.run(args))
 

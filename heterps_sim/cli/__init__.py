@@ -81,6 +81,8 @@ def _parser(commands: dict[str, tuple[str, str, str]] = COMMANDS) -> argparse.Ar
                            formatter_class=fmt)
         p.set_defaults(run=run)
         p.add_argument("--json", action="store_true", help="print one JSON document")
+        p.add_argument("--quiet", action="store_true", help="no progress lines or bars on "
+                       "stderr (shown only on a terminal, or with HETERPS_PROGRESS=1)")
         add_arguments(p)
     return ap
 
@@ -91,5 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         command, module = argv[0], importlib.import_module(COMMANDS[argv[0]][0])
         return run_command("heterps-sim", command, lambda: module.main(argv[1:]))
     args = _parser().parse_args(argv)
-    return run_command("heterps-sim", args.command, lambda: args.run(args))
+    from heterps_sim.core import progress
+    with progress.showing(False if args.quiet else None):
+        return run_command("heterps-sim", args.command, lambda: args.run(args))
 

@@ -82,6 +82,8 @@ def run_scheduler(problem, name: str, mode: str, seed: int, options: dict):
     except ValidationError as exc:
         from heterps_sim.core.files import validation_message
         raise UserFileError(validation_message(f"scheduler {name} options", exc)) from None
+    from heterps_sim.core import progress
+    progress.phase(f"scheduling: {name} ({mode} provisioning)")
     outcome = run(scheduler, problem, mode)
     if options.get("allow_same_type_cuts") and outcome.result is not None:
         # Say what cutting a run of one type into several stages saves (the paper's stages
@@ -111,7 +113,9 @@ def verify_outcome(problem, outcome, mode: str, args, *, reprovision: bool):
     if getattr(args, "verify", "none") == "none" or outcome.plan is None \
             or outcome.result is None or not outcome.result.feasible:
         return None
+    from heterps_sim.core import progress
     from heterps_sim.cost import evaluate_plan
     from heterps_sim.studies.verify import verify_plan
+    progress.phase("checking the plan in the simulator (--verify none skips it)")
     return verify_plan(problem, outcome.plan, outcome.result,
                        lambda plan: evaluate_plan(problem, plan, mode), reprovision=reprovision)

@@ -137,6 +137,7 @@ def scenario_sweep(loaded, out: Path, points: int, jobs: int, progress: bool) ->
 def write_report(out: Path, *, scenarios: str | None = None, points: int = 10, jobs: int = 1,
                  progress: bool = True) -> Path:
     """report.md under `out` (see the module doc); returns its path."""
+    from heterps_sim.core import progress as shown
     from heterps_sim.core.outputs import atomic_write, mark_complete, prepare_folder
     from heterps_sim.inputs.load import InputError, load_input
     from heterps_sim.studies.sweep import SweepError
@@ -148,7 +149,10 @@ def write_report(out: Path, *, scenarios: str | None = None, points: int = 10, j
     earlier = [d.name for d in out.glob("*/") if (d / "sweep.json").is_file()] \
         if out.is_dir() else []
     prepare_folder(out, ["report.md", *(p.stem for p in paths), *earlier])
-    for path in paths:
+    for number, path in enumerate(paths, 1):
+        if progress:
+            shown.phase(f"report: {path.stem} ({number}/{len(paths)}): the optimum, the best "
+                        "single type and Paddle's heuristic, then a trade-off sweep")
         try:
             loaded = load_input(path)
         except InputError as exc:

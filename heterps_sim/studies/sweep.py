@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import math
 import multiprocessing
-import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -192,8 +191,23 @@ def _init_worker(problem: Problem) -> None:
     _PROBLEM = problem
 
 
+def _init_pool_worker(problem: Problem, show: bool) -> None:
+    """A worker process: its problem, and whether it may say it is compiling the kernels
+    (the parent's progress setting: a worker's stderr is the parent's)."""
+    from heterps_sim.core import progress
+    progress.configure(show)
+    _init_worker(problem)
+
+
 def _run_point(task: tuple) -> tuple[int, dict, dict | None]:
-    """(task id, row, plan dict) for one scheduler at one limit."""
+    """(task id, row, plan dict) for one scheduler at one limit; the scheduler's own phases
+    stay hidden under the sweep's bar."""
+    from heterps_sim.core import progress
+    with progress.inner():
+        return _point(task)
+
+
+def _point(task: tuple) -> tuple[int, dict, dict | None]:
     from heterps_sim.schedulers.base import run_scheduler
     from heterps_sim.schedulers.registry import make_scheduler
     from heterps_sim.studies.compare import scheduler_options
@@ -250,13 +264,12 @@ def _single_type_costs(problem: Problem, limits, mode: str) -> list[float]:
 def run_sweep(problem: Problem, spec: SweepSpec, *, jobs: int = 1,
               progress: bool = True) -> SweepResult:
     """Every scheduler at every limit; rows in (scheduler, limit) order whatever `jobs` is."""
-    from tqdm import tqdm
+    from heterps_sim.core import progress as shown
     start = time.perf_counter()
     tasks = [(tid, index, name, limit, spec) for tid, (name, (index, limit)) in enumerate(
         (n, il) for n in spec.schedulers for il in enumerate(spec.limits))]
     out: list = [None] * len(tasks)
-    bar = tqdm(total=len(tasks), desc="tradeoff", unit="point", file=sys.stderr,
-               disable=not progress or None, leave=False)
+    bar = shown.bar(total=len(tasks), desc="tradeoff", unit="point", off=not progress)
     if jobs <= 1:
         _init_worker(problem)
         for task in tasks:
@@ -267,8 +280,8 @@ def run_sweep(problem: Problem, spec: SweepSpec, *, jobs: int = 1,
         # cheaper than spawn (the server imports once, then forks per worker).
         ctx = multiprocessing.get_context("forkserver")
         ctx.set_forkserver_preload([__name__])
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker,
-                                 initargs=(problem,)) as pool:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_pool_worker,
+                                 initargs=(problem, shown.enabled() and progress)) as pool:
             for fut in as_completed([pool.submit(_run_point, t) for t in tasks]):
                 tid, row, plan = fut.result()
                 out[tid] = (tid, row, plan)

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from heterps_sim.core import progress
 from heterps_sim.schedulers.search.space import INFEASIBLE, PlanBudget, SearchSpace
 
 Moves = Callable[[np.ndarray], np.ndarray]
@@ -85,7 +86,7 @@ def polish(space: SearchSpace, budget: PlanBudget, plans: np.ndarray, scores: np
             break
     before = float(scores[order[0]]) if len(order) else np.inf
     steps, ends = 0, []
-    for plan in chosen:
+    for plan in progress.bar(chosen, desc="polish", unit="start"):
         end, _, taken = descend(space, budget, plan, max_steps, max_shift, splits, compound)
         steps += taken
         ends.append(end)

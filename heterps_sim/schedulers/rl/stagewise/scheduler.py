@@ -154,6 +154,7 @@ class RLScheduler:
     def schedule(self, problem: Problem, evaluate: Evaluator) -> Plan:
         import torch
 
+        from heterps_sim.core import progress
         from heterps_sim.schedulers.rl.stagewise.train import Args, make_task, new_policy, ppo
         from heterps_sim.schedulers.search.polish import polish
         from heterps_sim.schedulers.search.space import PlanBudget, SearchSpace
@@ -175,7 +176,9 @@ class RLScheduler:
             task = make_task(problem, args)
             setup_s = time.perf_counter() - start
             plans = self._decode(policy, task) if args.ppo_seconds > 0 else []
-            updates = ppo(policy, [task], args, lambda **row: None)
+            with progress.clock(args.ppo_seconds, "rl: fine-tuning the policy (PPO)") as tick:
+                updates = ppo(policy, [task], args,
+                              lambda **row: tick(row["wall_s"], updates=row["update"]))
             train_s = time.perf_counter() - start - setup_s
             greedy_at = sum(len(x) for x in plans)  # the fine-tuned policy's greedy plan
             plans += self._decode(policy, task)
@@ -198,6 +201,9 @@ class RLScheduler:
             # first, if fine-tuned; an untrained policy's last), so fine-tuning can only add
             # to the zero-shot result and each decode gets its own starts.
             parts = [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+            if c.polish_starts:
+                progress.phase(f"rl: polishing the best {c.polish_starts} plans of each of "
+                               f"{len(parts)} decodes ({len(plans)} plans)")
             for part in parts if c.polish_starts else ():
                 more, reached = polish(space, budget, plans[part], scores[part],
                                        c.polish_starts, c.polish_steps, c.max_shift,
