@@ -131,3 +131,14 @@ def test_run_plan_refuses_bad_input_before_any_rank(work, tmp_path):
         with pytest.raises(UserFileError, match=needle.replace("-", r"\-")):
             run_plan(plan, scenario=_scenario(work), **{"steps": 2, **options}, out=str(out))
         assert not out.exists()
+
+
+def test_the_page_shows_the_example_files_as_they_are():
+    """The Python block and the forward on the worked-example page are the files' own text."""
+    page = (ROOT / "docs" / "guide" / "worked-example.md").read_text()
+    script = (EXAMPLE / "from_python.py").read_text()
+    body = script[script.index("from heterps_exec import run_plan"):]
+    assert body.strip() in page
+    model = (EXAMPLE / "dcn_fm.py").read_text()
+    forward = model[model.index("    def forward(self, dense, ids):"):]
+    assert "\n".join(line[4:] for line in forward.strip("\n").splitlines()) in page
