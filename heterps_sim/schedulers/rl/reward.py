@@ -7,10 +7,11 @@
                       r = -ratio            (scale "linear": the paper's -(cost / reference))
     infeasible plan   r = r(RATIO_CAP) - 1 - shortfall,   in [worst_reward(), r(cap) - 1]
                       shortfall = min(ln(TL / reach), SHORTFALL_CAP) if reach < TL else 0,
-                      reach = the plan's throughput with every stage at its Amdahl limit,
-                      B / max_g ((1 - alpha_g) P_g + S_g): how far the stages are from
-                      meeting TL at any unit count (0 when the plan fails only on
-                      availability caps or the unit bound)
+                      reach = the plan's throughput with every stage at its fastest,
+                      B / max_g ((1 - alpha_g) P_g + S_g) under the paper model (under
+                      the default model ET at the fastest unit count, and the PS cap):
+                      how far the stages are from meeting TL at any unit count (0 when
+                      the plan fails only on availability caps or the unit bound)
 
 Every feasible plan scores above every infeasible one, and an infeasible plan scores higher the
 closer it comes to the limit (cost_batch reports throughput 0 for most infeasible plans, which
@@ -30,6 +31,9 @@ import numpy as np
 from heterps_sim.core.problem import Problem
 from heterps_sim.cost import amdahl
 from heterps_sim.cost.batch import BatchResult, evaluate_assignments
+from heterps_sim.cost.provision import provision
+from heterps_sim.cost.reference import ps_cap
+from heterps_sim.cost.terms import boundary_latency_s
 from heterps_sim.schedulers.rl.paper.features import action_mask
 
 SCALES = ("log", "linear")
@@ -55,8 +59,10 @@ def reference_cost(problem: Problem, mode: str = "least") -> tuple[float, str]:
 
 
 def reach(problem: Problem, plans: np.ndarray) -> np.ndarray:
-    """(N,) throughput of each plan (type index per layer) with every stage at its Amdahl
-    limit, k -> infinity; 0 where a layer is on a type it cannot run on."""
+    """(N,) throughput of each plan (type index per layer) with every stage at its fastest:
+    the Amdahl limit, k -> infinity (paper model), the fastest unit count within memory and
+    the minimum batch, and at most the parameter server's capacity (default model); 0 where a
+    layer is on a type it cannot run on."""
     a = np.asarray(plans, np.int64)
     num_n, num_l = a.shape
     rows = np.arange(num_l)[None, :]
@@ -70,7 +76,7 @@ def reach(problem: Problem, plans: np.ndarray) -> np.ndarray:
     if num_l > 1:
         bw = np.minimum(net[a[:, :-1]], net[a[:, 1:]])
         bnd[:, :-1] = np.where(ends[:, :-1], problem.boundary_bytes[:-1] / bw
-                               + problem.latency_s, 0.0)
+                               + boundary_latency_s(problem), 0.0)
     starts = np.ones_like(a, bool)
     starts[:, 1:] = ends[:, :-1]
     stage = (np.cumsum(starts, axis=1) - 1 + np.arange(num_n)[:, None] * num_l).ravel()
@@ -82,10 +88,22 @@ def reach(problem: Problem, plans: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         alpha = np.where(s_oct > 0, s_aoct / s_oct, 0.0)
     par, ser = (s_oct + s_odt, 0.0) if problem.odt_parallel else (s_oct, s_odt)
-    slowest = amdahl.serial_time(par, ser, alpha).reshape(num_n, num_l).max(axis=1)
+    if problem.cost_model != "default":
+        slowest = amdahl.serial_time(par, ser, alpha).reshape(num_n, num_l).max(axis=1)
+    else:  # the default model's fastest unit count per stage (cost/provision.py)
+        first, last, typ = (np.zeros(num_n * num_l, np.int64) for _ in range(3))
+        rows = np.broadcast_to(np.arange(num_l), a.shape)
+        first[stage[starts.ravel()]] = rows[starts]
+        last[stage[ends.ravel()]] = rows[ends]
+        typ[stage[starts.ravel()]] = a[starts]
+        used = np.zeros(num_n * num_l, bool)
+        used[stage] = True
+        fastest = provision(problem, np.nan_to_num(par), np.nan_to_num(ser), alpha, first, last,
+                            typ, problem.batch_size / problem.throughput_limit).fastest_s
+        slowest = np.where(used, fastest, 0.0).reshape(num_n, num_l).max(axis=1)
     with np.errstate(divide="ignore"):
         out = np.where(slowest > 0, problem.batch_size / slowest, np.inf)
-    return np.where(bad.any(axis=1), 0.0, out)
+    return np.where(bad.any(axis=1), 0.0, np.minimum(out, ps_cap(problem)))
 
 
 def _score(ratio, scale: str):

@@ -19,15 +19,20 @@ costed exactly by the caller (search_space.PlanBudget); the estimates here only 
 The group's boundaries (the plan's own stage boundaries every `span` stages) stay fixed: this
 is a local move around the current plan, not a search over all partitions of the model.
 
-Knowingly approximate: a stage's units are the fewest that meet the limit (least
-provisioning), caps are ignored, and groups are cut one at a time (greedily, not jointly).
+Stages are estimated with the problem's own cost model (cost/provision.py: under the default
+model the all-reduce, fixed costs, memory and minimum batch per unit, and the parameter
+server's cap on the plan). Knowingly approximate: a stage's units are the fewest that meet
+the limit (least provisioning), caps are ignored, and groups are cut one at a time (greedily,
+not jointly).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from heterps_sim.cost import amdahl
+from heterps_sim.cost.provision import provision
+from heterps_sim.cost.reference import ps_cap
+from heterps_sim.cost.terms import boundary_latency_s
 from heterps_sim.schedulers.search.space import SearchSpace
 
 LADDER = (1.01, 1.02, 1.05, 1.1, 1.2, 1.35, 1.5, 2.0, 2.5, 3.0, 4.0)
@@ -66,6 +71,8 @@ class StageOptions:
         self._bad[1:] = np.cumsum(~ok, axis=0)  # unusable layers before i, per type
         self._net = np.asarray(p.network_bytes_per_s, float)
         self._price = np.asarray(p.price_per_hour, float)
+        self._latency = boundary_latency_s(p)
+        self._ps_cap = ps_cap(p)
         self._thr: dict[tuple[int, ...], float] = {}
         self._prev: dict[tuple[int, ...], np.ndarray] = {}
         self.speeds, self.speed_of = _speed_bins(self._net)
@@ -95,15 +102,16 @@ class StageOptions:
         ao = self._aoct[hi] - self._aoct[lo]
         last = np.minimum(hi, p.num_layers) - 1
         with np.errstate(divide="ignore", invalid="ignore"):
-            d = d + np.where(bw > 0, p.boundary_bytes[last][:, None] / bw + p.latency_s, 0.0)
+            d = d + np.where(bw > 0, p.boundary_bytes[last][:, None] / bw + self._latency, 0.0)
         with np.errstate(divide="ignore", invalid="ignore"):
             a = np.where(o > 0, ao / o, 0.0)
             par, ser = (o + d, 0.0) if p.odt_parallel else (o, d)
-            slack = amdahl.slack(p.batch_size / p.throughput_limit, par, ser, a)
-            k = np.maximum(1.0, amdahl.units_for(par, a, slack))
-            thr = p.batch_size / amdahl.step_time(par, ser, a, k)
-        good = (self._bad[hi] == self._bad[lo]) & (slack > 0)
-        return np.where(good, self._price * k, np.inf), np.where(good, thr, 0.0)
+            # the problem's own model (cost/provision.py): all-reduce and fixed costs count
+            pr = provision(p, par, ser, a, np.minimum(lo, last)[:, None], last[:, None],
+                           np.arange(p.num_types)[None, :], p.batch_size / p.throughput_limit)
+            thr = np.minimum(p.batch_size / pr.step_s, self._ps_cap)
+        good = (self._bad[hi] == self._bad[lo]) & pr.ok
+        return np.where(good, self._price * pr.units, np.inf), np.where(good, thr, 0.0)
 
     def stage_thr(self, s: int, e: int, j: int, nxt: int) -> float:
         """Throughput of one stage (layers s..e-1 on type j, then type nxt), memoised."""

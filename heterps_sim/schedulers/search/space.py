@@ -23,7 +23,9 @@ INFEASIBLE * (1 + shortfall), above every feasible plan and graded by how far it
 feasible: shortfall = the largest of, over stages, the Amdahl time (1 - alpha) P + S over
 B / TL (> 1: no number of units reaches the limit) and, when every stage can reach it, over
 capped types, the units the stages need at the limit over the units available (> 1: a cap
-is broken). So a search among infeasible plans still has a direction.
+is broken). So a search among infeasible plans still has a direction. Under the default
+model the same, with its own terms (shortfall(): ET at the fastest unit count, memory over the
+minimum batch's bound, the parameter server's capacity).
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ import numpy as np
 from heterps_sim.core.plan import Plan, plan_from_assignment
 from heterps_sim.core.problem import Problem
 from heterps_sim.cost import amdahl_numba as amdahl
+from heterps_sim.cost import dominant_numba as dominant
+from heterps_sim.cost.reference import ps_cap
+from heterps_sim.cost.terms import boundary_latency_s, model_arrays
 from heterps_sim.schedulers.base import Evaluator, NoFeasiblePlan
 
 SLACK = 2
@@ -76,6 +81,57 @@ def _shortfall(assign, oct_s, odt_s, alpha, boundary, net, latency, batch, limit
                     reachable = False
                 s_oct = s_odt = s_aoct = 0.0
         out[p] = worst * limit / batch
+        if reachable:
+            for j in range(len(caps)):
+                if caps[j] > 0:
+                    out[p] = max(out[p], used[j] / caps[j])
+    return out
+
+
+@numba.njit(cache=True)
+def _shortfall_default(assign, oct_s, odt_s, alpha, boundary, net, latency, batch, limit, par,
+                       caps, step_oh, layer_oh, capacity, cum_param, cum_state, cum_act, lat2,
+                       k_batch, ps_limit):
+    """_shortfall under the default model (cost/dominant.py): a stage's least time is ET at
+    its fastest unit count; a stage no unit count fits (memory over the minimum batch's
+    bound) falls short by k_lo / k_hi; the parameter server by TL / its capacity."""
+    n, L = assign.shape
+    out = np.zeros(n)
+    used = np.zeros(len(caps), np.int64)
+    binv = batch / limit
+    for p in range(n):
+        worst, reachable = limit / ps_limit, True
+        used[:] = 0
+        s_oct = s_odt = s_aoct = 0.0
+        start = 0
+        for i in range(L):
+            j = assign[p, i]
+            s_oct += oct_s[i, j]
+            s_odt += odt_s[i, j]
+            s_aoct += alpha[i, j] * oct_s[i, j]
+            if i == L - 1 or assign[p, i + 1] != j:
+                if i < L - 1:
+                    s_odt += boundary[i] / min(net[j], net[assign[p, i + 1]]) + latency
+                a = s_aoct / s_oct if s_oct > 0 else 0.0
+                par_s = s_oct + s_odt if par else s_oct
+                ser_s = 0.0 if par else s_odt
+                f, r, q, k_lo, k_hi = dominant.stage_extras(
+                    step_oh[j], layer_oh[j], net[j], capacity[j], cum_param, cum_state,
+                    cum_act, start, i, lat2, batch, k_batch)
+                if k_lo > k_hi:
+                    worst = max(worst, k_lo / max(k_hi, 1))
+                    reachable = False
+                else:
+                    kf = dominant.fastest_units(par_s, ser_s, a, f, r, q, k_lo, k_hi)
+                    worst = max(worst, dominant.step_time(par_s, ser_s, a, f, r, q, kf) / binv)
+                    k = dominant.least_units(par_s, ser_s, a, f, r, q, binv, k_lo, k_hi)
+                    if k >= 0:
+                        used[j] += k
+                    else:
+                        reachable = False
+                s_oct = s_odt = s_aoct = 0.0
+                start = i + 1
+        out[p] = worst
         if reachable:
             for j in range(len(caps)):
                 if caps[j] > 0:
@@ -281,11 +337,7 @@ class PlanBudget:
     def _score_new(self, rows: np.ndarray) -> np.ndarray:
         self.used += len(rows)
         cost = self.evaluate.evaluate_many(rows)
-        p = self.problem
-        short = _shortfall(rows, p.oct_s, p.odt_s, p.alpha, p.boundary_bytes,
-                           p.network_bytes_per_s, float(p.latency_s), float(p.batch_size),
-                           float(p.throughput_limit), bool(p.odt_parallel), p.available_array)
-        return np.where(np.isfinite(cost), cost, INFEASIBLE * (1.0 + short))
+        return np.where(np.isfinite(cost), cost, INFEASIBLE * (1.0 + shortfall(self.problem, rows)))
 
     def _offer(self, score: float, row: np.ndarray) -> None:
         if score < INFEASIBLE and (len(self.top) < _KEEP or score < self.top[-1][0]):
@@ -309,6 +361,20 @@ class PlanBudget:
         detail = f"; e.g. {reason}" if reason else ""
         raise NoFeasiblePlan(f"{who}: none of the {self.used} plans evaluated meets the "
                              f"throughput limit within the caps{detail}")
+
+
+def shortfall(problem: Problem, rows: np.ndarray) -> np.ndarray:
+    """How far each plan (row of type indices) is from feasible, under the problem's model
+    (see the module docstring; > 1: a stage or a cap cannot meet the limit)."""
+    p = problem
+    args = (np.asarray(rows, np.int64), p.oct_s, p.odt_s, p.alpha, p.boundary_bytes,
+            p.network_bytes_per_s, float(boundary_latency_s(p)), float(p.batch_size),
+            float(p.throughput_limit), bool(p.odt_parallel), p.available_array)
+    if p.cost_model != "default":
+        return _shortfall(*args)
+    m = model_arrays(p)
+    return _shortfall_default(*args, m.step_oh, m.layer_oh, m.capacity, m.cum_param,
+                              m.cum_state, m.cum_act, m.lat2_s, m.k_batch, float(ps_cap(p)))
 
 
 def _key(row: np.ndarray) -> bytes:

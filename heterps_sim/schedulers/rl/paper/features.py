@@ -14,6 +14,10 @@ type's features, never from a type index.
                      the boundary transfer a switch p -> j would add (0 when j == p)
     mask             (L, M): runnable and not a type with 0 units available
 
+Units, "meets TL alone" and the least cost per batch come from the problem's own cost model
+(cost/provision.py): under the default model they count the all-reduce, the fixed costs,
+memory and the minimum batch per unit; under the paper model they are as HeterPS computes them.
+
 `FeatureNorm` standardises the static features with means/stds fitted on training problems
 (kept in checkpoints so a trained policy reads new problems the same way).
 """
@@ -25,8 +29,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from heterps_sim.core.problem import Problem
-from heterps_sim.cost import amdahl
+from heterps_sim.cost.provision import provision
 from heterps_sim.cost.reference import MAX_REPLICAS
+from heterps_sim.cost.terms import boundary_latency_s
 
 LAYER_FEATURES = ("position", "is_first", "is_last", "log_fastest_time", "log_boundary_time",
                   "runnable_share", "log_param_bytes", "log_sparse_bytes", "log_num_layers",
@@ -102,13 +107,16 @@ def _derive(problem: Problem) -> _Derived:
     par, ser = (total, 0.0) if problem.odt_parallel else (oct_s, odt_s)
     caps = np.array([MAX_REPLICAS if a is None else min(a, MAX_REPLICAS)
                      for a in problem.available], np.float64)
-    slack = amdahl.slack(budget, par, ser, alpha)
-    units = np.maximum(1.0, amdahl.units_for(par, alpha, np.where(slack > 0, slack, 1.0)))
+    # the layer alone as a stage, under the problem's own model (cost/provision.py)
+    layer = np.arange(problem.num_layers)[:, None]
+    pr = provision(problem, par, ser, alpha, layer, layer,
+                   np.arange(problem.num_types)[None, :], budget)
+    units = pr.units
     price = np.asarray(problem.price_per_hour, np.float64)
     return _Derived(
         budget=budget, mask=mask, total=total, odt=odt_s, alpha=alpha, units=units,
-        alone_ok=mask & (slack > 0) & (units <= caps[None, :]),
-        per_sample=np.where(mask, price[None, :] * total, np.inf), price=price,
+        alone_ok=mask & pr.ok & (units <= caps[None, :]),
+        per_sample=np.where(mask, price[None, :] * pr.unit_s, np.inf), price=price,
         net=np.asarray(problem.network_bytes_per_s, np.float64),
         bnd=np.asarray(problem.boundary_bytes, np.float64), caps=caps)
 
@@ -177,7 +185,7 @@ def encode(problem: Problem) -> Encoding:
         layer=np.clip(_layer_features(problem, d), -CLIP, CLIP).astype(np.float32),
         types=np.clip(_type_features(problem, d), -CLIP, CLIP).astype(np.float32),
         mask=d.mask, switch_bytes=np.concatenate([[0.0], d.bnd[:-1]]) / d.budget,
-        network=d.net, latency_over_budget=float(problem.latency_s) / d.budget)
+        network=d.net, latency_over_budget=float(boundary_latency_s(problem)) / d.budget)
 
 
 def dynamic_features(enc: Encoding, layer: int, previous: int | None) -> np.ndarray:

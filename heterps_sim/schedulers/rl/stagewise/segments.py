@@ -27,8 +27,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from heterps_sim.core.problem import Problem
-from heterps_sim.cost import amdahl
+from heterps_sim.cost.provision import provision
 from heterps_sim.cost.reference import MAX_REPLICAS
+from heterps_sim.cost.terms import boundary_latency_s
 
 FEATURES = ("start", "end", "length", "is_last", "ok", "log_units", "log_rate_over_lb_seg",
             "log_rate_over_lb_total", "log_lb_rest", "slack", "ceil_waste", "log_boundary_time",
@@ -97,21 +98,27 @@ def encode_segments(problem: Problem, max_stage_layers: int = 64) -> SegmentEnco
     e_c = np.minimum(e, num_l - 1)
     total_oct = p_oct[e_c + 1] - p_oct[s]  # (L, W, M)
     bnd_t = np.where((e_c < num_l - 1)[..., None],
-                     problem.boundary_bytes[e_c][..., None] / net + problem.latency_s, 0.0)
+                     problem.boundary_bytes[e_c][..., None] / net + boundary_latency_s(problem),
+                     0.0)
     total_odt = p_odt[e_c + 1] - p_odt[s] + bnd_t
     with np.errstate(divide="ignore", invalid="ignore"):
         alpha = np.where(total_oct > 0, (p_aoct[e_c + 1] - p_aoct[s]) / total_oct, 0.0)
     par, ser = (total_oct + total_odt, 0.0) if problem.odt_parallel else (total_oct, total_odt)
-    slack = amdahl.slack(budget, par, ser, alpha)
+    # the stage alone at TL under the problem's own model (cost/provision.py)
+    pr = provision(problem, par, ser, alpha, s[..., None], e_c[..., None],
+                   np.arange(num_m)[None, None, :], budget)
+    slack, units = pr.slack_s, pr.units
     with np.errstate(divide="ignore", invalid="ignore"):
-        need = alpha * par / np.where(slack > 0, slack, 1.0)  # units' worth, before the ceiling
-        units = np.maximum(1.0, amdahl.units_for(par, alpha, np.where(slack > 0, slack, 1.0)))
+        # units' worth before the ceiling (paper); the default model's units come from a
+        # search, not a ceiling: no waste is told
+        need = alpha * par / np.where(slack > 0, slack, 1.0) \
+            if problem.cost_model != "default" else units
     valid = inside[..., None] & (p_bad[e_c + 1] == p_bad[s])
-    ok = valid & (slack > 0) & (units <= caps[None, None, :])
+    ok = valid & pr.ok & (units <= caps[None, None, :])
     rate = price[None, None, :] * units
     lb_seg = np.maximum(p_lb[e_c + 1] - p_lb[s], _TINY)[..., None]
     lb_rest = (p_lb[-1] - p_lb[e_c + 1])[..., None]
-    et = amdahl.step_time(par, ser, alpha, units)
+    et = pr.step_s
     with np.errstate(divide="ignore", invalid="ignore"):
         thr = np.where(ok, problem.batch_size / et, 0.0)  # at `units`: >= TL where ok
     rest, best = lookahead(rate, thr, ok, e_c, problem.throughput_limit)
