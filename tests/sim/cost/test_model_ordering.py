@@ -43,7 +43,7 @@ def ordered_case(seed: int):
                    plan=replace(case.plan, schedule=schedule))
 
 
-@settings(max_examples=30, deadline=None, derandomize=True,
+@settings(max_examples=60, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(0, 2**32 - 1))
 def test_models_and_simulator_are_ordered(seed):
