@@ -7,8 +7,10 @@ import types
 
 from numba import njit
 
+from heterps_sim.core.numba_cache import prepare
 from heterps_sim.cost import dominant
 
+prepare()  # a writable cache folder, one line when compiling
 _env = dict(vars(dominant))
 
 

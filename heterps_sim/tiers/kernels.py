@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from numba import njit
 
+from heterps_sim.core.numba_cache import prepare
+
+prepare()  # a writable cache folder, one line when compiling (every tiers kernel imports this)
+
 
 @njit(cache=True)
 def _unlink(s, prev, nxt, meta):
