@@ -39,6 +39,7 @@ from heterps_sim.core.plan import Plan, plan_from_assignment
 from heterps_sim.core.problem import Problem
 from heterps_sim.cost import amdahl_numba as amdahl
 from heterps_sim.cost import dominant_numba as dominant
+from heterps_sim.cost.provision import provision
 from heterps_sim.cost.reference import ps_cap
 from heterps_sim.cost.terms import boundary_latency_s, model_arrays
 from heterps_sim.schedulers.base import Evaluator, NoFeasiblePlan
@@ -148,10 +149,9 @@ class SearchSpace:
         self.usable = problem.runnable & (problem.available_array != 0)[None, :]
         self._bad = np.zeros((self.num_layers + 1, self.num_types), np.int64)
         self._bad[1:] = np.cumsum(~self.usable, axis=0)  # unusable layers before i, per type
-        per_batch = np.where(self.usable, (problem.oct_s + problem.odt_s) * problem.price_per_hour,
-                             np.inf)
-        self.cheapest = np.argmin(per_batch, axis=1)
-        """Per layer, the usable type that costs least per batch on one unit."""
+        self.cheapest = np.argmin(np.where(self.usable, _layer_cost(problem), np.inf), axis=1)
+        """Per layer, the usable type on which the layer alone costs least per batch (paper:
+        one unit; default: its least unit-seconds, fixed costs and all-reduce included)."""
 
     def check(self) -> None:
         """NoFeasiblePlan when some layer runs on no type that has units."""
@@ -361,6 +361,21 @@ class PlanBudget:
         detail = f"; e.g. {reason}" if reason else ""
         raise NoFeasiblePlan(f"{who}: none of the {self.used} plans evaluated meets the "
                              f"throughput limit within the caps{detail}")
+
+
+def _layer_cost(problem: Problem) -> np.ndarray:
+    """(L, M) USD-hours x 3600 per batch of each layer alone on each type (cost/provision.py)."""
+    p = problem
+    if p.cost_model != "default":
+        return (p.oct_s + p.odt_s) * p.price_per_hour
+    run = p.runnable
+    oct_s, odt_s = np.where(run, p.oct_s, 0.0), np.where(run, p.odt_s, 0.0)
+    alpha = np.where(run, p.alpha, 0.0)
+    par, ser = (oct_s + odt_s, 0.0) if p.odt_parallel else (oct_s, odt_s)
+    layer = np.arange(p.num_layers)[:, None]
+    unit_s = provision(p, par, ser, alpha, layer, layer, np.arange(p.num_types)[None, :],
+                       p.batch_size / p.throughput_limit).unit_s
+    return unit_s * p.price_per_hour
 
 
 def shortfall(problem: Problem, rows: np.ndarray) -> np.ndarray:
