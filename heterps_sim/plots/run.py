@@ -12,12 +12,15 @@ Built without pyplot (see plots/tradeoff.py); never imports the simulator or the
 
 from __future__ import annotations
 
+import re
+
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 KIND_COLOURS = {"forward": "#4C72B0", "backward": "#DD8452", "transfer": "#55A868",
                 "allreduce": "#C44E52", "ps": "#8172B3", "optimizer": "#937860",
                 "preempted": "#000000", "idle": "#DDDDDD", "other": "#999999"}
+LANE = re.compile(r" / lane \d+$")
 MAX_TRACKS = 48
 """Rows drawn at most (a plan with thousands of replicas: the first ones, then a note)."""
 
@@ -35,7 +38,8 @@ def trace_rows(trace: dict) -> tuple[list[str], dict[tuple[int, int], str]]:
 
     Stage replicas get a row each; tracks of the other groups (links, PS shards) are merged
     by the part of their name before " / " (e.g. every "link 0->1 / replica i->j" is one
-    "link 0->1" row), so the stages are not drowned by per-replica-pair links.
+    "link 0->1" row), so the stages are not drowned by per-replica-pair links. The lanes
+    core.trace splits an overlapping track into ("TRACK / lane 2") are drawn on its row.
     """
     names, sort, groups = {}, {}, {}
     for e in trace.get("traceEvents", []):
@@ -50,7 +54,7 @@ def trace_rows(trace: dict) -> tuple[list[str], dict[tuple[int, int], str]]:
     used = {(e["pid"], e["tid"]) for e in trace.get("traceEvents", []) if e.get("ph") == "X"}
     label = {}
     for key in sorted(used, key=lambda k: (k[0], sort.get(k, k[1]))):
-        name = names.get(key, f"track {key[0]}.{key[1]}")
+        name = LANE.sub("", names.get(key, f"track {key[0]}.{key[1]}"))
         label[key] = name if groups.get(key[0], "stages") == "stages" else name.split(" / ")[0]
     return list(dict.fromkeys(label.values())), label
 
