@@ -58,15 +58,20 @@ def plan_microbatches(problem: Problem, plan: Plan) -> int:
     return default_microbatches(ks, len(ks), problem.batch_size)
 
 
-def flushed_step_time(w, busy, u, ar, d_fwd, d_bwd, beta: float = BACKWARD_FRACTION) -> float:
-    """T of the module docstring from per-stage lists (d_*: one entry per boundary)."""
+def flushed_step_time(w, busy, u, ar, d_fwd, d_bwd, beta: float = BACKWARD_FRACTION,
+                      nic_f=None, nic_b=None) -> float:
+    """T of the module docstring from per-stage lists (d_*: one entry per boundary; nic_*:
+    a stage's network interface time per step beyond its first message, forwards and
+    backwards, when messages queue there: 0 without contention)."""
     S = len(w)
+    nic_f = nic_f or [0.0] * S
+    nic_b = nic_b or [0.0] * S
     fwd_end = (sum((1.0 - beta) * x for x in w) + sum(d_fwd)
-               + max((1.0 - beta) * (b - x) for b, x in zip(busy, w)))
+               + max(max((1.0 - beta) * (b - x), n) for b, x, n in zip(busy, w, nic_f)))
     T, fill, pace = -math.inf, 0.0, 0.0
     for g in range(S - 1, -1, -1):  # backwards flow from the last stage to stage g
         fill += beta * w[g] + (d_bwd[g] if g < S - 1 else 0.0)
-        pace = max(pace, beta * (busy[g] - w[g]))
+        pace = max(pace, beta * (busy[g] - w[g]), nic_b[g])
         T = max(T, fwd_end + fill + pace + ar[g] + u[g])
     return T
 
@@ -108,13 +113,16 @@ def flushed_throughput(problem: Problem, plan: Plan, m: int | None = None, *,
             ser.append(nb)
             d_fwd.append(forward_share * nb + lat)
             d_bwd.append((1.0 - forward_share) * nb + lat)
-    if contention and transfers:  # a unit's interfaces also pace it: its messages queue there
-        for g, stage in enumerate(plan.stages):
-            k = stage.num_replicas if not isinstance(terms[g], MixedTerms) else sum(terms[g].counts)
-            out_s = (forward_share * ser[g] if g < len(ser) else 0.0) + \
-                ((1.0 - forward_share) * ser[g - 1] if g > 0 else 0.0)
-            in_s = (forward_share * ser[g - 1] if g > 0 else 0.0) + \
-                ((1.0 - forward_share) * ser[g] if g < len(ser) else 0.0)
-            busy[g] = max(busy[g], math.ceil(m / k) * max(out_s, in_s))
-    T = flushed_step_time(w, busy, u, ar, d_fwd, d_bwd, beta)
+    nic_f, nic_b = [0.0] * len(w), [0.0] * len(w)
+    if contention and transfers:  # a unit's interfaces pace it too: its messages queue there
+        for g, t in enumerate(terms):
+            k = sum(t.counts) if isinstance(t, MixedTerms) else plan.stages[g].num_replicas
+            n = math.ceil(m / k)  # its messages per step each way, one of them in the fill
+            before = ser[g - 1] if g > 0 else 0.0
+            after = ser[g] if g < len(ser) else 0.0
+            # forwards: activations in from g - 1, out to g + 1; backwards: gradients the
+            # other way (each direction's busier interface)
+            nic_f[g] = (n - 1) * forward_share * max(before, after)
+            nic_b[g] = (n - 1) * (1.0 - forward_share) * max(before, after)
+    T = flushed_step_time(w, busy, u, ar, d_fwd, d_bwd, beta, nic_f, nic_b)
     return min(problem.batch_size / T, ps_cap(problem))
