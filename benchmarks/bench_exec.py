@@ -37,7 +37,8 @@ from heterps_exec.data import BatchStream  # noqa: E402
 from heterps_exec.layout import RunSpec, microbatch_bounds  # noqa: E402
 from heterps_exec.model.build import build_model  # noqa: E402
 from heterps_exec.model.partition import boundary_after, stage_model  # noqa: E402
-from heterps_exec.worker import graph_for, make_optimizer  # noqa: E402
+from heterps_exec.model.spec_graph import graph_for  # noqa: E402
+from heterps_exec.worker import make_optimizer  # noqa: E402
 
 CPU = "xeon-icelake-16vcpu"
 

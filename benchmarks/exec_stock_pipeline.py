@@ -20,7 +20,7 @@ from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGP
 from heterps_exec.data import BatchStream
 from heterps_exec.layout import RunSpec
 from heterps_exec.model.partition import stage_model
-from heterps_exec.worker import graph_for
+from heterps_exec.model.spec_graph import graph_for
 
 
 class First(torch.nn.Module):

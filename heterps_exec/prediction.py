@@ -84,7 +84,7 @@ def _profile_rows(path: Path, model: str) -> list[dict]:
 def predict(spec: RunSpec, problem, *, dirs=PROFILE_DIRS, host: str | None = None) -> Prediction:
     """Both predictions of the run `spec` describes (module docstring): from this host's
     profile when one is found and covers the model's layers, else from the roofline."""
-    from heterps_exec.worker import graph_for
+    from heterps_exec.model.spec_graph import graph_for
     from heterps_sim.core import progress
     progress.phase("heterps-exec: the analytic model's and the simulator's predictions of the "
                    "plan, beside the measurement")

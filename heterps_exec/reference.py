@@ -11,16 +11,20 @@ import torch
 from heterps_exec.data.readers import open_stream
 from heterps_exec.layout import RunSpec
 from heterps_exec.model.build import build_model
-from heterps_exec.worker import graph_for, make_optimizer
+from heterps_exec.model.spec_graph import graph_for
+from heterps_exec.worker import make_optimizer
 
 
 def train_reference(spec: RunSpec, steps: int | None = None) -> tuple[list[float], dict]:
-    """(per-step summed losses, final state dict) of single-process training."""
-    if spec.user_model:  # the user's own eager module (model/user_model.py)
-        from heterps_exec.model.user_model import train_user_reference
-        return train_user_reference(spec, make_optimizer, steps)
-    graph = graph_for(spec)
-    model = build_model(graph, seed=spec.seed)
+    """(per-step summed losses, final state dict) of single-process training. A user's
+    PyTorch module trains EAGER and whole: the oracle for its captured, cut, pipelined and
+    replicated run."""
+    if spec.user_model:  # the user's own module (model/user_model.py), seeded, tables set
+        from heterps_exec.model.user_model import whole_model
+        model = whole_model(spec)
+    else:
+        model = build_model(graph_for(spec), seed=spec.seed)
+    model.train()
     optimizer = make_optimizer(spec, model)
     stream = open_stream(spec)
     losses = []

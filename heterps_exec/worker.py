@@ -29,19 +29,10 @@ from heterps_exec.hps import quantize
 from heterps_exec.hps import speed as sharing
 from heterps_exec.layout import Layout, RunSpec
 from heterps_exec.model.partition import boundary_after, stage_model
+from heterps_exec.model.spec_graph import graph_for
 from heterps_exec.runtime import StageContext, StageRunner
 from heterps_exec.timeline import Recorder
 from heterps_sim.core.lanes import STEP, B, F
-
-
-def graph_for(spec: RunSpec):
-    if spec.user_model:  # a user's PyTorch module: its raw tensors, for heterps_exec.data
-        from heterps_exec.model.user_model import data_graph
-        return data_graph(spec.user_model)
-    from heterps_exec.model.build import scale_tables
-    from heterps_sim.inputs.model_source import run_graph
-    return scale_tables(run_graph(spec.model, spec.model_params, spec.model_layers),
-                        spec.table_scale)
 
 
 def init_distributed(spec: RunSpec, rank: int, world: int, backend: str) -> None:

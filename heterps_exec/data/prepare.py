@@ -32,7 +32,7 @@ class DataError(UserFileError):
 
 def prepare_data(spec, section, scenario: str, *, data_dir: str = "", num_samples: int = 0):
     """The run spec with `data` resolved (and the synthetic dataset written if needed)."""
-    from heterps_exec.worker import graph_for
+    from heterps_exec.model.spec_graph import graph_for
     graph = graph_for(spec)
     raw = raw_tensors(graph)
     base = Path(scenario).resolve().parent

@@ -23,7 +23,7 @@ from heterps_exec.data.synthetic import HOLDOUT, META, BatchStream, RawTensor, r
 
 def model_tensors(spec) -> list[RawTensor]:
     """The raw tensors the run's model reads (ids with their scaled table sizes)."""
-    from heterps_exec.worker import graph_for
+    from heterps_exec.model.spec_graph import graph_for
     return raw_tensors(graph_for(spec))
 
 

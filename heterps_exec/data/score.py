@@ -60,7 +60,7 @@ def score_holdout(spec, state_path) -> dict:
 
     from heterps_exec.data.readers import holdout_batches
     from heterps_exec.model.build import build_model
-    from heterps_exec.worker import graph_for
+    from heterps_exec.model.spec_graph import graph_for
     graph = graph_for(spec)
     logits_name, label_name, why = _logits_name(graph)
     if logits_name is None:

@@ -2,7 +2,7 @@
 
     entry = run_entry(section, "s.yaml", plan, table_scale=1.0)   # launcher: RunSpec.user_model
     module, cut_in, cut_out = user_stage(spec, plan, stage, device, wire)   # a rank's stage
-    losses, state = train_user_reference(spec)                     # the oracle
+    model = whole_model(spec)        # the eager module: heterps_exec/reference.py's oracle
 
 Every rank builds the whole module from the factory (same seed, so the same weights), sets
 each embedding table to its deterministic initial rows (heterps_exec/rows.py: what a
@@ -150,26 +150,6 @@ def data_graph(entry: dict) -> ModelGraph:
     return ModelGraph(name=name, source=f"user model {section.module}", raw=tuple(raw),
                       tensor_bytes=dict(raw), nodes=tuple(nodes),
                       tensor_grad=dict.fromkeys(dict(raw), False))
-
-
-def train_user_reference(spec, make_optimizer, steps: int | None = None
-                         ) -> tuple[list[float], dict]:
-    """Plain single-process training of the user's EAGER module on the same global batches:
-    (per-step summed losses, final state dict). The oracle for the captured, cut, pipelined
-    and replicated run. `make_optimizer(spec, module)` is the engine's (worker.py)."""
-    from heterps_exec.data.readers import open_stream
-    module = whole_model(spec)
-    module.train()
-    optimizer = make_optimizer(spec, module)
-    stream = open_stream(spec)
-    losses = []
-    for step in range(spec.steps if steps is None else steps):
-        _, loss_sum = module({k: torch.from_numpy(v) for k, v in stream.batch(step).items()})
-        (loss_sum / spec.batch_size).backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        losses.append(float(loss_sum.detach()))
-    return losses, {k: v.detach().clone() for k, v in module.state_dict().items()}
 
 
 class UserWhole(nn.Module):

@@ -23,8 +23,8 @@ from heterps_sim.cli.common import (
     scheduler_name,
     verify_outcome,
 )
-from heterps_sim.core.files import UserFileError, atomic_write, new_run_folder
-from heterps_sim.core.outputs import check_target
+from heterps_sim.core.files import UserFileError, new_run_folder
+from heterps_sim.core.outputs import atomic_write, check_target
 
 
 def add_schedule(p) -> None:

@@ -157,13 +157,6 @@ def read_mapping(path: Path) -> dict:
     return data
 
 
-def atomic_write(path: Path, text: str) -> None:
-    """Write next to the target, fsync, then rename: a crash never leaves a half-written file
-    (core.outputs.atomic_write, kept here for the callers that import it from this module)."""
-    from heterps_sim.core.outputs import atomic_write as write
-    write(path, text)
-
-
 RUN_NAME_MAX = 80
 """Most characters of the label part of a run folder's name (file systems allow 255)."""
 

@@ -27,8 +27,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from heterps_sim.core.files import atomic_write
-from heterps_sim.core.outputs import mark_complete, prepare_folder
+from heterps_sim.core.outputs import atomic_write, mark_complete, prepare_folder
 from heterps_sim.core.plan import Plan
 from heterps_sim.core.problem import Problem
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from heterps_sim.core.files import atomic_write as _write
+from heterps_sim.core.outputs import atomic_write as _write
 from heterps_sim.core.outputs import mark_complete, prepare_folder
 from heterps_sim.studies.sweep import SweepResult
 

@@ -56,8 +56,8 @@ def test_without_a_profile_the_roofline_predicts(tmp_path):
 
 def test_the_hosts_profile_is_used_when_it_exists(tmp_path):
     from heterps_exec.calibration.calibrate import LayerFit, calibrated_problem
+    from heterps_exec.model.spec_graph import graph_for
     from heterps_exec.prediction import _profile_rows
-    from heterps_exec.worker import graph_for
     spec, problem = _spec(tmp_path)
     profiles = tmp_path / "profiles"
     profiles.mkdir()

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from heterps_sim.core.files import atomic_write
+from heterps_sim.core.outputs import atomic_write
 from heterps_sim.des import EFFECTS, DesOptions, simulate
 from heterps_sim.inputs.load import load_input
 from heterps_sim.schedulers.base import run_scheduler
