@@ -27,9 +27,20 @@ waits for the stages after it; every stage's step-end phase follows its last bac
 the next step starts when every stage has finished its own.) The sums over stages are what the stage
 model cannot see and why it overrates deep pipelines: its exact optimum cuts many stages.
 
-`flushed_throughput(problem, plan, m)` evaluates it for a plan with fixed replicas, with
-`allreduce` and `transfers` off when the caller's simulator has those effects off (the
-message term and the ring vanish). NIC contention and queueing at the PS shards are left out.
+Two shared resources can pace a phase instead of the busiest unit (`contention`, `ps`):
+
+    interfaces  with contention, messages queue on each unit's network interface: in the
+                forwards a stage's interface carries ceil(m / k_g) - 1 more activation
+                messages after the first (the busier of in and out), in the backwards as many
+                gradient messages
+    PS shards   with the ps effect, the shards serve pulls one at a time; a replica with one
+                forward per step prefetches its pull during the step before, but once some
+                embedding stage has several forwards per replica, the step's pulls (all of
+                them, B x sparse bytes / num_shards x seconds_per_byte) pace the forwards
+                (pushes are not waited for)
+
+`flushed_throughput(problem, plan, m)` evaluates it for a plan with fixed replicas; each
+effect's term is dropped when the caller's simulator has that effect off.
 """
 
 from __future__ import annotations
@@ -39,7 +50,7 @@ import math
 from heterps_sim.core.lanes import default_microbatches
 from heterps_sim.core.plan import Plan
 from heterps_sim.core.problem import Problem
-from heterps_sim.cost import dominant
+from heterps_sim.cost import dominant, ps_traffic
 from heterps_sim.cost.reference import MixedTerms, plan_stages, ps_cap, stage_type_indices
 
 FLUSHED = ("gpipe", "1f1b")
@@ -78,6 +89,7 @@ def flushed_step_time(w, busy, u, ar, d_fwd, d_bwd, beta: float = BACKWARD_FRACT
 
 def flushed_throughput(problem: Problem, plan: Plan, m: int | None = None, *,
                        allreduce: bool = True, transfers: bool = True, contention: bool = False,
+                       ps: bool = False,
                        beta: float = BACKWARD_FRACTION,
                        forward_share: float = FORWARD_BOUNDARY_SHARE) -> float:
     """B / T (capped by the default model's PS capacity) of `plan`, every stage's units fixed."""
@@ -124,5 +136,21 @@ def flushed_throughput(problem: Problem, plan: Plan, m: int | None = None, *,
             # other way (each direction's busier interface)
             nic_f[g] = (n - 1) * forward_share * max(before, after)
             nic_b[g] = (n - 1) * (1.0 - forward_share) * max(before, after)
+    if ps and problem.sparse_bytes is not None:
+        # the shards serve the pulls one at a time, in order. A replica with one forward per
+        # step prefetches its pull during the step before; one with several needs its later
+        # pulls within the forwards, where they queue behind every other pull of the step:
+        # then the step's pulls pace the forwards (pushes are not waited for)
+        spec = ps_traffic.problem_ps(problem)
+        pulls_s, in_phase = 0.0, False
+        for g, t in enumerate(terms):
+            k = sum(t.counts) if isinstance(t, MixedTerms) else plan.stages[g].num_replicas
+            part = t.parts[0] if isinstance(t, MixedTerms) else t
+            nbytes = problem.batch_size * float(sum(problem.sparse_bytes[part.first:
+                                                                         part.last + 1]))
+            pulls_s += nbytes / spec.num_shards * spec.seconds_per_byte
+            in_phase = in_phase or (nbytes > 0 and math.ceil(m / k) > 1)
+        if in_phase:
+            nic_f = [max(x, pulls_s * (1.0 - 1.0 / m)) for x in nic_f]
     T = flushed_step_time(w, busy, u, ar, d_fwd, d_bwd, beta, nic_f, nic_b)
     return min(problem.batch_size / T, ps_cap(problem))

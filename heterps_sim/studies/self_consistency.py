@@ -84,7 +84,8 @@ def consistency_case(name: str, problem: Problem, *, attribute: bool = True,
     sim, m = run(settings.effects)
     flushed = (flushed_throughput(problem, plan, m, allreduce="allreduce" in settings.effects,
                                   transfers="transfers" in settings.effects,
-                                  contention="contention" in settings.effects)
+                                  contention="contention" in settings.effects,
+                                  ps="ps" in settings.effects)
                if plan.schedule in FLUSHED and "bubbles" in settings.effects else math.nan)
     parts: dict[str, float] = {}
     if attribute:

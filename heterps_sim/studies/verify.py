@@ -209,7 +209,7 @@ def flushed_prediction(problem: Problem, plan: Plan, check: Verification) -> dic
                                                                           plan.schedule)),
                              int(m), allreduce="allreduce" in effects,
                              transfers="transfers" in effects,
-                             contention="contention" in effects)
+                             contention="contention" in effects, ps="ps" in effects)
     usd = job_cost_usd(problem, plan, replace(check.analytic, throughput=thr, cost_usd=(
         problem.num_samples / thr / 3600.0 * check.analytic.cost_per_hour)))
     return {"flushed_throughput": thr, "flushed_cost_usd": usd}
