@@ -1,7 +1,7 @@
 """What `heterps-exec run` is asked to do: a `RunRequest` that checks itself as it is built.
 
     req = RunRequest(plan="plan.json", scenario="scenarios/exec-tiny.yaml", steps=0)
-    # ExecError: --steps: invalid value 0
+    # ExecError: --steps: expected 1..10,000,000, got 0
 
 Every bad value is a one-line `ExecError` naming the flag (the CLI prints it, exit 2), raised
 before anything is loaded or started. The H-PS fields (share, slow_replicas, overlap,
@@ -15,6 +15,21 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from heterps_sim.core.files import UserFileError
 from heterps_sim.core.hps import HpsOptions
+
+MAX_STEPS = 10_000_000
+"""Training steps of one run; more is surely a typo (and would outlive any timeout)."""
+MAX_PS_SHARDS = 16
+
+BOUNDS = {
+    "steps": (lambda v: 1 <= v <= MAX_STEPS, f"1..{MAX_STEPS:,}"),
+    "checkpoint_every": (lambda v: 0 <= v <= MAX_STEPS, f"0..{MAX_STEPS:,} (0: none)"),
+    "table_scale": (lambda v: 0 < v <= 1, "a share in (0, 1]"),
+    "lr": (lambda v: v > 0, "a finite rate > 0"),
+    "ps_shards": (lambda v: 0 <= v <= MAX_PS_SHARDS, f"0..{MAX_PS_SHARDS}"),
+    "ps_hot_fraction": (lambda v: 0 <= v <= 1, "a share in [0, 1]"),
+}
+"""Each bounded number: (accepts, what it accepts). Every bound says it one way,
+"--flag: expected WHAT IT ACCEPTS, got VALUE" (NaN and infinity included)."""
 
 
 class ExecError(UserFileError):
@@ -30,8 +45,8 @@ FLAGS = {"plan": "PLAN.json", "out_dir": "--out", "data_dir": "--data",
 class RunRequest(HpsOptions):
     """What `heterps-exec run` is asked to do; it checks itself as it is built.
 
-    A bad value raises a one-line ExecError naming the flag ("--steps: invalid value 0"), so
-    nothing starts. The H-PS fields (share, slow_replicas, overlap, quantize) are the
+    A bad value raises a one-line ExecError naming the flag, what it accepts and what it got
+    ("--steps: expected 1..10,000,000, got 0"), so nothing starts. The H-PS fields (share, slow_replicas, overlap, quantize) are the
     simulator's (heterps_sim.core.hps); the engine's quantize also takes auto[:BOUND]. What
     needs the plan or the files (which replicas exist, the fault's rank, the checkpoint's
     step) is checked by `prepare`.
@@ -90,13 +105,12 @@ class RunRequest(HpsOptions):
         except ValidationError as exc:
             raise ExecError(_request_error(exc)) from None
 
-    @field_validator("steps", "table_scale", "lr", "checkpoint_every")
+    @field_validator(*BOUNDS)
     @classmethod
     def _in_range(cls, value, info):
-        ok = {"steps": lambda v: v >= 1, "table_scale": lambda v: 0 < v <= 1,
-              "lr": lambda v: v > 0, "checkpoint_every": lambda v: v >= 0}[info.field_name]
+        ok, what = BOUNDS[info.field_name]
         if not ok(value):
-            raise ValueError(f"invalid value {value}")
+            raise ValueError(f"expected {what}, got {value}")
         return value
 
     @field_validator("quantize")
@@ -106,26 +120,12 @@ class RunRequest(HpsOptions):
         parse_choice(value)  # raises ValueError naming what it accepts
         return value
 
-    @field_validator("ps_shards")
-    @classmethod
-    def _shards(cls, value):
-        if not 0 <= value <= 16:
-            raise ValueError(f"expected 0..16, got {value}")
-        return value
-
     @field_validator("ps_policy")
     @classmethod
     def _policy(cls, value):
         from heterps_exec.ps.spec import POLICIES
         if value not in POLICIES:
             raise ValueError(f"expected one of {', '.join(POLICIES)}, got {value!r}")
-        return value
-
-    @field_validator("ps_hot_fraction")
-    @classmethod
-    def _hot_fraction(cls, value):
-        if not 0 <= value <= 1:
-            raise ValueError(f"expected a share in [0, 1], got {value}")
         return value
 
     @model_validator(mode="after")
@@ -143,4 +143,6 @@ def _request_error(exc: ValidationError) -> str:
     if not problem["loc"]:  # a rule over several fields names its flags itself
         return message
     name = str(problem["loc"][0])
+    if problem["type"] == "finite_number" and name in BOUNDS:  # NaN or infinity
+        message = f"expected {BOUNDS[name][1]}, got {problem['input']}"
     return f"{FLAGS.get(name, '--' + name.replace('_', '-'))}: {message}"

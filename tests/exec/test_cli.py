@@ -63,7 +63,7 @@ BAD = {
                                                               m=1000)),
                                          "--scenario", SCENARIO], "exceeds the batch size 256"),
     "zero steps": (lambda t: ["run", str(tiny_plan(t / "p.json", [10], [1, 1])), "--scenario",
-                              SCENARIO, "--steps", "0"], "--steps: invalid value 0"),
+                              SCENARIO, "--steps", "0"], "--steps: expected 1..10,000,000, got 0"),
 }
 
 

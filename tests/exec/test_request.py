@@ -11,11 +11,18 @@ from heterps_sim.des.options import DesOptions
 from tests.exec.helpers import SCENARIO, run_exec, tiny_plan
 
 BAD = [  # (RunRequest fields, the same as flags, the one line expected)
-    ({"steps": 0}, ["--steps", "0"], "--steps: invalid value 0"),
-    ({"table_scale": 0.0}, ["--table-scale", "0"], "--table-scale: invalid value 0.0"),
-    ({"table_scale": 1.5}, ["--table-scale", "1.5"], "--table-scale: invalid value 1.5"),
-    ({"lr": -0.1}, ["--lr", "-0.1"], "--lr: invalid value -0.1"),
-    ({"checkpoint_every": -1}, ["--checkpoint-every", "-1"], "--checkpoint-every: invalid value -1"),
+    ({"steps": 0}, ["--steps", "0"], "--steps: expected 1..10,000,000, got 0"),
+    ({"steps": 10_000_001}, ["--steps", "10000001"],
+     "--steps: expected 1..10,000,000, got 10000001"),
+    ({"table_scale": 0.0}, ["--table-scale", "0"], "--table-scale: expected a share in (0, 1], got 0.0"),
+    ({"table_scale": 1.5}, ["--table-scale", "1.5"],
+     "--table-scale: expected a share in (0, 1], got 1.5"),
+    ({"table_scale": float("nan")}, ["--table-scale", "nan"],
+     "--table-scale: expected a share in (0, 1], got nan"),
+    ({"lr": -0.1}, ["--lr", "-0.1"], "--lr: expected a finite rate > 0, got -0.1"),
+    ({"lr": float("inf")}, ["--lr", "inf"], "--lr: expected a finite rate > 0, got inf"),
+    ({"checkpoint_every": -1}, ["--checkpoint-every", "-1"],
+     "--checkpoint-every: expected 0..10,000,000 (0: none), got -1"),
     ({"checkpoint_every": 2}, ["--checkpoint-every", "2"],
      "--checkpoint-every needs --checkpoint-dir"),
     ({"share": "fast"}, ["--share", "fast"], "--share: expected equal or speed, got 'fast'"),
@@ -29,6 +36,8 @@ BAD = [  # (RunRequest fields, the same as flags, the one line expected)
      "--ps-policy: expected one of lru, lfu, paddle, got 'fifo'"),
     ({"ps_hot_fraction": 1.5}, ["--ps-hot-fraction", "1.5"],
      "--ps-hot-fraction: expected a share in [0, 1], got 1.5"),
+    ({"ps_hot_fraction": float("nan")}, ["--ps-hot-fraction", "nan"],
+     "--ps-hot-fraction: expected a share in [0, 1], got nan"),
 ]
 
 

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from heterps_exec.cli import main
-from heterps_exec.cli.run_flags import MAX_STEPS
+from heterps_exec.request import MAX_STEPS
 
 PLAN = "no-such-plan.json"  # never read: the flags fail first
 
