@@ -3,7 +3,8 @@
     gantt_figure(trace)          trace.json (trace.chrome_trace's document) -> one row per
                                  track (stage replica, link, PS shard), one bar per span,
                                  coloured by kind: forward, backward, transfer, allreduce, ps,
-                                 optimizer, preempted, idle
+                                 optimizer, preempted, idle; past MAX_ROWS rows a stage's
+                                 later replicas share a row (merged_rows), as the title says
     utilisation_figure(result)   result.json (RunResult.to_json_dict()) -> per stage:
                                  utilisation, communication share and bubble
 
@@ -21,8 +22,8 @@ KIND_COLOURS = {"forward": "#4C72B0", "backward": "#DD8452", "transfer": "#55A86
                 "allreduce": "#C44E52", "ps": "#8172B3", "optimizer": "#937860",
                 "preempted": "#000000", "idle": "#DDDDDD", "other": "#999999"}
 LANE = re.compile(r" / lane \d+$")
-MAX_TRACKS = 48
-"""Rows drawn at most (a plan with thousands of replicas: the first ones, then a note)."""
+MAX_ROWS = 24
+"""Rows before a stage's later replicas share one (merged_rows; the title says so)."""
 
 
 def span_kind(event: dict) -> str:
@@ -59,27 +60,70 @@ def trace_rows(trace: dict) -> tuple[list[str], dict[tuple[int, int], str]]:
     return list(dict.fromkeys(label.values())), label
 
 
-def gantt_series(trace: dict) -> dict[tuple[str, str], list[tuple[float, float]]]:
-    """(row label, kind) -> [(start ms, duration ms)], for the rows drawn."""
+STAGE_ROW = re.compile(r"^stage (\d+) / replica (\d+)\b")
+
+
+def merged_rows(rows: list[str], max_rows: int = MAX_ROWS) -> tuple[dict[str, str], str]:
+    """(row -> the row it is drawn on, a note saying what was merged; "" when nothing was).
+
+    Past `max_rows`, each stage keeps its first replicas on rows of their own and draws the
+    rest on one shared row, "stage g / replicas a-b (n)", the stages sharing the rows left
+    by the other tracks as evenly as their replica counts allow (at least one row each), so
+    every track of the trace is drawn and the figure says which are merged."""
+    stages: dict[int, list[str]] = {}
+    for row in rows:
+        match = STAGE_ROW.match(row)
+        if match:
+            stages.setdefault(int(match.group(1)), []).append(row)
+    others = len(rows) - sum(len(v) for v in stages.values())
+    if len(rows) <= max_rows or not stages:
+        return {r: r for r in rows}, ""
+    quota = {g: 1 for g in stages}
+    spare = max(max_rows - others, len(stages)) - len(stages)
+    while spare > 0 and any(quota[g] < len(stages[g]) for g in stages):
+        for g in stages:
+            if spare > 0 and quota[g] < len(stages[g]):
+                quota[g] += 1
+                spare -= 1
+    where = {r: r for r in rows}
+    merged = []
+    for g, members in stages.items():
+        rest = members[quota[g] - 1:]
+        if len(rest) > 1:
+            first, last = (STAGE_ROW.match(r).group(2) for r in (rest[0], rest[-1]))
+            shared = f"stage {g} / replicas {first}-{last} ({len(rest)})"
+            where.update({r: shared for r in rest})
+            merged.append(len(rest))
+    note = (f"{sum(merged)} of {len(rows)} tracks drawn on {len(merged)} shared rows "
+            "(\"replicas a-b (n)\": n replicas overlaid)")
+    return where, note
+
+
+def gantt_series(trace: dict, max_rows: int = MAX_ROWS) -> dict[tuple[str, str], list]:
+    """(row label, kind) -> [(start ms, duration ms)], every span on the row it is drawn on."""
     rows, label = trace_rows(trace)
-    shown = set(rows[:MAX_TRACKS])
+    where, _ = merged_rows(rows, max_rows)
     series: dict = {}
     for e in trace.get("traceEvents", []):
         row = label.get((e.get("pid"), e.get("tid")))
-        if e.get("ph") == "X" and row in shown:
-            series.setdefault((row, span_kind(e)), []).append((e["ts"] / 1e3, e["dur"] / 1e3))
+        if e.get("ph") == "X" and row is not None:
+            series.setdefault((where[row], span_kind(e)), []).append((e["ts"] / 1e3,
+                                                                       e["dur"] / 1e3))
     return series
 
 
-def gantt_figure(trace: dict, title: str = "") -> Figure:
-    """One broken_barh collection per (row, kind) present."""
+def gantt_figure(trace: dict, title: str = "", max_rows: int = MAX_ROWS) -> Figure:
+    """One broken_barh collection per (row, kind) present; every track of the trace is drawn
+    (past `max_rows`, a stage's later replicas share a row, and the title says so)."""
     rows, _ = trace_rows(trace)
-    shown = rows[:MAX_TRACKS]
+    where, note = merged_rows(rows, max_rows)
+    shown = list(dict.fromkeys(where[r] for r in rows))
     pos = {r: n for n, r in enumerate(shown)}
-    fig = Figure(figsize=(11.0, max(2.5, 0.32 * len(shown) + 1.4)), dpi=100, layout="constrained")
+    fig = Figure(figsize=(11.0, max(2.5, 0.3 * len(shown) + 1.8)), dpi=100, layout="constrained")
     ax = fig.add_subplot()
     kinds = []
-    for (row, kind), bars in sorted(gantt_series(trace).items(), key=lambda kv: pos[kv[0][0]]):
+    for (row, kind), bars in sorted(gantt_series(trace, max_rows).items(),
+                                    key=lambda kv: pos[kv[0][0]]):
         ax.broken_barh(bars, (pos[row] - 0.4, 0.8), facecolors=KIND_COLOURS[kind],
                        edgecolor="white", linewidth=0.2)
         kinds.append(kind)
@@ -88,11 +132,10 @@ def gantt_figure(trace: dict, title: str = "") -> Figure:
     ax.set_xlabel("simulated time (ms)")
     ax.grid(True, axis="x", alpha=0.25)
     present = [k for k in KIND_COLOURS if k in kinds]
-    ax.legend(handles=[Patch(facecolor=KIND_COLOURS[k], label=k) for k in present],
-              fontsize=7, loc="upper right", ncol=min(4, len(present)) or 1)
-    more = len(rows) - len(shown)
-    ax.set_title((title or "Pipeline timeline") + (f" (first {len(shown)} of {len(rows)} rows)"
-                                                   if more > 0 else ""), fontsize=10)
+    if present:  # below the axes: it covers no bar
+        fig.legend(handles=[Patch(facecolor=KIND_COLOURS[k], label=k) for k in present],
+                   fontsize=7, loc="outside lower center", ncol=len(present))
+    ax.set_title((title or "Pipeline timeline") + (f"\n{note}" if note else ""), fontsize=10)
     return fig
 
 
@@ -117,7 +160,7 @@ def utilisation_figure(result: dict, title: str = "") -> Figure:
     bottleneck = result.get("bottleneck_stage", -1)
     if 0 <= bottleneck < len(stages):
         ax.get_xticklabels()[bottleneck].set_fontweight("bold")
-    ax.legend(fontsize=8, loc="upper right")
+    fig.legend(fontsize=8, loc="outside lower center", ncol=3)  # below: it covers no bar
     ax.grid(True, axis="y", alpha=0.25)
     thr = float(result.get("throughput") or 0.0)
     ax.set_title(f"{title or 'Per-stage utilisation'}\n{result.get('source', '?')} result, "
