@@ -20,6 +20,7 @@ and so trains on the same samples in the same order.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import threading
@@ -28,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from heterps_sim.core.outputs import fsync_dir, write_json, write_via
 from heterps_sim.inputs.graph import F32, ID_BYTES, ModelGraph
 
 META = "meta.json"
@@ -88,11 +90,16 @@ def generate_dataset(graph: ModelGraph, path: str | Path, *, num_samples: int, s
     """Write the dataset (one .npy per raw tensor + meta.json, written last) and return path.
 
     `holdout_samples` more samples of the same distribution (same hidden weights) go to
-    path/holdout/, drawn after the training ones: the training samples do not depend on it."""
+    path/holdout/, drawn after the training ones: the training samples do not depend on it.
+    Every file is written whole or not at all (core.outputs), and an earlier dataset's
+    meta.json is removed before the first array: a folder interrupted half way is never read
+    as a dataset (BatchStream refuses it) until a later call completes it."""
     if num_samples < 1:
         raise ValueError("num_samples must be >= 1")
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
+    for folder in (path, path / HOLDOUT):
+        _unmark(folder)
     rng = np.random.default_rng([seed, 0xDA7A])
     spec = raw_tensors(graph)
     arrays, logit, weights = {}, np.zeros(num_samples), {}
@@ -135,7 +142,14 @@ def _save(path: Path, spec: list[RawTensor], arrays: dict, labels: np.ndarray) -
         if t.role == "label":
             arrays[t.name] = labels.reshape(-1, 1).astype(t.dtype)
     for name, arr in arrays.items():
-        np.save(path / f"{name}.npy", arr)
+        write_via(path / f"{name}.npy", lambda tmp, arr=arr: np.save(tmp, arr))
+
+
+def _unmark(folder: Path) -> None:
+    """Remove folder's meta.json (durably): until a new one is written it holds no dataset."""
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        (folder / META).unlink()
+        fsync_dir(folder)
 
 
 def _write_meta(path: Path, graph: ModelGraph, num_samples: int, seed: int, zipf_a: float,
@@ -144,7 +158,7 @@ def _write_meta(path: Path, graph: ModelGraph, num_samples: int, seed: int, zipf
             "tensors": [asdict(t) for t in spec]}
     if labels is not None:
         meta["positive_rate"] = float(labels.mean())
-    (path / META).write_text(json.dumps(meta, indent=1) + "\n")
+    write_json(path / META, meta)  # last: the folder is a dataset from here on
 
 
 class DatasetError(ValueError):
@@ -168,13 +182,25 @@ class BatchStream:
             if want != {(t.name, t.role, t.width) for t in self.tensors}:
                 raise DatasetError(f"{self.path}: dataset was made for model "
                                    f"{self.meta['model']!r}, not {graph.name!r}")
-        self.arrays = {t.name: np.load(self.path / f"{t.name}.npy", mmap_mode="r")
-                       for t in self.tensors}
         self.num_samples = int(self.meta["num_samples"])
+        self.arrays = {t.name: self._array(t) for t in self.tensors}
         self.batch_size, self.seed = batch_size, seed
         self._perms: dict[int, np.ndarray] = {}
         self._queue: queue.Queue | None = None
         self.rows_served = 0
+
+    def _array(self, t: RawTensor) -> np.ndarray:
+        """One tensor's memory-mapped array, checked against meta.json (a file of another
+        generation, or cut short, is refused)."""
+        file = self.path / f"{t.name}.npy"
+        try:
+            arr = np.load(file, mmap_mode="r")
+        except (OSError, ValueError) as exc:
+            raise DatasetError(f"{file}: incomplete dataset ({exc})") from None
+        if arr.shape != (self.num_samples, t.width):
+            raise DatasetError(f"{file}: shape {arr.shape}, but {META} says "
+                               f"({self.num_samples}, {t.width}): not this dataset's array")
+        return arr
 
     def _positions(self, step: int) -> np.ndarray:
         first = step * self.batch_size
