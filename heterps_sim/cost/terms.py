@@ -26,14 +26,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from heterps_sim.core.files import UserFileError
+from heterps_sim.core.limits import MAX_REPLICAS  # the one bound (plans, the search, caps)
 from heterps_sim.core.plan import Plan
 from heterps_sim.core.problem import Problem
 from heterps_sim.core.sharing import finish_together
 from heterps_sim.cost import amdahl, dominant
 
 MODES = ("least", "exact")
-MAX_REPLICAS = 65536
-"""No stage is given more units than this (a safety bound; real caps come from `available`)."""
 
 
 class PlanError(UserFileError):

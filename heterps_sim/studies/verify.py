@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from heterps_sim.core.limits import MAX_REPLICAS
 from heterps_sim.core.plan import Plan, Stage
 from heterps_sim.core.problem import Problem
 from heterps_sim.core.result import RunResult
@@ -44,8 +45,8 @@ DETERMINISTIC_EFFECTS: tuple[str, ...] = tuple(e for e in EFFECTS if e not in VA
 """The effects a check switches on: every cluster effect that does not draw from the seed."""
 ENGINES = ("des", "none")
 """`--verify` values: check with the simulator, or not at all."""
-MAX_UNITS = 65536
-"""A stage never grows past this many units (as the cost model's own bound)."""
+MAX_UNITS = MAX_REPLICAS
+"""A stage never grows past this many units (the cost model's own bound, core.limits)."""
 
 Evaluate = Callable[[Plan], RunResult]
 """The analytic model for one plan (its replica counts fixed), as the scheduler used it."""
