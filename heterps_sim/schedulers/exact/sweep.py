@@ -284,6 +284,8 @@ class _Sweep:
         n = self.problem.num_samples
         if self.problem.cost_model != "default":
             return lower * n / 3600.0 / self.incumbent
+        if lower <= 0.0:  # free units: no bill excludes a plan
+            return 0.0
         # the fewest seconds a plan of f = lower must be billed to cost the incumbent
         need_s = 3600.0 * self.incumbent / lower
         g = self.problem.unit_costs.billing_granularity_s
