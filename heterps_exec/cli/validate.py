@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 
@@ -94,11 +93,11 @@ def run(args) -> int:
     if loaded.scenario is None:
         raise ExecCliError(f"{args.scenario}: validate needs a scenario YAML naming a zoo model")
     import torch
-    from tqdm import tqdm
 
     from heterps_exec.calibration.links import profile_links
     from heterps_exec.calibration.profiler import profile_layers
     from heterps_exec.calibration.validate import ValidateRequest, validate
+    from heterps_sim.core import progress  # on stderr, only on a terminal (--quiet: never)
     from heterps_sim.inputs.model_source import section_graph
     model = loaded.scenario.model
     user = None
@@ -121,7 +120,7 @@ def run(args) -> int:
         links = profile_links(max(args.max_ranks, 2))
     from heterps_sim.core.outputs import prepare_folder
     prepare_folder(args.out, OWNED)  # checked above; cleared of an earlier run's files now
-    bar = tqdm(total=args.plans * args.repeats, desc="runs", unit="run", file=sys.stderr)
+    bar = progress.bar(total=args.plans * args.repeats, desc="runs", unit="run")
     report = validate(ValidateRequest(scenario=args.scenario, num_plans=args.plans,
                                       binding=args.binding, steps=args.steps, seed=args.seed,
                                       max_ranks=args.max_ranks, out_dir=args.out,
