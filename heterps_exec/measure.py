@@ -107,10 +107,14 @@ def exec_result(spec: RunSpec, problem, parts: list[dict]) -> RunResult:
 
 
 def _ps_summary(trainers: list[dict], servers: list[dict]) -> dict:
-    """Rank 0's client counters and every shard's per-table tier counters."""
+    """Rank 0's client counters (training traffic; "client_apart": its other traffic, e.g.
+    reading the tables back for the run's state) and every shard's per-table tier counters."""
     client = next((p["ps"] for p in trainers if p.get("ps")), None)
-    return {"client": client["client"] if client else {},
-            "servers": [p["stats"] for p in sorted(servers, key=lambda p: p["rank"])]}
+    out = {"client": client["client"] if client else {},
+           "servers": [p["stats"] for p in sorted(servers, key=lambda p: p["rank"])]}
+    if client and client.get("apart"):
+        out["client_apart"] = client["apart"]
+    return out
 
 
 def exec_spans(spec: RunSpec, parts: list[dict]) -> list[Span]:

@@ -74,10 +74,13 @@ def checkpoint(client: PSClient, spec: RunSpec, steps_done: int) -> None:
 
 @torch.no_grad()
 def table_state(module: nn.Module, client: PSClient) -> dict[str, torch.Tensor]:
-    """The stage's PS tables as state-dict entries ("emb_0.tables.0.weight"), pulled now."""
+    """The stage's PS tables as state-dict entries ("emb_0.tables.0.weight"), pulled now.
+    The client counts this read apart ("state"): the run's PS traffic figures are training's.
+    (The shards' tier counters do see it: it is served like any pull.)"""
     out = {}
-    for name, mod in module.named_modules():
-        if isinstance(mod, PSEmbeddingBag):
-            ids = torch.arange(mod.num_rows, dtype=torch.int64)
-            out[f"{name}.weight"] = client.pull(name, ids, quantize="none").clone()
+    with client.counted_apart("state"):
+        for name, mod in module.named_modules():
+            if isinstance(mod, PSEmbeddingBag):
+                ids = torch.arange(mod.num_rows, dtype=torch.int64)
+                out[f"{name}.weight"] = client.pull(name, ids, quantize="none").clone()
     return out

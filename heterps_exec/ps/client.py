@@ -10,7 +10,9 @@ Several pulls may be in flight at once (`prefetch` several batches, then `wait` 
 `quantize` ("none", "fp16", "bf16", "int8": heterps_exec.hps.quantize) encodes the pulled rows on
 the server and the pushed gradients here for the wire; the PS stores rows and optimizer state
 in float32 either way. Counters: `pull_bytes` / `push_bytes` are the payload bytes that crossed
-the wire (reply rows, request ids + gradients).
+the wire (reply rows, request ids + gradients). Traffic that is not training (the end of a
+run reading whole tables back for its state) is counted apart under a label
+(`with client.counted_apart("state"): ...`), so the training figures mean training.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from __future__ import annotations
 import json
 import time
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import pandas as pd
@@ -89,6 +93,8 @@ class PSClient:
         self._acks: deque = deque()
         self._max_in_flight = max_in_flight
         self._counters: dict[str, dict] = {}
+        self._apart: dict[str, dict[str, dict]] = {}
+        """label -> per-table counters of traffic counted apart from training."""
         for spec in tables:
             self.declare(spec)
 
@@ -219,20 +225,25 @@ class PSClient:
         self._drain()
         self._all(protocol.CHECKPOINT, step=step, payload=protocol.text_bytes(str(directory)))
 
+    @contextmanager
+    def counted_apart(self, label: str) -> Iterator[None]:
+        """Count the pulls and pushes made inside under `label` (stats()["apart"][label]),
+        not among the training counters."""
+        saved, self._counters = self._counters, self._apart.setdefault(label, {})
+        try:
+            yield
+        finally:
+            self._counters = saved
+
     def stats(self) -> dict:
-        """{"client": per-table pull/push counters, "servers": [per-shard, per-table tiers]}."""
+        """{"client": per-table pull/push counters, "servers": [per-shard, per-table tiers]},
+        and "apart": {label: per-table counters} when some traffic was counted apart."""
         self._drain()
         servers = [json.loads(bytes(p.numpy())) for _, p in self._all(protocol.STATS)]
-        client = {}
-        for name, c in self._counters.items():
-            out = {k: v for k, v in c.items() if not k.endswith("_lat")}
-            for op in ("pull", "push"):
-                lat = np.array(c[f"{op}_lat"] or [0.0])
-                out[f"{op}_p50_s"] = float(np.percentile(lat, 50))
-                out[f"{op}_p99_s"] = float(np.percentile(lat, 99))
-                out[f"{op}_rows_per_s"] = c[f"{op}_rows"] / max(c[f"{op}_s"], 1e-12)
-            client[name] = out
-        return {"client": client, "servers": servers}
+        out = {"client": _summary(self._counters), "servers": servers}
+        if self._apart:
+            out["apart"] = {label: _summary(c) for label, c in self._apart.items()}
+        return out
 
     def _count(self, table, op, rows, unique, seconds, wire) -> None:
         c = self._counters.setdefault(table, {
@@ -251,3 +262,17 @@ class PSClient:
             self._drain()
         finally:
             self._all(protocol.CLOSE)
+
+
+def _summary(counters: dict[str, dict]) -> dict:
+    """Per table: the counters, latency percentiles and rows/s (no raw latency lists)."""
+    out = {}
+    for name, c in counters.items():
+        row = {k: v for k, v in c.items() if not k.endswith("_lat")}
+        for op in ("pull", "push"):
+            lat = np.array(c[f"{op}_lat"] or [0.0])
+            row[f"{op}_p50_s"] = float(np.percentile(lat, 50))
+            row[f"{op}_p99_s"] = float(np.percentile(lat, 99))
+            row[f"{op}_rows_per_s"] = c[f"{op}_rows"] / max(c[f"{op}_s"], 1e-12)
+        out[name] = row
+    return out

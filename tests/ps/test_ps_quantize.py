@@ -101,6 +101,17 @@ def test_engine_with_int8_ps_rows_trains_within_1pct_of_fp32(tmp_path):
         unique = sum(c["pull_unique_rows"] for c in result["extra"]["ps"]["client"].values())
         assert unique > 0 and pulled_bytes > 0
         losses[mode + "_bytes_per_row"] = pulled_bytes / unique
+        # the run reads its tables back at the end (its state, for the held-out scores): every
+        # row once, exact float32 whatever the mode, counted apart from the training traffic
+        read = result["extra"]["ps"]["client_apart"]["state"]
+        assert set(read) == set(result["extra"]["ps"]["client"])
+        for c in read.values():
+            assert c["pull_calls"] == 1 and c["pull_rows"] == c["pull_unique_rows"] > 0
+            assert c["push_rows"] == 0
+        losses[mode + "_read_bytes_per_row"] = (sum(c["pull_bytes"] for c in read.values())
+                                                / sum(c["pull_rows"] for c in read.values()))
+    assert losses["int8_read_bytes_per_row"] == losses["none_read_bytes_per_row"] \
+        == losses["none_bytes_per_row"]  # float32 rows, the width of an unquantized pull
     assert losses["int8_bytes_per_row"] < 0.5 * losses["none_bytes_per_row"]
     assert losses["int8"] != losses["none"]
     for a, b in zip(losses["int8"], losses["none"], strict=True):
