@@ -10,7 +10,8 @@ Two predictors, the analytic model and the simulator, from one of two sources:
                `<host>-links.json` (written by `heterps-exec profile`), found in the current
                folder's traces/profiles/ or the source checkout's. The problem is calibrated to
                this machine for this plan (calibration/calibrate.py: per-layer fits, the binding's
-               slowdowns, gloo latency and bandwidth); the simulator runs what the engine does
+               slowdowns, gloo latency and bandwidth; under the paper model, whose terms the
+               measurements fill without double counting); the simulator runs what the engine does
                on one host (calibration/validate.simulator_options: bubbles, transfers,
                all-reduce with the measured times, every rank on this host's cores) plus the
                run's H-PS options. The runtime's own per-step work outside the layers is not in

@@ -18,6 +18,14 @@ batch B, cuts), from a profile (profiler.profile_layers rows) and the link fit:
     dilated by an emulated type; the per-step part is serial on every replica, the
     per-microbatch part splits with the microbatches. calibration/validate.py measures both from the idle
     time of one-rank runs at 1 and 8 microbatches, where nothing waits on a peer.
+
+The calibrated problem is under the PAPER model (cost_model "paper", whatever the scenario's):
+every term above is measured and folded into the paper's terms (the runtime's fixed work in
+oct and alpha, a batch's 2 m messages in latency_s). The default model would add its own
+fixed costs (catalog guesses, docs/design.md) on top of the measured ones, 2 m latencies on
+top of 2 m L, and a ring all-reduce where the simulator applies the measured one. So the
+analytic prediction is the paper's formula on this machine's numbers, and the simulator adds
+what that formula leaves out (bubbles, messages, the measured all-reduce, shared cores).
 No torch.
 """
 
@@ -71,8 +79,8 @@ def calibrated_problem(base: Problem, graph: ModelGraph | None, plan: Plan, fit:
                        *, for_des: bool, step_overhead_s: float = 0.0,
                        microbatch_overhead_s: float = 0.0,
                        param_bytes: list[float] | None = None) -> Problem:
-    """The base problem with oct/odt/alpha/links replaced by this machine's numbers.
-    `param_bytes` (per layer, tables included) stands in for the graph's where there is no
+    """The base problem with oct/odt/alpha/links replaced by this machine's numbers, under the
+    paper model (the module docstring says why). `param_bytes` (per layer, tables included) stands in for the graph's where there is no
     zoo graph (a PyTorch module: calibration/user_profiler.layer_param_bytes)."""
     layers = list(base.layer_names)
     missing = [n for n in layers if n not in fit.compute]
@@ -111,7 +119,8 @@ def calibrated_problem(base: Problem, graph: ModelGraph | None, plan: Plan, fit:
         alpha=alpha, odt_parallel=True,
         network_bytes_per_s=np.full(base.num_types, bytes_per_s),
         latency_s=latency_s if for_des else 2 * m * latency_s, param_bytes=params,
-        sparse_bytes=None, available=(None,) * base.num_types)
+        sparse_bytes=None, available=(None,) * base.num_types,
+        cost_model="paper", costs=None)  # measured terms: nothing of the default model's added
 
 
 def _param_bytes(graph: ModelGraph, layer: str) -> float:

@@ -139,9 +139,11 @@ def simulator_options(plan: Plan, slowdowns: list[float], *, steps: int, warmup:
     engine runs 1), every rank on this host's cores at its emulated speed (an operation
     holds a core until done, core_sharing="fifo": a 0.1-2 ms layer op mostly completes
     within one scheduler time slice; "fair" time-slices and predicted 6-rank plans worse
-    here, 19.9% against 10.1% at run speed), and the measured all-reduce times."""
+    here, 19.9% against 10.1% at run speed), the measured all-reduce times, and messages
+    sent as the engine sends them (isend: the sender goes on, sends_leave_work)."""
     from heterps_sim.des import DesOptions
     return DesOptions(effects={"bubbles", "transfers", "allreduce", "cores"},
+                      sends_leave_work=True,
                       num_steps=steps, warmup_steps=warmup,
                       num_microbatches=plan.num_microbatches,
                       host_cores=os.cpu_count() or 1,

@@ -128,6 +128,12 @@ class DesOptions(HpsOptions):
     forward_boundary_share: float = Field(
         default=0.5, ge=0, le=1, description="transfers: share of boundary_bytes that are forward "
         "activations (the rest are backward gradients).")
+    sends_leave_work: bool = Field(
+        default=False, description="transfers: the sender hands each message off and goes on "
+        "(the engine's isend), so the analytic boundary term (bytes / bandwidth + latency) leaves "
+        "the sender's work and the message's delay is the only transfer cost: a prediction of "
+        "the engine (heterps-exec validate). False keeps the analytic model's send in the work, "
+        "so the effect never raises throughput.")
     jitter_cv: float = Field(default=0.1, ge=0, allow_inf_nan=False,
                              description="jitter: mean (and standard deviation) of the extra "
                              "delay of each operation, as a share of its duration.")

@@ -28,6 +28,8 @@ S, when odt is serial) and model them explicitly instead:
                Quantized (WIRE_BYTES[options.quantize]: fp16/bf16 halve the bytes, int8
                quarters them; per-row scales and exact ids knowingly left out), the work's
                bandwidth part shrinks in proportion.
+               With options.sends_leave_work (the engine's isend: calibration/validate.py),
+               the whole boundary term leaves the work and the messages are the only cost.
     ps         each microbatch pulls (B/m) * sum sparse_bytes before its forward and pushes as
                much after its backward; the shards serve a request for its bytes / num_shards
                x seconds_per_byte (cost/ps_traffic.py). Default model: the work keeps the
@@ -199,7 +201,8 @@ def _one_stage(problem: Problem, g: int, t: StageTerms, k: int, link_bw: float, 
     if options.on("transfers") and not last:
         bb = float(problem.boundary_bytes[t.last])
         wire = WIRE_BYTES[options.quantize]
-        removed += (1.0 - wire) * bb / link_bw  # quantized: fewer bytes to push through the NIC
+        removed += (bb / link_bw + problem.latency_s if options.sends_leave_work  # handed off
+                    else (1.0 - wire) * bb / link_bw)  # quantized: fewer bytes through the NIC
         send_f = wire * bb * options.forward_boundary_share / m
         send_b = wire * bb * (1.0 - options.forward_boundary_share) / m
     ps_bytes = 0.0
