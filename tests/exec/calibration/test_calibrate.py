@@ -127,6 +127,10 @@ def test_simulator_runs_the_plans_own_microbatch_count():
         if m == 1:  # one microbatch: forward, message, both stages, message, backward
             serial = sum(s.oct_s for s in des.stages) + 2 * 1e-3
             assert des.step_time_s == pytest.approx(serial, rel=0.05)
+            # exactly: the two messages carry the boundary's bytes (isend: the sender's work
+            # holds no second copy of the transfer, DesOptions.sends_leave_work)
+            wire = p.boundary_bytes[4] / 1e9  # after LAYERS[4], the cut
+            assert des.step_time_s == pytest.approx(serial + wire, rel=1e-9)
 
 
 def test_cuts_add_encode_and_decode_per_microbatch():
