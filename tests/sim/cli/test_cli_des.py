@@ -22,14 +22,36 @@ def tiny_plan(tmp_path, capsys):
     return plan
 
 
-def test_des_with_effects_off_agrees_with_analytic(tiny_plan, capsys):
-    _, out, _ = run(["evaluate", "scenarios/exec-tiny.yaml", str(tiny_plan), "--json"], capsys)
+def test_des_with_effects_off_agrees_with_the_paper_model(tiny_plan, capsys):
+    """Under the paper model the simulator with every effect off IS the analytic model."""
+    model = ["--model", "paper"]
+    _, out, _ = run(["evaluate", "scenarios/exec-tiny.yaml", str(tiny_plan), "--json", *model],
+                    capsys)
     analytic = json.loads(out)
     code, out, _ = run(["evaluate", "scenarios/exec-tiny.yaml", str(tiny_plan), "--engine", "des",
-                        "--schedule", "async", "--effects", "none", "--json"], capsys)
+                        "--schedule", "async", "--effects", "none", "--json", *model], capsys)
     des = json.loads(out)
     assert code == 0 and des["source"] == "des"
     assert des["throughput"] == pytest.approx(analytic["throughput"], rel=0.01)
+
+
+def test_des_with_effects_off_runs_the_default_models_stage_work(tiny_plan, capsys):
+    """Under the default model it runs min_g B / (ET_g(k_g) - AR_g(k_g)): the stage work
+    without the all-reduce and the PS cap, which its effects add (docs/design.md)."""
+    from heterps_sim.cost import dominant
+    from heterps_sim.cost.reference import evaluate_plan, plan_stages
+    from heterps_sim.inputs.load import load_input, load_plan
+    problem = load_input("scenarios/exec-tiny.yaml", "default").problem
+    plan = load_plan(tiny_plan)
+    plan = plan.with_replicas([s.num_replicas for s in evaluate_plan(problem, plan).stages])
+    worst = max(t.exec_time(s.num_replicas) - dominant.allreduce_time(t.bw_s, t.lat_s,
+                                                                       s.num_replicas)
+                for t, s in zip(plan_stages(problem, plan), plan.stages, strict=True))
+    code, out, _ = run(["evaluate", "scenarios/exec-tiny.yaml", str(tiny_plan), "--engine", "des",
+                        "--schedule", "async", "--effects", "none", "--json",
+                        "--model", "default"], capsys)
+    assert code == 0
+    assert json.loads(out)["throughput"] == pytest.approx(problem.batch_size / worst, rel=0.01)
 
 
 def test_des_trace_opens_as_trace_events(tiny_plan, tmp_path, capsys):
@@ -45,7 +67,9 @@ def test_des_trace_opens_as_trace_events(tiny_plan, tmp_path, capsys):
 
 
 def test_effects_table_has_every_effect(capsys):
-    code, out, _ = run(["effects", "scenarios/exec-tiny.yaml", "--steps", "2", "--json"], capsys)
+    """Under the paper model "des: all off" is the analytic model (docs/design.md)."""
+    code, out, _ = run(["effects", "scenarios/exec-tiny.yaml", "--steps", "2", "--json",
+                        "--model", "paper"], capsys)
     rows = json.loads(out)
     labels = [r["configuration"] for r in rows]
     assert code == 0
@@ -80,11 +104,16 @@ def test_hps_flags_reach_the_simulator(capsys):
     assert code == 2 and "STAGE:REPLICA:FACTOR" in err
 
 
-@pytest.mark.parametrize("slow", ["0:0:nan", "-1:0:2", "0:-1:2", "0:0:0.5"])
-def test_slow_replicas_outside_the_plan_or_not_slower_are_bad_input(slow, capsys):
-    """The check the engine uses too (HpsOptions.missing_replica): a NaN factor or a negative
-    index (which Python would read from the end) is not a replica of the plan."""
+@pytest.mark.parametrize(("slow", "why"), [
+    ("0:0:nan", "the factor must be a finite number >= 1"),  # refused as it is read
+    ("0:0:inf", "the factor must be a finite number >= 1"),
+    ("-1:0:2", "the plan has no such replica"), ("0:-1:2", "the plan has no such replica"),
+    ("0:0:0.5", "the plan has no such replica")])
+def test_slow_replicas_outside_the_plan_or_not_slower_are_bad_input(slow, why, capsys):
+    """The check the engine uses too (HpsOptions.missing_replica): a negative index (which
+    Python would read from the end) is not a replica of the plan; a factor that is not a
+    finite number is refused as the flag is read."""
     code, _, err = run(["evaluate", "scenarios/exec-tiny.yaml", "scenarios/plans/exec-tiny-mixed.json",
                         "--engine", "des", f"--slow-replica={slow}"], capsys)
-    assert code == 2 and f"--slow-replica {slow}: the plan has no such replica" in err
+    assert code == 2 and f"--slow-replica {slow}: {why}" in err
     assert len(err.strip().splitlines()) == 1
