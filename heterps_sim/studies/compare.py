@@ -28,7 +28,9 @@ def scheduler_options(name: str, budget: int | None, seed: int) -> dict:
 
 def compare(problem: Problem, names: list[str] | None = None, *, mode: str = "least",
             budget: int | None = None, seed: int = 0, progress: bool = True) -> pd.DataFrame:
-    """One row per scheduler; `gap_pct` = cost / exact optimum - 1, in percent."""
+    """One row per scheduler; `gap_pct` = cost / exact optimum - 1, in percent: infinite for
+    a scheduler that found no feasible plan where one exists, NaN when none does (no optimum
+    to compare with)."""
     from tqdm import tqdm
     names = list(names or scheduler_names())
     for name in names:
@@ -45,7 +47,7 @@ def compare(problem: Problem, names: list[str] | None = None, *, mode: str = "le
         cost = r.cost_usd if feasible else math.inf
         rows.append({
             "scheduler": name, "feasible": feasible, "cost_usd": cost,
-            "gap_pct": 100.0 * (cost / best - 1.0) if feasible and math.isfinite(best) else math.nan,
+            "gap_pct": 100.0 * (cost / best - 1.0) if math.isfinite(best) else math.nan,
             "throughput": r.throughput if r is not None else 0.0,
             "num_stages": len(r.stages) if r is not None else 0,
             "units": ", ".join(f"{k} x{v}" for k, v in r.units_per_type.items()) if r else "",

@@ -36,3 +36,12 @@ def test_unknown_scheduler_is_bad_input(capsys):
     code = main(["compare", "scenarios/exec-tiny.yaml", "--schedulers", "exact,astrology"])
     err = capsys.readouterr().err
     assert code == 2 and "astrology" in err and len(err.strip().splitlines()) == 1
+
+
+def test_gaps_are_undefined_when_no_plan_is_feasible():
+    from dataclasses import replace
+    problem = load_input("scenarios/exec-tiny.yaml").problem
+    impossible = replace(problem, throughput_limit=1e15)
+    frame = compare(impossible, ["exact", "homogeneous"], progress=False)
+    assert not frame["feasible"].any() and frame["gap_pct"].isna().all()
+    assert (frame["cost_usd"] == math.inf).all()
