@@ -69,8 +69,10 @@ def scheduler_name(args, loaded) -> str:
     return args.scheduler or (sched.scheduler if sched else "exact")
 
 
-def run_scheduler(problem, name: str, mode: str, seed: int, options: dict):
-    """Make the scheduler with its validated options and run it -> ScheduleOutcome."""
+def run_scheduler(problem, name: str, mode: str, seed: int, options: dict, *,
+                  note_cuts: bool = True):
+    """Make the scheduler with its validated options and run it -> ScheduleOutcome
+    (`note_cuts`: with allow_same_type_cuts, also say what the cuts save)."""
     from pydantic import ValidationError
 
     from heterps_sim.schedulers.base import run_scheduler as run
@@ -85,6 +87,8 @@ def run_scheduler(problem, name: str, mode: str, seed: int, options: dict):
     from heterps_sim.core import progress
     progress.phase(f"scheduling: {name} ({mode} provisioning)")
     outcome = run(scheduler, problem, mode)
+    if not note_cuts:
+        return outcome
     if options.get("allow_same_type_cuts") and outcome.result is not None:
         # Say what cutting a run of one type into several stages saves (the paper's stages
         # are maximal runs).
@@ -107,9 +111,10 @@ def add_verify(p) -> None:
                    "none: skip the check")
 
 
-def verify_outcome(problem, outcome, mode: str, args, *, reprovision: bool):
+def verify_outcome(problem, outcome, mode: str, args, *, reprovision: bool, replan=None):
     """The simulator's check of a scheduled plan (studies.verify), or None when --verify
-    none or there is no feasible plan to check."""
+    none or there is no feasible plan to check; `replan(problem)` runs the same scheduler
+    again (studies/replan.py: a raised throughput floor)."""
     if getattr(args, "verify", "none") == "none" or outcome.plan is None \
             or outcome.result is None or not outcome.result.feasible:
         return None
@@ -118,4 +123,5 @@ def verify_outcome(problem, outcome, mode: str, args, *, reprovision: bool):
     from heterps_sim.studies.verify import verify_plan
     progress.phase("checking the plan in the simulator (--verify none skips it)")
     return verify_plan(problem, outcome.plan, outcome.result,
-                       lambda plan: evaluate_plan(problem, plan, mode), reprovision=reprovision)
+                       lambda plan: evaluate_plan(problem, plan, mode), reprovision=reprovision,
+                       replan=replan)

@@ -111,7 +111,9 @@ def cmd_simulate(args) -> int:
     # the folder is made (or cleared of an earlier run's files) before the search
     out = prepare_run_folder(Path(args.out)) if args.out else new_run_folder(label)
     outcome = run_scheduler(loaded.problem, name, mode, seed, options)
-    check = verify_outcome(loaded.problem, outcome, mode, args, reprovision=True)
+    check = verify_outcome(loaded.problem, outcome, mode, args, reprovision=True,
+                           replan=lambda raised: run_scheduler(raised, name, mode, seed, options,
+                                                               note_cuts=False))
     write_run_folder(out, loaded.problem, outcome, scenario=loaded.scenario, seed=seed,
                      verification=check)
     if args.json:

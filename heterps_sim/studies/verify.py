@@ -11,6 +11,12 @@ deterministic effects on (`DETERMINISTIC_EFFECTS`: bubbles, all-reduce, transfer
 the parameter server; no jitter, stragglers or preemption, so the seed changes nothing) under
 the plan's own schedule and microbatch count.
 
+Re-planning (`reprovision=True` with a `replan` callable, studies/replan.py), first: the
+scenario's scheduler runs again with its throughput floor raised by the shortfall the flushed
+closed form (cost/flush.py) predicts, at most `max_replan_rounds` times; the first re-planned
+plan the simulator finds meeting the real limit is the one to run (`replanned`). Otherwise the
+re-planned plan closest to the limit (or the checked plan, if closer) is re-provisioned.
+
 Re-provisioning (`reprovision=True`), while the simulated throughput misses the limit and
 within a bound (`max_resimulations` simulations, `max_events` SimPy events): the stage whose replicas the simulator finds busiest per step
 (its per-stage busy time, the bottleneck) gets more units, as many as the analytic model says
@@ -40,6 +46,14 @@ from heterps_sim.core.problem import Problem
 from heterps_sim.core.result import RunResult
 from heterps_sim.des import DesOptions, simulate
 from heterps_sim.des.options import EFFECTS, VARIABILITY
+from heterps_sim.studies.replan import (
+    MAX_ROUNDS,
+    Replan,
+    ReplanRound,
+    flushed_or_none,
+    replan_rounds,
+    round_line,
+)
 
 DETERMINISTIC_EFFECTS: tuple[str, ...] = tuple(e for e in EFFECTS if e not in VARIABILITY)
 """The effects a check switches on: every cluster effect that does not draw from the seed."""
@@ -66,6 +80,8 @@ class VerifySettings:
     """... and stops starting new simulations once they have processed this many SimPy
     events in all: deterministic, unlike a time limit; with contention and the PS on, the
     simulator runs ~200,000 events/s on the 2-core VM (measured under load), so about 2 s."""
+    max_replan_rounds: int = MAX_ROUNDS
+    """Re-planning runs the scheduler at most this many times (studies/replan.py)."""
 
     def options(self) -> DesOptions:
         """The simulator's options: these effects, the plan's schedule and microbatches."""
@@ -105,6 +121,11 @@ class Verification:
     final_analytic: RunResult
     final_simulated: RunResult
     growths: tuple[Growth, ...] = ()
+    rounds: tuple[ReplanRound, ...] = ()
+    """The re-planning rounds (studies/replan.py), if any ran."""
+    replanned_plan: Plan | None = None
+    """The re-planned plan the final plan comes from (itself, or re-provisioned)."""
+    replanned_simulated: RunResult | None = None
     wall_s: float = 0.0
     simulations: int = 1
     extra: dict = field(default_factory=dict)
@@ -112,6 +133,10 @@ class Verification:
     @property
     def meets_limit(self) -> bool:
         return bool(self.final_simulated.feasible)
+
+    @property
+    def replanned(self) -> bool:
+        return self.replanned_plan is not None
 
     @property
     def reprovisioned(self) -> bool:
@@ -132,15 +157,20 @@ class Verification:
                "flushed": ({"throughput": self.extra["flushed_throughput"],
                             "cost_usd": self.extra["flushed_cost_usd"]}
                            if "flushed_throughput" in self.extra else None),
+               "replan_rounds": [asdict(r) for r in self.rounds],
                "steps": [asdict(g) for g in self.growths],
                "simulated_result": self.simulated.to_json_dict()}
-        if self.reprovisioned:
-            out["reprovisioned"] = {"plan": self.final_plan.to_json_dict(),
-                                    "analytic": summary(self.final_analytic),
-                                    "simulated": summary(
-                                        self.final_simulated,
-                                        self.extra.get("final_simulated_cost_usd")),
-                                    "simulated_result": self.final_simulated.to_json_dict()}
+        if self.replanned:
+            out["replanned"] = {"plan": self.replanned_plan.to_json_dict(),
+                                "simulated_result": self.replanned_simulated.to_json_dict()}
+        if self.reprovisioned or self.status == "replanned":  # the plan to run instead
+            out["final"] = {"plan": self.final_plan.to_json_dict(),
+                            "analytic": summary(self.final_analytic),
+                            "simulated": summary(self.final_simulated,
+                                                 self.extra.get("final_simulated_cost_usd")),
+                            "simulated_result": self.final_simulated.to_json_dict()}
+            if self.reprovisioned:
+                out["reprovisioned"] = out["final"]
         return out
 
 
@@ -182,16 +212,21 @@ def fixed_plan(plan: Plan, analytic: RunResult) -> Plan:
 
 def verify_plan(problem: Problem, plan: Plan, analytic: RunResult, evaluate: Evaluate,
                 settings: VerifySettings | None = None, *,
-                reprovision: bool = False) -> Verification:
+                reprovision: bool = False, replan: Replan | None = None) -> Verification:
     """Simulate `plan` (provisioned as `analytic` says) with the deterministic effects on;
-    with `reprovision`, grow it until the simulator's throughput meets the limit (module
-    docstring). `evaluate` is the analytic model the plan was scheduled with."""
-    check = _verify(problem, plan, analytic, evaluate, settings or VerifySettings(), reprovision)
+    with `reprovision`, re-plan it (when `replan`, the scheduler that chose it, is given) and
+    grow it until the simulator's throughput meets the limit (module docstring). `evaluate` is
+    the analytic model the plan was scheduled with."""
+    check = _verify(problem, plan, analytic, evaluate, settings or VerifySettings(), reprovision,
+                    replan)
     costs = {"simulated_cost_usd": job_cost_usd(problem, fixed_plan(plan, analytic),
                                                 check.simulated),
              "final_simulated_cost_usd": job_cost_usd(problem, check.final_plan,
                                                       check.final_simulated),
              **flushed_prediction(problem, fixed_plan(plan, analytic), check)}
+    if check.replanned:
+        costs["replanned_simulated_cost_usd"] = job_cost_usd(problem, check.replanned_plan,
+                                                             check.replanned_simulated)
     return replace(check, extra={**check.extra, **costs})
 
 
@@ -199,25 +234,17 @@ def flushed_prediction(problem: Problem, plan: Plan, check: Verification) -> dic
     """The analytic step time of the checked plan under its flushed schedule (cost/flush.py),
     at the simulator's m, with the effects the check switched on: {} when the plan did not
     run, or runs unflushed (async, or no bubbles effect)."""
-    from heterps_sim.cost.flush import FLUSHED, flushed_throughput
-    sim, effects = check.simulated, check.settings.effects
-    m = sim.extra.get("num_microbatches")
-    if (not sim.extra.get("simulated", True) or not m or "bubbles" not in effects
-            or sim.extra.get("schedule", plan.schedule) not in FLUSHED
-            or check.analytic.cost_per_hour <= 0):
+    thr = flushed_or_none(problem, plan, check.simulated, check.settings.effects)
+    if thr is None or check.analytic.cost_per_hour <= 0:
         return {}
-    thr = flushed_throughput(problem, replace(plan, schedule=sim.extra.get("schedule",
-                                                                          plan.schedule)),
-                             int(m), allreduce="allreduce" in effects,
-                             transfers="transfers" in effects,
-                             contention="contention" in effects, ps="ps" in effects)
     usd = job_cost_usd(problem, plan, replace(check.analytic, throughput=thr, cost_usd=(
         problem.num_samples / thr / 3600.0 * check.analytic.cost_per_hour)))
     return {"flushed_throughput": thr, "flushed_cost_usd": usd}
 
 
 def _verify(problem: Problem, plan: Plan, analytic: RunResult, evaluate: Evaluate,
-            settings: VerifySettings, reprovision: bool) -> Verification:
+            settings: VerifySettings, reprovision: bool,
+            replan: Replan | None = None) -> Verification:
     options = settings.options()
     start = time.perf_counter()
     plan = fixed_plan(plan, analytic)
@@ -240,13 +267,29 @@ def _verify(problem: Problem, plan: Plan, analytic: RunResult, evaluate: Evaluat
         return Verification(status="missed", reason=first.reason, final_plan=plan,
                             final_analytic=analytic, final_simulated=first,
                             wall_s=time.perf_counter() - start, **done)
-    search = _Search(problem, evaluate, run, plan, first, settings)
+    base, base_sim, rounds, sims, from_replan = plan, first, (), 0, {}
+    if replan is not None and settings.max_replan_rounds > 0:
+        got = replan_rounds(problem, plan, first, replan, evaluate, run, settings.effects,
+                            lambda p, r: job_cost_usd(problem, p, r),
+                            settings.max_replan_rounds)
+        rounds, sims = got.rounds, len({r.units for r in got.rounds if r.found})
+        if got.accepted:
+            return Verification(status="replanned", reason="", final_plan=got.plan,
+                                final_analytic=got.analytic, final_simulated=got.simulated,
+                                rounds=rounds, replanned_plan=got.plan,
+                                replanned_simulated=got.simulated, simulations=1 + sims,
+                                wall_s=time.perf_counter() - start, **done)
+        if got.plan is not None and got.simulated.throughput > first.throughput:
+            base, base_sim = got.plan, got.simulated  # re-provision the closest plan
+            from_replan = dict(replanned_plan=got.plan, replanned_simulated=got.simulated)
+    search = _Search(problem, evaluate, run, base, base_sim, settings)
     status, reason = search.run()
     final_plan, final_sim = search.plan, search.sim
     return Verification(status=status, reason=reason, final_plan=final_plan,
                         final_analytic=evaluate(final_plan), final_simulated=final_sim,
-                        growths=tuple(search.growths), simulations=1 + search.simulations,
-                        wall_s=time.perf_counter() - start, **done)
+                        growths=tuple(search.growths), rounds=rounds,
+                        simulations=1 + sims + search.simulations,
+                        wall_s=time.perf_counter() - start, **from_replan, **done)
 
 
 class _Search:
@@ -469,6 +512,7 @@ def with_units(problem: Problem, plan: Plan, g: int, k: int) -> Plan:
 
 VERDICTS = {
     "confirmed": "simulator: FEASIBLE, the plan meets the limit",
+    "replanned": "simulator: FEASIBLE after re-planning",
     "reprovisioned": "simulator: FEASIBLE after re-provisioning",
     "missed": "simulator: MISSES the limit (heterps-sim simulate re-provisions the plan)",
     "impossible": "simulator: MISSES the limit",
@@ -493,6 +537,10 @@ def check_lines(check: Verification) -> list[str]:
                                           throughput=check.extra["flushed_throughput"]),
                      check.extra["flushed_cost_usd"]))
     rows.append(("simulated", sim, check.extra.get("simulated_cost_usd", sim.cost_usd)))
+    if check.replanned:
+        rows.append(("re-planned", check.replanned_simulated,
+                     check.extra.get("replanned_simulated_cost_usd",
+                                     check.replanned_simulated.cost_usd)))
     if check.reprovisioned:
         rows.append(("re-provisioned", check.final_simulated,
                      check.extra.get("final_simulated_cost_usd", check.final_simulated.cost_usd)))
@@ -501,6 +549,7 @@ def check_lines(check: Verification) -> list[str]:
         cost = f"{usd:,.6g}" if math.isfinite(usd) else "-"
         units = "-".join(str(s.num_replicas) for s in r.stages)
         lines.append(f"  {label:15}{r.throughput:>13,.0f} {vs:>9} {cost:>12}  {units}")
+    lines.extend(round_line(r) for r in check.rounds)
     kept = [g for g in check.growths if g.kept]
     for n, g in enumerate(kept, 1):
         lines.append(f"  step {n}: stage {g.stage} ({g.resource}) "

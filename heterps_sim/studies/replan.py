@@ -1,0 +1,157 @@
+"""Re-plan a plan the simulator finds short: schedule again for a higher throughput floor.
+
+The stage model the schedulers optimise sees a steady pipeline; a flushed schedule also pays
+fill and drain and every stage's step-end costs (cost/flush.py), so the scheduler's optimum can
+simulate well below the limit. Rather than only growing that plan's stages, run the same
+scheduler again (same options, seed, mode and model: the caller's `Replan` callable) with its
+floor raised by the shortfall the flushed closed form predicts:
+
+    target_0 = limit,   target_{k+1} = target_k x limit / flushed_k
+
+(flushed_k: the closed form of round k's plan at the simulator's microbatches; where it does
+not apply, an unflushed schedule, or where it already meets the limit that the simulator
+misses, the simulated throughput stands in). Each re-planned plan keeps the units the
+scheduler gave it for its raised target and is simulated against the real limit; the rounds
+stop at the first plan the simulator finds meeting the limit (the targets only rise, so the
+first is the cheapest found), when the scheduler finds no plan at the raised target, or after
+`max_rounds`. Deterministic: the scheduler runs with the caller's seed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from heterps_sim.core.plan import Plan
+from heterps_sim.core.problem import Problem
+from heterps_sim.core.result import RunResult
+
+Replan = Callable[[Problem], object]
+"""The scenario's scheduler run on a problem (the checked one with a raised throughput_limit)
+-> schedulers.base.ScheduleOutcome (its .plan, .result, .notes)."""
+MAX_ROUNDS = 4
+"""Re-planning rounds at most: the closed form is within ~0.25% of the simulator on gpipe
+plans, so one or two rounds usually suffice."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplanRound:
+    """One re-planning round: the scheduler at `target` samples/s, its plan simulated."""
+
+    target: float
+    """The throughput floor the scheduler ran with."""
+    found: bool
+    """False: the scheduler found no plan meeting `target` (`reason` says why)."""
+    reason: str = ""
+    units: tuple[int, ...] = ()
+    analytic_throughput: float | None = None
+    """The analytic model's throughput of the re-planned plan."""
+    flushed_throughput: float | None = None
+    simulated_throughput: float | None = None
+    simulated_cost_usd: float | None = None
+    meets_limit: bool = False
+    """The simulator's throughput meets the real limit."""
+
+
+@dataclass(frozen=True, slots=True)
+class Replanned:
+    """The rounds, and the re-planned plan closest to the limit (None when no round found
+    one): `accepted` when the simulator finds it meeting the limit."""
+
+    rounds: tuple[ReplanRound, ...]
+    plan: Plan | None = None
+    analytic: RunResult | None = None
+    simulated: RunResult | None = None
+    accepted: bool = False
+
+
+def flushed_or_none(problem: Problem, plan: Plan, sim: RunResult,
+                    effects: tuple[str, ...]) -> float | None:
+    """The flushed closed form of `plan` (its units fixed) at the simulator's microbatches,
+    with the check's effects; None where it does not apply (no bubbles, unflushed schedule,
+    the plan did not run)."""
+    from heterps_sim.cost.flush import FLUSHED, flushed_throughput
+    m = sim.extra.get("num_microbatches")
+    schedule = sim.extra.get("schedule", plan.schedule)
+    if not sim.extra.get("simulated", True) or not m or "bubbles" not in effects \
+            or schedule not in FLUSHED:
+        return None
+    return flushed_throughput(problem, replace(plan, schedule=schedule), int(m),
+                              allreduce="allreduce" in effects,
+                              transfers="transfers" in effects,
+                              contention="contention" in effects, ps="ps" in effects)
+
+
+def _next_target(target: float, limit: float, flushed: float | None,
+                 simulated: float) -> float:
+    """target x limit / the predicted throughput (the flushed closed form; the simulated one
+    where the closed form is missing or already meets the limit the simulator misses)."""
+    predicted = flushed if flushed is not None and flushed < limit else simulated
+    return target * limit / max(predicted, 1e-300)
+
+
+def replan_rounds(problem: Problem, plan: Plan, sim: RunResult, replan: Replan,
+                  evaluate: Callable[[Plan], RunResult],
+                  simulate: Callable[[Plan], RunResult], effects: tuple[str, ...],
+                  job_cost: Callable[[Plan, RunResult], float],
+                  max_rounds: int = MAX_ROUNDS) -> Replanned:
+    """The re-planning rounds (module docstring) from the checked `plan` and its simulation
+    `sim`; `simulate` runs a plan (units fixed) under the real limit, `evaluate` is the
+    analytic model at the real limit."""
+    limit = problem.throughput_limit
+    target = _next_target(limit, limit, flushed_or_none(problem, plan, sim, effects),
+                          sim.throughput)
+    rounds: list[ReplanRound] = []
+    best: tuple[Plan, RunResult] | None = None
+    seen: dict[str, RunResult] = {}
+    reached, ceiling = limit, math.inf  # the highest target with a plan, the lowest without
+    for _ in range(max_rounds):
+        if not math.isfinite(target):
+            break
+        outcome = replan(problem.with_limit(target))
+        if outcome.plan is None or outcome.result is None or not outcome.result.feasible:
+            why = (outcome.notes or {}).get("reason") or (
+                outcome.result.reason if outcome.result is not None else "")
+            rounds.append(ReplanRound(target=target, found=False, reason=str(why)))
+            ceiling = min(ceiling, target)
+            target = (reached + ceiling) / 2.0  # halfway back to the last target it reached
+            continue
+        reached = target
+        fixed = outcome.plan.with_replicas([s.num_replicas for s in outcome.result.stages])
+        key = repr(fixed.to_json_dict())
+        new = seen.get(key)
+        if new is None:
+            new = seen[key] = simulate(fixed)
+        flushed = flushed_or_none(problem, fixed, new, effects)
+        rounds.append(ReplanRound(
+            target=target, found=True, units=tuple(s.num_replicas for s in fixed.stages),
+            analytic_throughput=outcome.result.throughput, flushed_throughput=flushed,
+            simulated_throughput=new.throughput, simulated_cost_usd=job_cost(fixed, new),
+            meets_limit=bool(new.feasible)))
+        if new.feasible:
+            return Replanned(tuple(rounds), fixed, evaluate(fixed), new, accepted=True)
+        if best is None or new.throughput > best[1].throughput:
+            best = (fixed, new)
+        nxt = _next_target(target, limit, flushed, new.throughput)
+        if nxt >= ceiling:  # no plan up there: halfway to it
+            nxt = (target + ceiling) / 2.0
+        if nxt <= target * (1 + 1e-9):  # no higher floor to ask for
+            break
+        target = nxt
+    if best is None:
+        return Replanned(tuple(rounds))
+    return Replanned(tuple(rounds), best[0], evaluate(best[0]), best[1])
+
+
+def round_line(r: ReplanRound) -> str:
+    """One round as the commands print it."""
+    head = f"  re-planned for {r.target:,.0f} samples/s: "
+    if not r.found:
+        return head + ("the scheduler finds no plan that meets this target"
+                       + (f" ({r.reason})" if r.reason else ""))
+    flushed = (f"flushed {r.flushed_throughput:,.0f}, " if r.flushed_throughput is not None
+               else "")
+    units = "-".join(str(k) for k in r.units)
+    return head + (f"{flushed}simulated {r.simulated_throughput:,.0f} (units {units}"
+                   + (", meets the limit)" if r.meets_limit else ")"))
