@@ -45,11 +45,14 @@ def test_exact_optimum_cost_never_decreases_as_the_limit_rises(seed):
     _assert_never_decreases(_exact_costs(problem, 15))
 
 
-def test_exact_optimum_cost_never_decreases_on_a_shipped_scenario():
-    problem = load_input("scenarios/dlrm-64types.yaml").problem
+@pytest.mark.parametrize("model", ["paper", "default"])
+def test_exact_optimum_cost_never_decreases_on_a_shipped_scenario(model):
+    problem = load_input("scenarios/dlrm-64types.yaml", model).problem
     frame = _exact_costs(problem, 20)
     _assert_never_decreases(frame)
-    assert frame["num_units"].iloc[-1] > 100 * frame["num_units"].iloc[0]  # the Amdahl wall
+    if model == "paper":  # the Amdahl wall: units grow without bound near the ceiling (the
+        # default model's PS cap ends the range long before, scenarios/dlrm-64types.yaml)
+        assert frame["num_units"].iloc[-1] > 100 * frame["num_units"].iloc[0]
 
 
 def test_least_provisioning_can_make_a_higher_limit_cheaper():
@@ -148,7 +151,7 @@ def test_tradeoff_cli_writes_a_folder_that_reruns_and_repeats(tmp_path, capsys):
     (["tradeoff", "missing.yaml"], "missing.yaml: no such file"),
     (["plot", "no/such/folder"], "no/such/folder: no such folder"),
     (["report", "--scenarios", "nope"], "unknown scenario 'nope'"),
-    (["report", "--points", "0"], "--points: expected at least 1"),
+    (["report", "--points", "0"], "--points: expected 1..10,000 limits, got 0"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, needle, capsys, tmp_path):
     code, out, err = _cli(argv + (["--out", str(tmp_path / "x")] if argv[0] != "plot" else []), capsys)
@@ -157,7 +160,8 @@ def test_bad_input_is_one_line_and_exit_2(argv, needle, capsys, tmp_path):
 
 
 def test_des_engine_reproduces_the_analytic_model_until_effects_are_on(tmp_path, capsys):
-    problem = load_input("scenarios/nce-cpu-gpu.yaml").problem
+    """Under the paper model the simulator with its effects off is the analytic model."""
+    problem = load_input("scenarios/nce-cpu-gpu.yaml", "paper").problem
     spec = SweepSpec(schedulers=("exact",), limits=(1e6, 2e6))
     analytic = run_sweep(problem, spec, progress=False).frame
     des = run_sweep(problem, replace(spec, engine="des"), progress=False).frame
@@ -165,8 +169,8 @@ def test_des_engine_reproduces_the_analytic_model_until_effects_are_on(tmp_path,
     np.testing.assert_allclose(des["throughput"], analytic["throughput"], rtol=1e-6)
     code, _, _ = _cli(["tradeoff", "scenarios/nce-cpu-gpu.yaml", "--schedulers", "exact",
                        "--limits", "1e6:2e6", "--points", "2", "--engine", "des", "--effects",
-                       "bubbles,ps", "--out", str(tmp_path)], capsys)
+                       "bubbles,ps", "--model", "paper", "--out", str(tmp_path)], capsys)
     on = pd.read_csv(tmp_path / "tradeoff.csv")
-    assert code == 0 and (on["throughput"] != analytic["throughput"]).all()  # (the PS can
-    # beat the analytic data-transfer time, so "differs", not "is lower")
+    # effects only add time (the paper's odt has no PS side: the ps effect adds its service)
+    assert code == 0 and (on["throughput"] < analytic["throughput"]).all()
     assert json.loads((tmp_path / "sweep.json").read_text())["effects"] == ["bubbles", "ps"]
