@@ -198,7 +198,8 @@ def test_paddle_keeps_the_cheapest_feasible_cpu_gpu_pair():
 
 
 def test_paddle_at_the_full_limit_says_why_it_fails():
-    problem = load_input(ROOT / "scenarios/2emb-aws.yaml").problem
+    """The paper model at 2EMB's paper-era limit of 4 M samples/s (scenarios/2emb-aws.yaml)."""
+    problem = load_input(ROOT / "scenarios/2emb-aws.yaml", "paper").problem.with_limit(4e6)
     with pytest.raises(NoFeasiblePlan, match=r"embedding / IO on a CPU.*cannot reach 4e\+06"):
         PaddleHeuristicScheduler().schedule(problem, Evaluator(problem))
 
