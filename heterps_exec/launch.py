@@ -224,7 +224,7 @@ def launch(spec: RunSpec, opts: LaunchOptions = LaunchOptions(), *,
         env[proctree.BIND_HOST] = bind_host(opts)
         env["GLOO_SOCKET_IFNAME"] = proctree.loopback_interface()
     t0 = time.perf_counter()
-    world = sum(int(s["num_replicas"]) for s in spec.plan["stages"]) + spec.ps_shards
+    world = spec.layout().world_size + spec.ps_shards  # trainers (mixed stages too) + PS ranks
     progress.phase(f"heterps-exec: launching torchrun ({world} ranks) and waiting for them to "
                    f"run {spec.steps} steps (log: {log})")
     with open(log, "w") as fh, proctree.sigterm_as_interrupt():
