@@ -4,7 +4,8 @@ The problems come from heterps_sim.testing.random_problem, the tests' oracle fac
 log-normal compute and transfer times per layer x type, ~10% of pairs unrunnable, Amdahl
 fractions 0.5-0.99, random boundary bytes, networks, prices and latencies, a throughput limit
 relative to what one unit reaches. Training draws it over many sizes (4-64 layers x 4-64 types), limits (0.1x-30x one unit) and
-with availability caps on a fifth of them. The benchmark's held-out problems come from the
+with availability caps on a fifth of them; half of them are drawn under the default cost model
+(heterps_sim.testing.random_default_problem). The benchmark's held-out problems come from the
 factory itself with other seeds, so no benchmark problem is ever trained on.
 """
 
@@ -15,10 +16,14 @@ import numpy as np
 from heterps_sim.core.plan import Plan
 from heterps_sim.core.problem import Problem
 from heterps_sim.schedulers.base import Evaluator, NoFeasiblePlan
-from heterps_sim.testing import random_problem
+from heterps_sim.testing import random_default_problem, random_problem
 
 SIZES = (4, 6, 8, 12, 16, 24, 32, 48, 64)
 TYPE_COUNTS = (4, 8, 16, 32, 64, 64, 64)
+DEFAULT_SHARE = 0.5
+"""Share of the problems drawn under the default cost model (testing.random_default_problem:
+all-reduce, fixed costs, memory, minimum batch, PS, startup and billing in play), so the policy
+learns from the features as both models compute them (cost/provision.py)."""
 
 
 def exact_assignment(problem: Problem, mode: str = "least") -> np.ndarray | None:
@@ -45,7 +50,10 @@ def solved_problems(seed: int, count: int, mode: str = "least", sizes=SIZES):
     while found < count:
         n_l, n_m = int(rng.choice(sizes)), int(rng.choice(TYPE_COUNTS))
         q = float(rng.choice([0.5, 2.0, 8.0, 20.0])) if rng.random() < 0.5 else None
-        p = random_problem(rng, n_l, n_m, caps=rng.random() < 0.2, limit_quantile=q)
+        if rng.random() < DEFAULT_SHARE:
+            p = random_default_problem(rng, n_l, n_m, caps=rng.random() < 0.2)
+        else:
+            p = random_problem(rng, n_l, n_m, caps=rng.random() < 0.2, limit_quantile=q)
         best = exact_assignment(p, mode)
         if best is not None:
             found += 1
