@@ -27,6 +27,30 @@ from heterps_exec.model.partition import boundary_after
 from heterps_sim.inputs.graph import ModelGraph
 
 
+def backward_and_update_s(ends: list, module: torch.nn.Module, repeats: int, warmup: int,
+                          device) -> tuple[float, float]:
+    """Seconds of one backward from `ends` (the tensors a layer emits) and of the SGD update of
+    `module`'s parameters that got a gradient (the engine's per-step update)."""
+
+    def backward():
+        if ends:
+            grads = [torch.ones_like(t) if t.dim() == 0 else torch.full_like(t, 1e-3) for t in ends]
+            torch.autograd.backward(ends, grads, retain_graph=True)
+
+    bwd_s = _timed(backward, repeats, warmup, device)
+    params = [p for p in module.parameters() if p.grad is not None]
+    if not params:
+        return bwd_s, 0.0
+    sgd = torch.optim.SGD(params, lr=1e-9)
+
+    def update():
+        sgd.step()
+        for p in params:  # the engine drops grads (set_to_none); put them back
+            p.grad = torch.zeros_like(p)
+
+    return bwd_s, _timed(update, repeats, warmup, device)
+
+
 def _timed(fn, repeats: int, warmup: int, device: torch.device) -> float:
     for _ in range(warmup):
         fn()
@@ -73,26 +97,8 @@ def profile_layers(graph: ModelGraph, *, batches=(8, 64, 256), device: str = "cp
 
             fwd_s = _timed(forward, repeats, warmup, device)
             outs = forward()
-
-            def backward(outs=outs):
-                tensors = [t for t in outs.values() if t.requires_grad]
-                if tensors:
-                    grads = [torch.ones_like(t) if t.dim() == 0 else torch.full_like(t, 1e-3)
-                             for t in tensors]
-                    torch.autograd.backward(tensors, grads, retain_graph=True)
-
-            bwd_s = _timed(backward, repeats, warmup, device)
-            params = [p for p in layer.parameters() if p.grad is not None]
-            opt_s = 0.0
-            if params:  # the per-step update of this layer's parameters (SGD, as the engine)
-                sgd = torch.optim.SGD(params, lr=1e-9)
-
-                def update(sgd=sgd, params=params):
-                    sgd.step()
-                    for p in params:  # the engine drops grads (set_to_none); put them back
-                        p.grad = torch.zeros_like(p)
-
-                opt_s = _timed(update, repeats, warmup, device)
+            ends = [t for t in outs.values() if t.requires_grad]
+            bwd_s, opt_s = backward_and_update_s(ends, layer, repeats, warmup, device)
             with torch.no_grad():
                 env = {**env, **{k: v.detach() for k, v in layer.run(env).items()}}
             enc_s = dec_s = 0.0

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from heterps_exec.calibration.profiler import _timed
+from heterps_exec.calibration.profiler import _timed, backward_and_update_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,26 +101,9 @@ def profile_user_layers(target: UserTarget, *, batches=(8, 64, 256), device: str
             ends = [t for t in out.values() if t.requires_grad]
             ends += [loss] if loss is not None and loss.requires_grad else []
 
-            def backward(ends=ends):
-                if ends:
-                    grads = [torch.ones_like(t) if t.dim() == 0 else torch.full_like(t, 1e-3)
-                             for t in ends]
-                    torch.autograd.backward(ends, grads, retain_graph=True)
-
-            bwd_s = _timed(backward, repeats, warmup, dev)
-            params = [p for p in stage.parameters() if p.grad is not None]
-            opt_s = 0.0
-            if params:  # the per-step update of this layer's parameters (SGD, as the engine)
-                sgd = torch.optim.SGD(params, lr=1e-9)
-
-                def update(sgd=sgd, params=params):
-                    sgd.step()
-                    for p in params:  # the engine drops grads (set_to_none); put them back
-                        p.grad = torch.zeros_like(p)
-
-                opt_s = _timed(update, repeats, warmup, dev)
-                for p in params:
-                    p.grad = None
+            bwd_s, opt_s = backward_and_update_s(ends, stage, repeats, warmup, dev)
+            for p in stage.parameters():  # free what the timing left behind
+                p.grad = None
             with torch.no_grad():
                 env = {k: v.detach() for k, v in stage(env)[0].items()}
             enc_s = dec_s = 0.0
