@@ -106,7 +106,7 @@ def test_cli_schedule_and_train_rl_with_the_des_reward(toy, tmp_path, capsys):
     assert [s["resource"] for s in out["plan"]["stages"]] == ["fast"]
     ckpt = tmp_path / "tuned.pt"
     code = main(["train-rl", "--scheduler", "rl", str(problem), "--init", "shipped",
-                 "--ppo-updates", "2", "--ppo-seconds", "60", "--batch", "8",
+                 "--ppo-updates", "4", "--ppo-seconds", "60", "--batch", "32",
                  "--reward", "des", "--effects", EFFECTS, "--out", str(ckpt)])
     assert code == 0 and ckpt.exists() and ckpt.with_suffix(".csv").exists()
     assert "(DES)" in capsys.readouterr().out

@@ -133,17 +133,25 @@ def test_evaluations_are_counted(small):
     assert evaluate.count >= 2 * 8 + 9
 
 
-def test_polish_split_moves_reach_a_second_stage():
-    # The policy decodes one stage on one CPU type; only cutting that stage (a suffix on
-    # another type, polish.split_moves) reaches the optimum's two stages.
-    from heterps_sim.inputs.load import load_input
+@pytest.mark.parametrize(("seed", "start_type"), [(6, 4), (22, 1)])
+def test_polish_split_moves_reach_a_second_stage(seed, start_type):
+    # From one stage on one type (what a policy may decode), the one-move polish is stuck;
+    # cutting that stage (a prefix or suffix on another type, polish.split_moves) reaches the
+    # exact optimum. (The shipped policy now decodes 2emb-ps-contention's optimum by itself,
+    # so the case is a random problem where the split is the only way out.)
+    from heterps_sim.cost.batch import evaluate_assignments
+    from heterps_sim.schedulers.base import Evaluator
+    from heterps_sim.schedulers.rl.stagewise.imitation import exact_assignment, random_problem
+    from heterps_sim.schedulers.search.polish import descend
+    from heterps_sim.schedulers.search.space import PlanBudget, SearchSpace
 
-    problem = load_input("scenarios/2emb-ps-contention.yaml").problem
-    best = run_scheduler(make_scheduler("exact"), problem).result.cost_usd
-    with_splits = run_scheduler(make_scheduler("rl", updates=0), problem).result.cost_usd
-    without = run_scheduler(make_scheduler("rl", updates=0, polish_splits=False,
-                                           polish_levels=False, polish_window=0,
-                                           untrained_starts=False),
-                            problem).result.cost_usd
+    problem = random_problem(np.random.default_rng(seed), 10, 6, limit_quantile=2.0)
+    best = float(evaluate_assignments(problem, exact_assignment(problem)[None, :]).cost_usd[0])
+    space = SearchSpace(problem)
+    start = np.full(problem.num_layers, start_type)
+    budget = lambda: PlanBudget(problem, Evaluator(problem), None)  # noqa: E731
+    plan, with_splits, _ = descend(space, budget(), start, 100, 2, splits=True)
+    _, without, _ = descend(space, budget(), start, 100, 2, splits=False)
     assert with_splits == pytest.approx(best, rel=1e-9)
+    assert len(space.stages(plan)[0]) >= 2
     assert without > best * 1.001
