@@ -11,7 +11,8 @@ a c10d rendezvous endpoint for several (`--nnodes`, `--node-rank`, `--rdzv-endpo
 `--max-restarts` after a failure. Every process of the run stops with the launcher
 (heterps_exec.proctree): at the end, on Ctrl-C or SIGTERM, at the timeout (so a hung rank fails
 the run instead of hanging it) and, through the kernel's parent-death signal, when the
-launcher itself is killed. On one machine every listening socket of the run is on 127.0.0.1.
+launcher itself is killed. On one machine every listening socket of the run is on 127.0.0.1;
+across machines, on the address each node was given (heterps_exec.bind_addr).
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ class LaunchOptions:
     node_rank: int = 0
     rdzv_endpoint: str = ""
     rdzv_id: str = "heterps"
+    bind_addr: str = ""
+    """Multi-node: the address this node's stores and gloo listen on (heterps_exec.bind_addr);
+    "" leaves it to torch (every interface)."""
     max_restarts: int = 0
     timeout_s: float = 600.0
     """Whole-run wall-clock limit (all attempts)."""
@@ -184,14 +188,17 @@ def torchrun_command(spec: RunSpec, opts: LaunchOptions) -> list[str]:
         cmd += [f"--nnodes={opts.nnodes}", f"--node-rank={opts.node_rank}",
                 "--rdzv-backend=c10d", f"--rdzv-endpoint={opts.rdzv_endpoint}",
                 f"--rdzv-id={opts.rdzv_id}"]
+        if opts.bind_addr:  # this node's address, as the other nodes reach it
+            cmd += [f"--local-addr={opts.bind_addr}"]
     return cmd + ["-m", "heterps_exec.proctree", "rank", "heterps_exec.worker",
                   str(Path(spec.out_dir) / "spec.json")]
 
 
 def bind_host(opts: LaunchOptions) -> str:
-    """Where the run's stores listen: loopback on one machine; across several, "" (torch's
-    own choice, every interface of the node that hosts them: other nodes must reach them)."""
-    return LOOPBACK if opts.nnodes == 1 else ""
+    """Where the run's stores listen: loopback on one machine; across several, the address
+    chosen for this node (--bind-addr or a local rendezvous host), else "" (torch's own
+    choice, every interface of the node that hosts them)."""
+    return LOOPBACK if opts.nnodes == 1 else opts.bind_addr
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,6 +230,10 @@ def launch(spec: RunSpec, opts: LaunchOptions = LaunchOptions(), *,
     if opts.nnodes == 1:  # stores on 127.0.0.1; gloo's pairs listen on the interface named
         env[proctree.BIND_HOST] = bind_host(opts)
         env["GLOO_SOCKET_IFNAME"] = proctree.loopback_interface()
+    elif opts.bind_addr:  # several nodes: the address this node was given, and its interface
+        from heterps_exec.bind_addr import interface_of
+        env[proctree.BIND_HOST] = opts.bind_addr
+        env["GLOO_SOCKET_IFNAME"] = interface_of(opts.bind_addr) or ""
     t0 = time.perf_counter()
     world = spec.layout().world_size + spec.ps_shards  # trainers (mixed stages too) + PS ranks
     progress.phase(f"heterps-exec: launching torchrun ({world} ranks) and waiting for them to "

@@ -71,6 +71,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--node-rank", type=int, default=0)
     p.add_argument("--rdzv-endpoint", default="", metavar="HOST:PORT")
     p.add_argument("--rdzv-id", default="heterps")
+    p.add_argument("--bind-addr", default="", metavar="ADDR",
+                   help="several nodes: the address of this machine that the run listens on "
+                   "(default: the --rdzv-endpoint host if it is this machine's)")
     p.add_argument("--rank-timeout", type=float, default=120.0, metavar="S",
                    help="a rank waiting longer than this on a peer fails the run")
     p.add_argument("--timeout", type=float, default=1800.0, metavar="S",
@@ -126,6 +129,7 @@ def start(args):
     """Check `args` (the parsed run line), prepare the run folder and run torchrun to the end:
     (spec, problem, LaunchOutcome). Bad input raises a UserFileError before any rank starts.
     heterps_exec.api.run_plan calls this too, so Python runs are checked as the CLI's are."""
+    from heterps_exec.bind_addr import chosen_bind_addr
     from heterps_exec.cli import ExecCliError
     from heterps_exec.cli.run_flags import check_run_flags
     from heterps_exec.dir_lock import hold
@@ -149,6 +153,8 @@ def start(args):
                      fault=_fault(args.inject_fault))
     opts = LaunchOptions(nnodes=args.nnodes, node_rank=args.node_rank,
                          rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id,
+                         bind_addr=chosen_bind_addr(getattr(args, "bind_addr", ""), args.nnodes,
+                                                    args.rdzv_endpoint),
                          max_restarts=args.max_restarts, timeout_s=args.timeout)
     # one run per checkpoint directory (node 0 holds it for all the run's nodes)
     with hold(args.checkpoint_dir if args.node_rank == 0 else "") as lock:
