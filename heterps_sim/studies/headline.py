@@ -15,7 +15,7 @@ import math
 
 from heterps_sim.core.problem import Problem
 from heterps_sim.core.result import RunResult
-from heterps_sim.cost.reference import stage_terms
+from heterps_sim.cost.reference import ps_cap, stage_terms
 
 
 def pct_less(cost_ratio: float) -> float:
@@ -38,10 +38,18 @@ def single_type_throughput_at(problem: Problem, per_hour: float) -> tuple[float,
         k = math.floor(per_hour / problem.price_per_hour[j] * (1 + 1e-9))
         cap = problem.available[j]
         k = min(k, cap) if cap is not None else k
+        terms = stage_terms(problem, 0, problem.num_layers - 1, j, -1)
+        if terms.default:
+            # past fastest_units more units are slower (all-reduce, fixed costs), past k_hi
+            # a unit gets less than the minimum batch: the money buys at most that many
+            fastest = terms.fastest_units()
+            k = min(k, fastest) if fastest > 0 else 0
+            if k < terms.k_lo:
+                continue
         if k < 1:
             continue
-        et = stage_terms(problem, 0, problem.num_layers - 1, j, -1).exec_time(k)
-        thr = problem.batch_size / et
+        et = terms.exec_time(k)
+        thr = min(problem.batch_size / et, ps_cap(problem))  # the PS's bandwidth caps any plan
         if thr > best:
             best, name = thr, f"{type_name} x{k}"
     return best, name
