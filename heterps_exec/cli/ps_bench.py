@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 
 from heterps_exec.cli import ExecCliError
 from heterps_exec.ps.spec import POLICIES, QUANTIZE
@@ -118,13 +117,14 @@ def format_text(r: dict) -> str:
 def run(args) -> int:
     _check(args)
     from heterps_exec.ps.bench import run_bench
+    from heterps_sim.core import progress  # on stderr, only on a terminal (--quiet: never)
 
     result = run_bench(rows=args.rows, dim=args.dim, zipf=args.zipf,
                        hot_fraction=args.hot_fraction, warm_fraction=args.warm_fraction,
                        policy=args.policy, batch=args.batch, shards=args.shards,
                        batches=args.batches, seed=args.seed, window=args.window,
                        quantize=args.quantize, work_dir=args.work_dir,
-                       progress=lambda msg: print(f"ps-bench: {msg}", file=sys.stderr))
+                       progress=lambda msg: progress.phase(f"ps-bench: {msg}"))
     if args.json:
         print(json.dumps(result, indent=1))
     else:

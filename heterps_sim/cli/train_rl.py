@@ -2,7 +2,8 @@
 
 The training scripts own their flags (generated from their pydantic `Args`); `--scheduler`
 picks which: rl-paper (schedulers/rl/paper/train.py, the default) or rl
-(schedulers/rl/stagewise/train.py). Torch is imported only when a trainer runs.
+(schedulers/rl/stagewise/train.py). `--quiet`, as on every other command, turns the progress
+bars on stderr off. Torch is imported only when a trainer runs.
 """
 
 from __future__ import annotations
@@ -28,10 +29,20 @@ def split_scheduler(argv: list[str]) -> tuple[list[str], str]:
     return rest, which
 
 
+def split_quiet(argv: list[str]) -> tuple[list[str], bool]:
+    """(argv without --quiet, whether it was there)."""
+    rest = [a for a in argv if a != "--quiet"]
+    return rest, len(rest) != len(argv)
+
+
 def main(argv: list[str]) -> int:
     """Run the chosen trainer's `main` on the rest of the command line; its exit code."""
     import importlib
+
+    from heterps_sim.core import progress
     rest, which = split_scheduler(argv)
+    rest, quiet = split_quiet(rest)
     if which not in TRAINERS:
         raise UserFileError(f"--scheduler: expected rl or rl-paper, got {which!r}")
-    return importlib.import_module(TRAINERS[which]).main(rest)
+    with progress.showing(False if quiet else None):
+        return importlib.import_module(TRAINERS[which]).main(rest)

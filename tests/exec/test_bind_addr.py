@@ -15,7 +15,14 @@ from heterps_exec.bind_addr import bind_problem, chosen_bind_addr, interface_of
 from heterps_exec.cli import main
 from heterps_exec.launch import LaunchOptions, bind_host
 from tests.exec.helpers import SCENARIO, tiny_plan
-from tests.exec.procs import is_loopback, listening, run_pids, seconds_until_gone, wait_for, worker_pids
+from tests.exec.procs import (
+    is_loopback,
+    listening,
+    run_pids,
+    seconds_until_gone,
+    wait_for,
+    worker_pids,
+)
 
 PLAN = "no-such-plan.json"  # never read: the flags fail first
 

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from tqdm import tqdm
 
 from heterps_sim.core.problem import Problem
+from heterps_sim.core.progress import enabled as progress_shown
 from heterps_sim.cost.batch import evaluate_assignments
 from heterps_sim.cost.reference import MODES
 from heterps_sim.schedulers.fields import add_flags, plain_message
@@ -198,8 +199,8 @@ def train(policy: LSTMPolicy, tasks: list[Task], args: Args, norm: FeatureNorm |
     writer = csv.DictWriter(log_file, LOG_COLUMNS) if log_file else None
     if writer:
         writer.writeheader()
-    bar = tqdm(total=args.updates or None, disable=not args.progress, unit="upd",
-               desc="rl-paper", mininterval=0.5)
+    bar = tqdm(total=args.updates or None, unit="upd", desc="rl-paper", mininterval=0.5,
+               disable=not (args.progress and progress_shown()))  # --quiet, no terminal: off
     start, update = time.perf_counter(), 0
     try:
         while time.perf_counter() - start < args.seconds and not (

@@ -342,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     except (InputError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    from tqdm import tqdm
+    from heterps_sim.core import progress
 
     torch.set_num_threads(args.threads)
     policy = new_policy(args)
@@ -358,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
                                      "reward_mean", "feasible_share", "best_over_reference",
                                      "entropy"], extrasaction="ignore")
         writer.writeheader()
-        bar = tqdm(desc="train-rl", unit="update", disable=None)
+        bar = progress.bar(desc="train-rl", unit="update")  # off with --quiet or no terminal
 
         def log(**row):
             writer.writerow(row)
