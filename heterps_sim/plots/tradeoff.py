@@ -81,7 +81,10 @@ def tradeoff_figure(frame: pd.DataFrame, meta: dict | None = None) -> Figure:
     ax.set_ylabel("cost of the workload (USD)")
     ax.set_title(_title(meta, "Cost vs throughput"))
     ax.grid(True, which="both", alpha=0.25)
-    ax.legend(fontsize=7, loc="upper left", ncol=2)
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:  # below the figure: inside the axes it covered the lines at the top left
+        fig.legend(handles, labels, fontsize=7, loc="outside lower center",
+                   ncol=min(len(handles), 4))
     if strip is None:
         ax.set_xlabel("throughput (samples/s)")
         return fig

@@ -155,3 +155,19 @@ def test_validation_scatter_legend_covers_no_point(tmp_path):
     assert not any(box.contains(x, y) for x, y in points)
     assert not box.overlaps(ax.get_window_extent(r))
     assert (tmp_path / "scatter.png").stat().st_size > 1000
+
+
+def test_tradeoff_legend_covers_no_line_or_mark():
+    sweep = small_sweep()
+    for frame in (sweep, sweep[sweep["feasible"]]):  # with the "limits not met" strip, without
+        fig = plots.tradeoff_figure(frame, {"scenario": "s", "mode": "exact"})
+        r = _renderer(fig)
+        (legend,) = _legends(fig)
+        labels = [t.get_text() for t in legend.get_texts()]
+        assert labels == ["a", "b", "Pareto front (all schedulers)"]
+        box = legend.get_window_extent(r)
+        assert not any(box.overlaps(ax.get_window_extent(r)) for ax in fig.axes)
+        ax = fig.axes[0]
+        points = [xy for ln in ax.get_lines() for xy in ln.get_transform().transform(ln.get_xydata())]
+        assert len(points) == 5 + 3 + 5  # a, b and the front
+        assert not any(box.contains(x, y) for x, y in points)
