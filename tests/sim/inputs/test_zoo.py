@@ -203,7 +203,7 @@ def test_synthetic_chain_is_deterministic_per_seed():
 
 
 def test_synthetic_chain_rejects_zero_layers():
-    with pytest.raises(ValueError, match=">= 1"):
+    with pytest.raises(ValueError, match=r"1\.\.10,000 layers, got 0"):
         zoo.synthetic_chain(0, seed=0)
 
 
