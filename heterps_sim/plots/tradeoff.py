@@ -138,7 +138,7 @@ def composition_figure(frame: pd.DataFrame, scheduler: str | None = None,
     units = [parse_units(u) if f else {} for u, f in zip(rows["units"], rows["feasible"])]
     types = composition_types([u for u in units if u])
     x = np.arange(len(rows))
-    fig = Figure(figsize=(9.0, 4.8), dpi=100, layout="constrained")
+    fig = Figure(figsize=(9.0, 5.2), dpi=100, layout="constrained")
     ax = fig.add_subplot()
     bottom = np.zeros(len(rows))
     cmap = colormaps["tab10"]
@@ -161,9 +161,12 @@ def composition_figure(frame: pd.DataFrame, scheduler: str | None = None,
     total = np.array([sum(u.values()) if u else np.nan for u in units], dtype=float)
     right.plot(x, total, color="black", marker="o", markersize=3, linewidth=1.2, label="total units")
     right.set_yscale("log")
+    plain_log_ticks(right.yaxis, _si)  # 30, not 3 x 10^1
     right.set_ylabel("total units (log)")
     handles = ax.get_legend_handles_labels()[0] + right.get_legend_handles_labels()[0]
-    ax.legend(handles=handles, fontsize=7, loc="upper left", ncol=2, framealpha=0.9)
+    # below the figure: inside the axes it covered the bars of the first limits
+    fig.legend(handles=handles, fontsize=7, loc="outside lower center",
+               ncol=min(len(handles), 6))
     ax.set_title(_title(meta, f"Plan composition per limit ({scheduler})"))
     return fig
 

@@ -171,3 +171,34 @@ def test_tradeoff_legend_covers_no_line_or_mark():
         points = [xy for ln in ax.get_lines() for xy in ln.get_transform().transform(ln.get_xydata())]
         assert len(points) == 5 + 3 + 5  # a, b and the front
         assert not any(box.contains(x, y) for x, y in points)
+
+
+def _many_types_sweep(types: int, limits: int = 9):
+    """One scheduler, `limits` limits, up to `types` types per plan (more than MAX_TYPES: an
+    "other" bar), the top two limits missed."""
+    import pandas as pd
+    rows = []
+    for i in range(limits):
+        feasible = i < limits - 2
+        units = ", ".join(f"type{t} x{1 + (i + t) % 4}" for t in range(min(types, 2 + 2 * i)))
+        rows.append({"index": i, "scheduler": "exact", "throughput_limit": 1e5 * 2 ** i,
+                     "feasible": feasible, "units": units if feasible else ""})
+    return pd.DataFrame(rows)
+
+
+def test_composition_legend_covers_no_bar_or_axes():
+    for types in (2, 5, plots.MAX_TYPES + 3):
+        fig = plots.composition_figure(_many_types_sweep(types), meta={"scenario": "s"})
+        r = _renderer(fig)
+        (legend,) = _legends(fig)
+        labels = [t.get_text() for t in legend.get_texts()]
+        shown = min(types, plots.MAX_TYPES) + (types > plots.MAX_TYPES)
+        assert len(labels) == shown + 2 and labels[-2:] == ["no plan", "total units"]
+        box = legend.get_window_extent(r)
+        ax, right = fig.axes
+        assert not any(box.overlaps(a.get_window_extent(r)) for a in (ax, right))
+        bars = [p.get_window_extent(r) for c in ax.containers for p in c]
+        assert len(bars) == 9 * shown + 2  # every type at every limit, the two missed limits
+        assert not any(box.overlaps(b) for b in bars)
+        # and the figure still holds the legend (not pushed off the canvas)
+        assert fig.bbox.contains(box.x0, box.y0) and fig.bbox.contains(box.x1, box.y1)
