@@ -121,13 +121,16 @@ def add_report(p) -> None:
     p.add_argument("--scenarios", help="comma list of scenario files or names (default: all shipped)")
     p.add_argument("--points", type=int, default=10, help="limits per trade-off sweep (default 10)")
     p.add_argument("--jobs", type=int, default=1)
+    p.add_argument("--model", choices=("default", "paper"), default=None,
+                   help="analytic cost model for every scenario: default or paper (HeterPS's "
+                        "Amdahl model); default: each scenario's costs.model")
 
 
 def cmd_report(args) -> int:
     from heterps_sim.studies.report import write_report
     _check_counts(args)
     path = write_report(Path(args.out), scenarios=args.scenarios, points=args.points,
-                        jobs=args.jobs)  # ReportError: a UserFileError
+                        jobs=args.jobs, model=args.model)  # ReportError: a UserFileError
     if args.json:
         print(dump({"report": str(path)}))
     else:

@@ -28,7 +28,8 @@ MAX_TYPES = 8
 
 def _title(meta: dict | None, what: str) -> str:
     meta = meta or {}
-    bits = [meta.get("scenario") or "", f"{meta.get('mode', '')} provisioning" if meta.get("mode") else "",
+    bits = [meta.get("scenario") or "", f"{meta['model']} model" if meta.get("model") else "",
+            f"{meta.get('mode', '')} provisioning" if meta.get("mode") else "",
             f"{meta.get('engine')} engine" if meta.get("engine") else ""]
     return what + (": " + ", ".join(b for b in bits if b) if any(bits) else "")
 

@@ -7,7 +7,11 @@ For each scenario, at its own throughput limit:
      with the same money per hour (studies/headline.py);
   2. where our plan comes from: each of its stages (which layers, on which type, how many
      units) next to where the single-type plan and Paddle's heuristic put those layers;
-  3. a small trade-off sweep (REPORT_SCHEDULERS x `points` limits) and its figures.
+  3. the simulator's check of our plan and the single-type plan (studies/report_check.py):
+     the analytic numbers the headline compares beside what the simulator finds;
+  4. a small trade-off sweep (REPORT_SCHEDULERS x `points` limits) and its figures.
+Every scenario runs under its own costs.model, or under `model` (`--model`) when given; the
+report names the model of each.
 Everything is written under OUT: report.md, and one sweep folder per scenario (studies/sweep_files.py),
 then done.json (core.outputs: the marker, written last). An existing OUT is cleared of an earlier
 report's files first; one holding other files is refused.
@@ -20,6 +24,7 @@ import time
 from pathlib import Path
 
 from heterps_sim.core.files import UserFileError
+from heterps_sim.studies.report_check import check_plans, check_table, headline_cells, verdict
 
 SCENARIO_DIR = Path(__file__).resolve().parents[2] / "scenarios"
 REPORT_SCHEDULERS = ("exact", "homogeneous", "paddle-heuristic", "greedy")
@@ -46,7 +51,7 @@ def resolve_scenarios(text: str | None) -> list[Path]:
 
 
 def _usd(x: float) -> str:
-    return "n/a" if not math.isfinite(x) else f"{x:,.4g}"
+    return "none" if not math.isfinite(x) else f"{x:,.4g}"
 
 
 def _outcomes(problem):
@@ -56,15 +61,16 @@ def _outcomes(problem):
             for name in ("exact", "homogeneous", "paddle-heuristic")}
 
 
-def headline_row(name: str, problem, outcomes) -> dict:
+def headline_row(name: str, problem, outcomes, checks: dict | None = None) -> dict:
     """One row of the headline table (costs inf where a scheduler found no feasible plan)."""
     from heterps_sim.studies.headline import compare_to_single_type, single_type_throughput_at
 
     def cost(o):
         return o.result.cost_usd if o.result is not None and o.result.feasible else math.inf
     ours = outcomes["exact"].result
-    row = {"scenario": name, "limit": problem.throughput_limit, "ours_usd": cost(outcomes["exact"]),
-           "single_usd": cost(outcomes["homogeneous"]), "paddle_usd": cost(outcomes["paddle-heuristic"])}
+    row = {"scenario": name, "model": problem.cost_model, "limit": problem.throughput_limit,
+           "ours_usd": cost(outcomes["exact"]), "single_usd": cost(outcomes["homogeneous"]),
+           "paddle_usd": cost(outcomes["paddle-heuristic"]), **headline_cells(checks or {})}
     if ours is None or not ours.feasible:
         return {**row, "single_x": math.nan, "paddle_x": math.nan, "thr_x": math.nan, "bought": ""}
     head = compare_to_single_type(problem, ours, outcomes["homogeneous"].result)
@@ -82,14 +88,17 @@ def _ratio(x: float) -> str:
 
 
 def headline_table(rows: list[dict]) -> str:
-    lines = ["| scenario | limit (samples/s) | ours USD | best single type USD | single type pays "
-             "(% less) | Paddle heuristic USD | Paddle pays (% less) | throughput at equal $/h |"
-             " single type bought |", "|---" * 9 + "|"]
+    lines = ["| scenario | model | limit (samples/s) | ours USD | best single type USD | "
+             "single type pays (% less) | Paddle heuristic USD | Paddle pays (% less) | "
+             "throughput at equal $/h | single type bought | simulator: ours USD | simulator: "
+             "single type USD | simulator: single type pays |", "|---" * 13 + "|"]
     for r in rows:
-        lines.append(f"| {r['scenario']} | {r['limit']:,.0f} | {_usd(r['ours_usd'])} | "
+        lines.append(f"| {r['scenario']} | {r['model']} | {r['limit']:,.0f} | "
+                     f"{_usd(r['ours_usd'])} | "
                      f"{_usd(r['single_usd'])} | {_ratio(r['single_x'])} | {_usd(r['paddle_usd'])} "
                      f"| {_ratio(r['paddle_x'])} | "
-                     f"{_times(r['thr_x'])} | {r['bought']} |")
+                     f"{_times(r['thr_x'])} | {r['bought']} | {r['sim_ours']} | "
+                     f"{r['sim_single']} | {r['sim_x']} |")
     return "\n".join(lines)
 
 
@@ -135,7 +144,7 @@ def scenario_sweep(loaded, out: Path, points: int, jobs: int, progress: bool) ->
 
 
 def write_report(out: Path, *, scenarios: str | None = None, points: int = 10, jobs: int = 1,
-                 progress: bool = True) -> Path:
+                 progress: bool = True, model: str | None = None) -> Path:
     """report.md under `out` (see the module doc); returns its path."""
     from heterps_sim.core import progress as shown
     from heterps_sim.core.outputs import atomic_write, mark_complete, prepare_folder
@@ -154,19 +163,23 @@ def write_report(out: Path, *, scenarios: str | None = None, points: int = 10, j
             shown.phase(f"report: {path.stem} ({number}/{len(paths)}): the optimum, the best "
                         "single type and Paddle's heuristic, then a trade-off sweep")
         try:
-            loaded = load_input(path)
+            loaded = load_input(path, model)
         except InputError as exc:
             raise ReportError(str(exc)) from None
         problem, name = loaded.problem, path.stem
         outcomes = _outcomes(problem)
-        rows.append(headline_row(name, problem, outcomes))
+        checks = check_plans(problem, outcomes)
+        rows.append(headline_row(name, problem, outcomes, checks))
         body = [f"## {name}\n", f"{problem.num_layers} layers x {problem.num_types} types, "
-                f"limit {problem.throughput_limit:,.0f} samples/s.\n", "Where our plan comes from:\n",
-                moves_table(problem, outcomes)]
+                f"limit {problem.throughput_limit:,.0f} samples/s, {problem.cost_model} cost "
+                "model.\n", "Where our plan comes from:\n", moves_table(problem, outcomes)]
+        if checks:
+            body += [CHECK_INTRO, check_table(checks, problem.throughput_limit) + "\n",
+                     verdict(checks, problem.throughput_limit) + "\n"]
         try:
             scenario_sweep(loaded, out / name, points, jobs, progress)
-            body += [f"Trade-off ({', '.join(REPORT_SCHEDULERS)}; {points} limits; data and plans "
-                     f"in `{name}/`):\n", f"![cost vs throughput]({name}/figures/tradeoff.png)\n",
+            body += [f"Trade-off ({', '.join(REPORT_SCHEDULERS)}; {points} limits; the analytic "
+                     f"model, not simulated; data and plans in `{name}/`):\n", f"![cost vs throughput]({name}/figures/tradeoff.png)\n",
                      f"![composition]({name}/figures/composition.png)\n",
                      f"![ratios]({name}/figures/ratios.png)\n"]
         except SweepError as exc:
@@ -184,6 +197,19 @@ def _preamble() -> str:
             "Ours = the exact optimum (least provisioning). \"Pays\" = that plan's cost / ours; "
             "the paper's \"% less\" form is 100 (x - 1) (HeterPS reported 312.3%, i.e. 4.12x). "
             "Throughput at equal $/h = our throughput / the best single type's with as many units "
-            "as our $/hour buys. n/a: no feasible plan at the scenario's limit; -: that "
-            "scheduler found none. The trade-off sweeps use exact provisioning (cost never "
-            "falls as the limit rises).\n")
+            "as our $/hour buys. none: no feasible plan at the scenario's limit; n/a: no ratio "
+            "without both plans; -: that scheduler found none. Model: the analytic cost model "
+            "every cost and ratio comes from (default: all-reduce, per-unit fixed costs, memory, "
+            "the parameter server's bandwidth, startup and billing; paper: HeterPS's Amdahl "
+            "model). Simulator: our plan and the best single-type plan run in the simulator as "
+            "`heterps-sim simulate` runs a plan (deterministic effects on, seed 0; a plan that "
+            "misses the limit is re-planned and re-provisioned): the cost of the plan it ends "
+            "with where that meets the limit, else how far the best it found misses; the costs "
+            "and ratios before these columns are the model's alone. The trade-off sweeps use exact provisioning (cost never falls as the limit "
+            "rises).\n")
+
+
+CHECK_INTRO = ("The simulator's check (bubbles, all-reduce, transfers, contention and the "
+               "parameter server on, seed 0, each plan's own schedule and microbatches; a plan "
+               "that misses the limit re-planned and re-provisioned as `heterps-sim simulate` "
+               "does):\n")

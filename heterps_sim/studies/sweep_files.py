@@ -63,6 +63,7 @@ def sweep_meta(loaded, spec, result: SweepResult, limits_how: dict, out: Path, j
             "input": str(loaded.path or "built-in default"),
             "schedulers": list(spec.schedulers), "limits": list(spec.limits),
             "limits_chosen": limits_how, "mode": spec.mode, "engine": spec.engine,
+            "model": loaded.problem.cost_model,
             "effects": list(spec.effects),
             "budget": spec.budget, "seed": spec.seed, "jobs": jobs, "wall_s": result.wall_s,
             "rerun": f"heterps-sim tradeoff {out}/problem.json --schedulers SCHEDULER --limits "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from heterps_sim.cli import main
@@ -41,7 +43,7 @@ def test_report_for_two_scenarios(tmp_path, capsys):
                  "--points", "3"])
     assert code == 0 and str(out / "report.md") in capsys.readouterr().out
     text = (out / "report.md").read_text()
-    assert "| exec-tiny | 20,000 |" in text  # a headline row
+    assert "| exec-tiny | default | 20,000 | 0.034 |" in text  # a headline row, its model
     # where our plan comes from: under the default model (each scenario's own) exec-tiny's
     # 14 layers run on one CPU unit (under the paper model, on one T4)
     assert "| 0 | input .. loss (14) | xeon-icelake-16vcpu x1 |" in text
@@ -50,3 +52,75 @@ def test_report_for_two_scenarios(tmp_path, capsys):
         assert f"![cost vs throughput]({name}/figures/tradeoff.png)" in text
         for fig in ("tradeoff", "composition", "ratios"):
             assert (out / name / "figures" / f"{fig}.png").stat().st_size > 10_000
+        assert json.loads((out / name / "sweep.json").read_text())["model"] == "default"
+    # exec-tiny's one-unit plan meets its limit in the simulator as scheduled, both plans
+    assert "| ours | scheduled | 1 | 124,983 | 124,983 | +524.9% | 0.034 | 0.034 |" in text
+    assert "| 0.034 | 0.034 | 1.00x |" in text  # the simulator's columns of the headline
+
+
+def test_report_under_the_paper_model(tmp_path):
+    """--model paper: every number is the paper model's (exec-tiny's whole job priced at
+    0.00013 USD on one T4, docs/results/2026-11-24-regenerated.md), and the report says so."""
+    out = tmp_path / "report"
+    assert main(["report", "--out", str(out), "--scenarios", "exec-tiny", "--points", "2",
+                 "--model", "paper", "--quiet"]) == 0
+    text = (out / "report.md").read_text()
+    assert "| exec-tiny | paper | 20,000 | 0.00013 |" in text
+    assert "paper cost model" in text and "default cost model" not in text
+    assert "| 0 | input .. loss (14) | t4 x1 |" in text
+    assert json.loads((out / "exec-tiny" / "sweep.json").read_text())["model"] == "paper"
+
+
+def test_the_simulator_check_is_what_simulate_finds(tmp_path, capsys):
+    """nce-cpu-gpu under the default model: our plan misses the limit in the simulator and
+    `simulate` re-provisions it; the best single-type plan meets it as scheduled. The report's
+    check gives the same plans and costs as `heterps-sim simulate --json` and ratios them."""
+    from heterps_sim.studies.report import _outcomes
+    from heterps_sim.studies.report_check import (
+        check_plans,
+        check_table,
+        confirmed_usd,
+        headline_cells,
+        simulated_ratio,
+        verdict,
+    )
+    assert main(["simulate", "scenarios/nce-cpu-gpu.yaml", "--json", "--quiet",
+                 "--out", str(tmp_path / "run")]) == 0
+    sim = json.loads(capsys.readouterr().out)["verify"]
+    problem = load_input("scenarios/nce-cpu-gpu.yaml").problem
+    outcomes = _outcomes(problem)
+    checks = check_plans(problem, outcomes)
+    ours, single = checks["exact"], checks["homogeneous"]
+    assert ours.status == sim["status"] and ours.status in ("replanned", "reprovisioned")
+    assert [s.num_replicas for s in ours.final_plan.stages] == sim["final"]["simulated"]["units"]
+    assert confirmed_usd(ours) == pytest.approx(sim["final"]["simulated"]["cost_usd"])
+    assert ours.simulated.throughput == pytest.approx(sim["simulated"]["throughput"])
+    assert single.status == "confirmed"
+    assert confirmed_usd(single) == pytest.approx(outcomes["homogeneous"].result.cost_usd)
+    x = simulated_ratio(checks)
+    assert x == pytest.approx(confirmed_usd(single) / confirmed_usd(ours))
+    cells = headline_cells(checks)
+    assert cells["sim_x"] == f"{x:.2f}x" and cells["sim_single"] == f"{confirmed_usd(single):,.4g}"
+    limit = problem.throughput_limit
+    table = check_table(checks, limit)
+    assert table.count("| ours |") == 2 and table.count("| best single type |") == 1
+    assert "by `simulate`" in table
+    said = verdict(checks, limit)
+    assert f"meets the limit as scheduled ({confirmed_usd(single):,.4g} USD)" in said
+    assert f"the single type pays {x:.2f}x ours in the simulator" in said
+
+
+def test_a_plan_the_simulator_refutes_says_so():
+    """dlrm-64types: no single-type plan at the limit, and ours misses it in the simulator
+    even after `simulate`'s re-provisioning: no simulated ratio, the shortfall stated."""
+    from heterps_sim.studies.report import _outcomes
+    from heterps_sim.studies.report_check import check_plans, headline_cells, verdict
+    problem = load_input("scenarios/dlrm-64types.yaml").problem
+    checks = check_plans(problem, _outcomes(problem))
+    assert set(checks) == {"exact"} and not checks["exact"].meets_limit
+    gap = 100 * (checks["exact"].final_simulated.throughput / problem.throughput_limit - 1)
+    assert gap < 0
+    cells = headline_cells(checks)
+    assert cells == {"sim_ours": f"misses ({gap:+.1f}%)", "sim_single": "none", "sim_x": "n/a"}
+    said = verdict(checks, problem.throughput_limit)
+    assert f"ours: misses the limit ({gap:+.1f}% at best)" in said and "pays" not in said
