@@ -31,7 +31,9 @@ def _title(meta: dict | None, what: str) -> str:
     bits = [meta.get("scenario") or "", f"{meta['model']} model" if meta.get("model") else "",
             f"{meta.get('mode', '')} provisioning" if meta.get("mode") else "",
             f"{meta.get('engine')} engine" if meta.get("engine") else ""]
-    return what + (": " + ", ".join(b for b in bits if b) if any(bits) else "")
+    # the settings on a line of their own: on one line with the model named they ran past
+    # the edge of the narrower figures
+    return what + ("\n" + ", ".join(b for b in bits if b) if any(bits) else "")
 
 
 def _feasible(frame: pd.DataFrame) -> pd.DataFrame:

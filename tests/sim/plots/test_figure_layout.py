@@ -202,3 +202,19 @@ def test_composition_legend_covers_no_bar_or_axes():
         assert not any(box.overlaps(b) for b in bars)
         # and the figure still holds the legend (not pushed off the canvas)
         assert fig.bbox.contains(box.x0, box.y0) and fig.bbox.contains(box.x1, box.y1)
+
+
+def test_titles_stay_inside_the_figure():
+    """With every setting named (the report's sweeps), no figure's title runs past its edge."""
+    meta = {"scenario": "2emb-ps-contention", "model": "default", "mode": "exact",
+            "engine": "analytic"}
+    for fig in (plots.tradeoff_figure(small_sweep(), meta),
+                plots.composition_figure(small_sweep(), meta=meta),
+                plots.ratios_figure(small_sweep(), meta)):
+        r = _renderer(fig)
+        titles = [ax.title for ax in fig.axes if ax.get_title()] + \
+            ([fig._suptitle] if fig._suptitle is not None else [])
+        assert any("default model" in t.get_text() for t in titles)
+        for t in titles:
+            box = t.get_window_extent(r)
+            assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1, t.get_text()
