@@ -74,9 +74,10 @@ def test_report_under_the_paper_model(tmp_path):
 
 
 def test_the_simulator_check_is_what_simulate_finds(tmp_path, capsys):
-    """nce-cpu-gpu under the default model: our plan misses the limit in the simulator and
-    `simulate` re-provisions it; the best single-type plan meets it as scheduled. The report's
-    check gives the same plans and costs as `heterps-sim simulate --json` and ratios them."""
+    """nce-cpu-gpu: the report's check of our plan is `heterps-sim simulate --json`'s (same
+    status, simulated throughput, final plan and cost), and its ratio is the two confirmed
+    costs'. (When first committed, our plan missed the limit and was re-planned and
+    re-provisioned, while the one-stage single-type plan met it as scheduled: 0.67x.)"""
     from heterps_sim.studies.report import _outcomes
     from heterps_sim.studies.report_check import (
         check_plans,
@@ -93,39 +94,63 @@ def test_the_simulator_check_is_what_simulate_finds(tmp_path, capsys):
     outcomes = _outcomes(problem)
     checks = check_plans(problem, outcomes)
     ours, single = checks["exact"], checks["homogeneous"]
-    assert ours.status == sim["status"] and ours.status in ("replanned", "reprovisioned")
-    assert [s.num_replicas for s in ours.final_plan.stages] == sim["final"]["simulated"]["units"]
-    assert confirmed_usd(ours) == pytest.approx(sim["final"]["simulated"]["cost_usd"])
+    assert ours.status == sim["status"]
     assert ours.simulated.throughput == pytest.approx(sim["simulated"]["throughput"])
-    assert single.status == "confirmed"
-    assert confirmed_usd(single) == pytest.approx(outcomes["homogeneous"].result.cost_usd)
-    x = simulated_ratio(checks)
-    assert x == pytest.approx(confirmed_usd(single) / confirmed_usd(ours))
-    cells = headline_cells(checks)
-    assert cells["sim_x"] == f"{x:.2f}x" and cells["sim_single"] == f"{confirmed_usd(single):,.4g}"
+    if "final" in sim:  # simulate runs another plan than the scheduled one
+        final = sim["final"]["simulated"]
+        assert [s.num_replicas for s in ours.final_simulated.stages] == final["units"]
+        if ours.meets_limit:
+            assert confirmed_usd(ours) == pytest.approx(final["cost_usd"])
+    else:
+        assert [s.num_replicas for s in ours.simulated.stages] == sim["simulated"]["units"]
+    # the single type: one stage, so nothing to fill or drain
+    assert single.meets_limit and len(single.final_plan.stages) == 1
     limit = problem.throughput_limit
+    said, cells, x = verdict(checks, limit), headline_cells(checks), simulated_ratio(checks)
+    assert cells["sim_single"] == f"{confirmed_usd(single):,.4g}"
+    if ours.meets_limit:
+        assert x == pytest.approx(confirmed_usd(single) / confirmed_usd(ours))
+        assert cells["sim_x"] == f"{x:.2f}x"
+        assert f"the single type pays {x:.2f}x ours in the simulator" in said
+    else:
+        assert cells["sim_x"] == "n/a" and "only the single-type plan meets the limit" in said
     table = check_table(checks, limit)
-    assert table.count("| ours |") == 2 and table.count("| best single type |") == 1
-    assert "by `simulate`" in table
-    said = verdict(checks, limit)
-    assert f"meets the limit as scheduled ({confirmed_usd(single):,.4g} USD)" in said
-    assert f"the single type pays {x:.2f}x ours in the simulator" in said
+    changed = ours.status in ("replanned", "reprovisioned")
+    assert table.count("| ours |") == 1 + (changed or ours.reprovisioned or ours.replanned)
+    assert ("by `simulate`" in table) == changed
 
 
 def test_a_plan_the_simulator_refutes_says_so():
-    """dlrm-64types: no single-type plan at the limit, and ours misses it in the simulator
-    even after `simulate`'s re-provisioning: no simulated ratio, the shortfall stated."""
-    from heterps_sim.studies.report import _outcomes
-    from heterps_sim.studies.report_check import check_plans, headline_cells, verdict
+    """dlrm-64types' 10-stage plan for 2 M samples/s (the exact optimum when the report was
+    first committed): the model says it meets the limit, the simulator that it misses (a
+    flushed 10-stage pipeline). No single-type plan: no simulated ratio, the shortfall stated."""
+    from heterps_sim.core.plan import plan_from_dict
+    from heterps_sim.cost import evaluate_plan
+    from heterps_sim.studies.report_check import headline_cells, verdict
+    from heterps_sim.studies.verify import verify_plan
     problem = load_input("scenarios/dlrm-64types.yaml").problem
-    checks = check_plans(problem, _outcomes(problem))
-    assert set(checks) == {"exact"} and not checks["exact"].meets_limit
-    gap = 100 * (checks["exact"].final_simulated.throughput / problem.throughput_limit - 1)
-    assert gap < 0
-    cells = headline_cells(checks)
-    assert cells == {"sim_ours": f"misses ({gap:+.1f}%)", "sim_single": "none", "sim_x": "n/a"}
+    names = list(problem.layer_names)
+    cuts = [("mi100", 4, 1), ("mi210", 2, 2), ("mi100", 1, 2), ("mi325x", 4, 1), ("mi300x", 3, 1),
+            ("mi325x", 3, 1), ("mi300x", 5, 2), ("mi325x", 2, 1), ("mi300x", 4, 2),
+            ("mi325x", 8, 1)]
+    stages, at = [], 0
+    for resource, n, k in cuts:
+        stages.append({"layers": names[at:at + n], "resource": resource, "num_replicas": k})
+        at += n
+    assert at == len(names)
+    plan = plan_from_dict({"stages": stages})
+    model = evaluate_plan(problem, plan)
+    assert model.feasible  # the model's verdict
+    check = verify_plan(problem, plan, model, lambda p: evaluate_plan(problem, p))
+    assert not check.meets_limit
+    gap = 100 * (check.simulated.throughput / problem.throughput_limit - 1)
+    assert gap < -10
+    checks = {"exact": check}
+    assert headline_cells(checks) == {"sim_ours": f"misses ({gap:+.1f}%)", "sim_single": "none",
+                                      "sim_x": "n/a"}
     said = verdict(checks, problem.throughput_limit)
     assert f"ours: misses the limit ({gap:+.1f}% at best)" in said and "pays" not in said
+    assert "best single type: no plan meets the limit in the model" in said
 
 
 def test_shipped_scenarios_are_named_from_the_working_directory(tmp_path, monkeypatch):
