@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_invariants.py            # >= 10,000 cases
     .venv/bin/python benchmarks/bench_invariants.py --quick    # 300 cases
+    .venv/bin/python benchmarks/bench_invariants.py --case 1234 --case 77   # rerun some cases
 
 Each case is a random problem, plan, schedule, m and seed (heterps_sim.des.invariants) with one
 check: effects off == analytic (exact where the window spans whole periods, else 0.2%); an
@@ -90,17 +91,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="300 cases instead of 10,000")
     parser.add_argument("--cases", type=int, default=None)
+    parser.add_argument("--case", type=int, action="append", default=None, metavar="N",
+                        help="check only case N (repeatable): rerun a violation fast")
     args = parser.parse_args()
-    n = args.cases or (300 if args.quick else 10_000)
+    indices = args.case or range(args.cases or (300 if args.quick else 10_000))
+    n = len(indices)
     start = time.perf_counter()
-    results = list(map(check, range(n)))
+    results = [(i, *check(i)) for i in indices]
     wall = time.perf_counter() - start
-    bad = [(kind, msg) for kind, msg in results if msg]
-    for kind, msg in bad[:20]:
-        print(f"violation ({kind}):", msg)
-    noisy = sum(kind == "noise" for kind, _ in results)
-    print(f"cases {n}  violations {len(bad)}  (exact: {sum(k == 'exact' for k, _ in bad)} of "
-          f"{n - noisy}; under noise, {SEEDS}-seed mean: {sum(k == 'noise' for k, _ in bad)} of "
+    bad = [(i, kind, msg) for i, kind, msg in results if msg]
+    for i, kind, msg in bad[:20]:
+        print(f"violation (case {i}, {kind}):", msg)
+    noisy = sum(kind == "noise" for _, kind, _ in results)
+    print(f"cases {n}  violations {len(bad)}  (exact: {sum(k == 'exact' for _, k, _ in bad)} of "
+          f"{n - noisy}; under noise, {SEEDS}-seed mean: {sum(k == 'noise' for _, k, _ in bad)} of "
           f"{noisy})  wall {wall:.1f} s  ({1e3 * wall / n:.1f} ms/case)")
 
 

@@ -3,12 +3,15 @@
     send           hands a finished operation's output to the next / previous stage: at once
                    (transfers folded into the work), after bytes / bandwidth + latency (transfers),
                    or through `transfer` (contention).
-    transfer       holds the sender's egress and the receiver's ingress interface (simpy
-                   Resources, taken in a global order so no two holders wait on each other),
-                   sends, releases, then the latency passes and the message is delivered.
+    transfer       holds the sender's egress and the receiver's ingress interface, sends,
+                   frees them, then the latency passes and the message is delivered.
     ring_with_interfaces  an all-reduce under contention: every member's two interfaces.
     ps_request     queues on the PS shards (a Resource) and holds them for its service time;
                    the forward that pulled waits for the service to start.
+
+Interfaces (contention) serve in program order, not by arrival (des/service_order.py: a message waits until
+what comes before it in its interfaces' sequences is done), so a delay never lets a message
+overtake another.
 """
 
 from __future__ import annotations
@@ -38,16 +41,15 @@ def send(world: World, rep: Replica, i: int, to_stage: int, code: int, mu: int, 
 
 
 def transfer(world: World, src: int, dst: int, to_stage: int, code: int, mu: int, ser: float):
-    """A message over two network interfaces (contention): queue, send, latency, deliver."""
+    """A message over two network interfaces (contention): its turn, send, latency, deliver."""
     env = world.env
-    a, b = world.nic(src, False), world.nic(dst, True)
-    first, second = (a, b) if 2 * src < 2 * dst + 1 else (b, a)
-    with first.request() as r1:
-        yield r1
-        with second.request() as r2:
-            yield r2
-            start = env.now
-            yield env.timeout(ser)
+    name = ("m", src, code, mu)
+    turn = world.order.turn(name)
+    if turn is not None:
+        yield turn
+    start = env.now
+    yield env.timeout(ser)
+    world.order.finish(name)
     if world.latency_s > 0:
         yield env.timeout(world.latency_s)
     world.by_id[src].messages.append((src, dst, code, mu, start, env.now))
@@ -55,17 +57,16 @@ def transfer(world: World, src: int, dst: int, to_stage: int, code: int, mu: int
 
 
 def ring_with_interfaces(world: World, key: tuple[int, int], d: float, done: simpy.Event):
-    """The ring under contention: take every member's two interfaces (global order), run."""
+    """The ring under contention: its turn (a flush: on every member's two interfaces; else on
+    the stage's collective channel), then run."""
     env = world.env
-    held = []
-    for idx in sorted(2 * m.id + ingress for m in world.replicas[key[0]] for ingress in (0, 1)):
-        req = world.nics[idx].request()
-        yield req
-        held.append((world.nics[idx], req))
+    name = ("r", *key)
+    turn = world.order.turn(name)
+    if turn is not None:
+        yield turn
     start = env.now
     yield env.timeout(d)
-    for res, req in held:
-        res.release(req)
+    world.order.finish(name)
     world.rings[key] = (start, env.now)
     done.succeed(env.now)
 

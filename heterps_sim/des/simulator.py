@@ -32,8 +32,8 @@ from heterps_sim.cost.reference import StageTerms, evaluate_plan, plan_stages
 from heterps_sim.des.effects import (
     ALLREDUCE,
     JITTER,
-    NOISE,
     MESSAGE,
+    NOISE,
     PS_REQUEST,
     Preemptions,
     choose_stragglers,
@@ -42,10 +42,12 @@ from heterps_sim.des.effects import (
 )
 from heterps_sim.des.options import DesOptions, PsOptions
 from heterps_sim.des.processes import replica
-from heterps_sim.des.stats import build_result, build_spans, not_run, window_starts
+from heterps_sim.des.service_order import ServiceOrder, interface_sequences
+from heterps_sim.des.stats import build_result, build_spans, not_run, reference
 from heterps_sim.des.window import choose_window
 from heterps_sim.des.work import StageWork, stage_work
 from heterps_sim.des.world import Replica, World
+
 
 @dataclass(frozen=True)
 class DesRun:
@@ -90,15 +92,15 @@ def simulate(problem: Problem, plan: Plan, *, seed: int = 0, options: DesOptions
     lanes = num_lanes(ks, flush)
     window = choose_window(options, ks, m, flush)
     setup = (problem, works, options, schedule, flush, lanes, m, window, seed, uses_resources)
-    reference = None
-    if options.effects & NOISE:  # the window's start without the noise (des/stats.py: how noise is measured)
-        reference, _ = _run_world(*setup, noise=False)
+    ref_world = None
+    if options.effects & NOISE:  # the window without the noise (des/stats.py: how noise is measured)
+        ref_world, _ = _run_world(*setup, noise=False)
     world, events = _run_world(*setup, noise=True)
     info = {"schedule": schedule, "flush": flush, "num_microbatches": m, "lanes": lanes,
             "steps_simulated": window.total, "seed": seed, "events": events,
             "batched": world.batched, "notes": notes}
     result = build_result(problem, plan, analytic, terms, world, options, info, window,
-                          None if reference is None else window_starts(reference, window))
+                          None if ref_world is None else reference(ref_world, window))
     spans = build_spans(problem, world, m) if record_spans else ()
     return DesRun(result, spans, events)
 
@@ -183,7 +185,7 @@ def _populate(world: World, works: list[StageWork], schedule: str, flush: bool, 
         for g, w in enumerate(works)]
     env = world.env
     if world.contention:
-        world.nics = [simpy.Resource(env, capacity=1) for _ in range(2 * units)]
+        world.order = ServiceOrder(env, interface_sequences(world))
     if any(w.ps_bytes > 0 for w in works):
         world.ps = simpy.Resource(env, capacity=1)
 

@@ -22,12 +22,17 @@ Noise (jitter, preemption: des/effects.py) makes a run aperiodic, and a rate mea
 two times of the same noisy run is not monotone in anything: a delay that lands before the
 window's start and is absorbed by slack before its end reads as a faster rate. So a noisy run
 is measured against a reference: the same run without the noise (stragglers and every other
-effect kept), whose warm-up end c^g_{W-1} is the window's start; the noise acts on the
-operations of the measured steps on (the pipeline fills as in the reference), and the window
-ends at the noisy run's own c^g_{N-1}. Every end time is nondecreasing in every duration and
-failure (des/effects.py), so switching jitter or preemption on, or raising jitter_cv, never
-raises the throughput at the same seed; what the noise costs is exactly how much later the
-measured steps end. docs/concepts/simulator.md says which invariants hold only for the
+effect kept); the noise acts on the operations of the measured steps on (the pipeline fills
+as in the reference), and stage g's window is the reference's, c^g_{N-1} - c^g_{W-1}, plus
+the largest delay the noise gave one of its replicas at the end of the last measured step
+(noisy minus reference step-end time, per replica). Every end time is nondecreasing in every
+duration and failure (des/effects.py), so switching jitter or preemption on, or raising
+jitter_cv, never raises the throughput at the same seed; what the noise costs is how much
+later the stage's replicas end the measured steps. (Per replica, not the stage's last one: a
+deterministic effect that shifts one replica's timeline by a constant, such as the first
+pulls queueing at the PS, then shifts its reference by as much and costs nothing, as without
+noise; comparing the stage's last replicas, noise on another replica could hide the shift
+at the end while the reference's start kept it, a shorter window.) docs/concepts/simulator.md says which invariants hold only for the
 long-run rate under noise, and why.
 
 extra["stage_compute_s"]: per stage, compute seconds of one replica per measured step
@@ -42,6 +47,7 @@ reported (finite) also when the throughput misses the limit, since the plan did 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from itertools import chain
 
 import numpy as np
@@ -81,27 +87,47 @@ def _stage_ends(world: World, n: int) -> np.ndarray:
                      for reps in world.replicas])
 
 
-def window_starts(world: World, window) -> np.ndarray:
-    """Per stage, the end of the last warm-up step (0 without warm-up)."""
-    w = window.warmup
-    return _stage_ends(world, w)[:, w - 1] if w > 0 else np.zeros(len(world.replicas))
+@dataclass(frozen=True)
+class Reference:
+    """A noisy run's reference (the same run without the noise), as far as measuring needs."""
+    stage_s: np.ndarray
+    """Per stage, seconds from the end of the last warm-up step to the last measured one's."""
+    replica_ends: np.ndarray
+    """Per replica, when it finished the last measured step."""
+
+
+def reference(world: World, window) -> Reference:
+    n, w = window.end, window.warmup
+    per_stage = _stage_ends(world, n)
+    starts = per_stage[:, w - 1] if w > 0 else np.zeros(len(per_stage))
+    return Reference(per_stage[:, -1] - starts, _replica_ends(world, n))
+
+
+def _replica_ends(world: World, n: int) -> np.ndarray:
+    """Per replica (in id order), when it finished step n - 1."""
+    return np.array([rep.step_ends[n - 1] for rep in world.by_id])
 
 
 def build_result(problem: Problem, plan: Plan, analytic: RunResult, terms, world: World,
                  options: DesOptions, info: dict, window,
-                 starts: np.ndarray | None = None) -> RunResult:
-    """starts: per stage, where the measured window starts (noise: the reference run's);
-    None: this run's own warm-up end."""
+                 ref: Reference | None = None) -> RunResult:
+    """ref: a noisy run's reference (the same run without the noise); None: measure this
+    run's own window."""
     n, w = window.end, window.warmup
     per_stage = _stage_ends(world, n)
-    if starts is None:
+    stage_of = np.array([rep.stage.index for reps in world.replicas for rep in reps])
+    if ref is None:
         starts = per_stage[:, w - 1] if w > 0 else np.zeros(len(per_stage))
-    slowest = float(np.max((per_stage[:, -1] - starts) / (n - w)))
+        seconds = per_stage[:, -1] - starts
+    else:  # the reference's window, each stage later by its replicas' largest delay
+        delay = np.full(len(per_stage), -np.inf)
+        np.maximum.at(delay, stage_of, _replica_ends(world, n) - ref.replica_ends)
+        seconds = ref.stage_s + delay
+    slowest = float(np.max(seconds / (n - w)))
     thr = problem.batch_size / slowest if slowest > 0 else math.inf
     done = per_stage.max(axis=0)
     lo, hi = (float(done[w - 1]) if w > 0 else 0.0), float(done[-1])
     span = hi - lo
-    stage_of = np.array([rep.stage.index for reps in world.replicas for rep in reps])
     ops = _records([*(rep.ops for rep in world.by_id), _ring_records(world)], 5)
     ov = _overlap(ops[:, 3], ops[:, 4], lo, hi)
     s = len(terms)

@@ -14,6 +14,7 @@ import simpy
 from heterps_sim.des.effects import Preemptions
 from heterps_sim.des.fair_cores import FairCores
 from heterps_sim.des.options import DesOptions
+from heterps_sim.des.service_order import ServiceOrder
 from heterps_sim.des.work import StageWork
 
 OPTIMIZER, ALLREDUCE = 2, 3
@@ -76,13 +77,14 @@ class World:
         self.allreduce_s: list[list[float]] = []
         self.contention = options.on("contention")
         self.transfers = options.on("transfers")
-        self.nics: list[simpy.Resource] = []
         self.assignments: list[list[list[int]]] | None = None
         """share='speed': [step][stage] -> replica of each microbatch (None: mu mod k)."""
         self.cores = (None if not options.on("cores") else
                       FairCores(env, options.host_cores) if options.core_sharing == "fair"
                       else simpy.Resource(env, capacity=options.host_cores))
         """cores: the one host's CPU cores, shared by every replica's compute."""
+        self.order: ServiceOrder | None = None
+        """contention: the order the interfaces serve in (des/service_order.py)."""
         self.ps: simpy.Resource | None = None
         """ps: the shards (in lockstep, see ps_request)."""
         self.ps_spec = options.ps
@@ -107,6 +109,3 @@ class World:
             return reps[mu % len(reps)]
         m = self.num_microbatches
         return reps[self.assignments[mu // m][stage][mu % m]]
-
-    def nic(self, replica_id: int, ingress: bool) -> simpy.Resource:
-        return self.nics[2 * replica_id + ingress]
