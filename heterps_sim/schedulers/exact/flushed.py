@@ -1,0 +1,352 @@
+"""The cheapest plan under the flushed step time (cost/flush.py), exactly, for a fixed
+microbatch count m: a label-setting dynamic program over the pipeline from its last stage to
+its first.
+
+The stage model's DP (sweep.py) prices each stage on its own. A flushed step also pays sums
+over the stages (fill, drain, boundary messages) and maxima over them (the busiest unit, the
+latest step-end phase), so no per-stage price ranks partial plans. Instead every partial plan,
+a suffix of stages g..S-1, keeps the few numbers that decide how any prefix can complete it.
+With a_h = (1 - beta) w_h + d_fwd_h (its forward fill), c_h = beta w_h + d_bwd_h (backward
+drain), pf_h / pb_h its forward / backward pace terms (busiest unit's extra microbatches, its
+network interface's queue under contention), r_h = AR_h + u_h its step-end phase, and
+C_h = sum_{x>=h} c_x, PB_h = max_{x>=h} pb_x, cost/flush.py's step time is
+
+    T = sum_h (a_h + c_h) + max(max_h pf_h, PS pulls) + max_h (C_h + PB_h + r_h) - ...
+      = D + PF + PB_g + Z                       with  Z = max_h (C_h + PB_h + r_h) - C_g - PB_g
+
+and prepending a stage changes each number by one add or max:
+
+    D' = D + a + c,  PF' = max(PF, pf),  PB' = max(PB, pb),  Z' = max(Z - c - (PB' - PB), r)
+
+(T' >= T + a: a suffix's own D + PF + PB + Z bounds every completion from below.) Each number
+only ever raises the final T, so a suffix whose numbers (and USD per hour, slowest startup,
+units of each capped type) are all <= another's at the same (first layer, first type) is at
+least as good for every completion, and the other is dropped (Pareto dominance). A suffix is
+also dropped when the cheapest completion of it misses the limit or costs the incumbent.
+Nothing the optimum needs is dropped: the search is exact.
+
+Two terms need the stage before the suffix: a stage's interface queue (contention) counts the
+busier of its two boundaries, so the suffix's first stage keeps its microbatches per unit n
+and r until the stage before it is known (then PB, Z and PF take that boundary in).
+
+A stage's units only matter through n = ceil(m / k), its price and its all-reduce; the last
+two grow with k, so for each n only the fewest units can be optimal: k in
+{max(k_lo, ceil(m / n))}, within [k_lo, min(k_hi, available)] (at most ~2 sqrt(m) counts).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from heterps_sim.core.plan import Plan, Stage
+from heterps_sim.core.problem import Problem
+from heterps_sim.cost import dominant, ps_traffic
+from heterps_sim.cost.flush import BACKWARD_FRACTION, FORWARD_BOUNDARY_SHARE
+from heterps_sim.cost.reference import MAX_REPLICAS, job_cost, ps_cap
+from heterps_sim.cost.terms import model_arrays, stage_terms
+
+EFFECTS = ("allreduce", "transfers", "contention", "ps")
+"""The closed form's terms the search prices (cost/flush.flushed_throughput's switches)."""
+
+
+class LabelLimit(RuntimeError):
+    """The search made more labels than allowed (its answer would not be proven optimal)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FlushedOptimum:
+    plan: Plan
+    cost_usd: float
+    throughput: float
+    """samples/s under the flushed closed form (PS cap applied)."""
+    step_time_s: float
+    labels: int
+    """labels created: the search's work."""
+
+
+def unit_candidates(m: int, k_lo: int, k_hi: int) -> list[int]:
+    """Unit counts that can be optimal for a stage: the fewest for each ceil(m / k)."""
+    out = sorted({max(k_lo, -(-m // q)) for q in range(1, m + 1)})
+    return [k for k in out if k <= k_hi]
+
+
+@dataclass(frozen=True, slots=True)
+class _Option:
+    k: int
+    a: float      # forward fill
+    c: float      # backward drain
+    pf: float     # forward pace (busiest unit), before the boundary terms
+    pb: float     # backward pace, with its own next boundary under contention
+    r: float      # step-end phase: all-reduce + non-splitting work + fixed costs
+    price: float  # USD per hour
+    n: int        # microbatches per unit per step (ceil(m / k))
+    ser: float    # seconds of its next boundary's message (0: last stage)
+    pulls: bool   # an embedding stage with several forwards per unit (PS pulls pace)
+
+
+class _Search:
+    """One problem at one m: stage options, bounds and the label sweep."""
+
+    def __init__(self, problem: Problem, m: int, effects: tuple[str, ...], beta: float,
+                 forward_share: float, types: tuple[int, ...] | None = None,
+                 ends: frozenset[int] | None = None) -> None:
+        if problem.cost_model != "default":
+            raise ValueError("flushed optimum: the default cost model only")
+        if m < 2:
+            raise ValueError("flushed optimum: m must be >= 2 (m = 1 is the simulator's default)")
+        unknown = set(effects) - set(EFFECTS)
+        if unknown:
+            raise ValueError(f"flushed optimum: unknown effects {sorted(unknown)}")
+        self.p, self.m, self.beta, self.fs = problem, m, beta, forward_share
+        self.allreduce = "allreduce" in effects
+        self.transfers = "transfers" in effects
+        self.contention = self.transfers and "contention" in effects
+        self.L, self.M = problem.num_layers, problem.num_types
+        self.B, self.N = float(problem.batch_size), float(problem.num_samples)
+        self.cap = ps_cap(problem)
+        self.t_max = self.B / problem.throughput_limit * (1 + 1e-12)
+        self.net = problem.network_bytes_per_s
+        self.starts = problem.unit_costs.startup_s
+        self.arrays = model_arrays(problem)
+        self.capped = [j for j in range(self.M) if problem.available[j] is not None]
+        self.slot = {j: i for i, j in enumerate(self.capped)}
+        self.sparse = (np.zeros(self.L) if problem.sparse_bytes is None
+                       else np.asarray(problem.sparse_bytes, dtype=np.float64))
+        self.pulls_q = 0.0
+        if "ps" in effects and problem.sparse_bytes is not None:
+            spec = ps_traffic.problem_ps(problem)
+            self.pulls_q = (self.B * float(self.sparse.sum()) / spec.num_shards
+                            * spec.seconds_per_byte * (1.0 - 1.0 / m))
+        self.types = tuple(range(self.M)) if types is None else tuple(sorted(set(types)))
+        ends = frozenset(range(self.L)) if ends is None else frozenset(ends) | {self.L - 1}
+        self.ends = sorted(e for e in ends if 0 <= e < self.L)
+        self.starts_at = [0] + [e + 1 for e in self.ends if e + 1 < self.L]
+        self._cache: dict = {}
+        self._bounds()
+
+    # ---- stage options -------------------------------------------------------------------
+    def options(self, a: int, e: int, j: int, nj: int) -> list[_Option]:
+        """Layers a..e on type j, followed by type nj (-1: the last stage)."""
+        bw = math.inf if nj < 0 else float(min(self.net[j], self.net[nj]))
+        key = (a, e, j, bw)
+        got = self._cache.get(key)
+        if got is not None:
+            return got
+        out: list[_Option] = []
+        p = self.p
+        if p.runnable[a:e + 1, j].all():
+            t = stage_terms(p, a, e, j, nj, bandwidth=None if nj < 0 else bw,
+                            arrays=self.arrays)
+            k_hi = min(t.k_hi, MAX_REPLICAS,
+                       p.available[j] if p.available[j] is not None else MAX_REPLICAS)
+            w = t.alpha * t.parallel_s / self.m
+            u = (1.0 - t.alpha) * t.parallel_s + t.serial_s + t.fixed_s
+            ser = d_f = d_b = 0.0
+            if nj >= 0:
+                lat = p.latency_s if self.transfers else 0.0
+                ser = float(p.boundary_bytes[e]) / self.m / bw if self.transfers else 0.0
+                d_f = self.fs * ser + lat
+                d_b = (1.0 - self.fs) * ser + lat
+            sparse = bool(self.sparse[a:e + 1].sum() > 0)
+            for k in unit_candidates(self.m, max(1, t.k_lo), k_hi):
+                n = -(-self.m // k)
+                ar = dominant.allreduce_time(t.bw_s, t.lat_s, k) if self.allreduce else 0.0
+                pb = self.beta * (n - 1) * w
+                if self.contention:
+                    pb = max(pb, (1.0 - self.fs) * (n - 1) * ser)
+                pf = (1.0 - self.beta) * (n - 1) * w
+                if self.contention:
+                    pf = max(pf, self.fs * (n - 1) * ser)
+                out.append(_Option(k, (1.0 - self.beta) * w + d_f, self.beta * w + d_b, pf, pb,
+                                   ar + u, float(p.price_per_hour[j]) * k, n, ser,
+                                   sparse and n > 1))
+        self._cache[key] = out
+        return out
+
+    def _bounds(self) -> None:
+        """For a prefix of layers 0..i-1 still to be planned: min_fill[i], its least forward
+        fill (boundaries left out), and min_price[i], its least USD per hour when each of its
+        stages alone fits the limit's step time (a stage's busiest unit and step-end phase,
+        n w + r <= B / TL, bound T from below; boundaries left out, which only adds time)."""
+        L, M, p = self.L, self.M, self.p
+        self.min_fill = np.full(L + 1, math.inf)
+        self.min_price = np.full(L + 1, math.inf)
+        self.min_fill[0] = self.min_price[0] = 0.0
+        for e in self.ends:
+            for a in self.starts_at:
+                if a > e or self.min_fill[a] == math.inf:
+                    continue
+                for j in self.types:
+                    opts = self.options(a, e, j, -1)
+                    if not opts:
+                        continue
+                    w = opts[0].a + opts[0].c  # no boundary: a = (1 - beta) w, c = beta w
+                    self.min_fill[e + 1] = min(self.min_fill[e + 1],
+                                               self.min_fill[a] + (1.0 - self.beta) * w)
+                    fits = [o.price for o in opts if o.n * w + o.r <= self.t_max]
+                    if fits:
+                        self.min_price[e + 1] = min(self.min_price[e + 1],
+                                                    self.min_price[a] + min(fits))
+
+    # ---- costs ---------------------------------------------------------------------------
+    def cost(self, per_hour: float, startup_s: float, step_s: float) -> float:
+        thr = min(self.B / step_s, self.cap) if step_s > 0 else self.cap
+        return job_cost(self.p, per_hour, thr, startup_s) if per_hour > 0 else 0.0
+
+    def step_time(self, lab) -> float:
+        """T of a complete plan's label (module docstring)."""
+        D, PF, PB, Z = lab[0], lab[2], lab[3], lab[4]
+        return D + max(PF, self.pulls_q if lab[8] else 0.0) + PB + Z
+
+    # ---- the sweep -----------------------------------------------------------------------
+    def run(self, incumbent: float, max_labels: int, beam: int):
+        """(cost, label) of the cheapest plan below `incumbent`, or None.
+
+        labels[i]: the suffixes starting at layer i, whatever their first stage's type: a
+        label is (D, f, PF, PB, Z, r_first, n_first, startup, pulls, capped units,
+        -net of its first type, first type, back) with back = (option, last layer, next
+        label); the first type's interface only matters through the bandwidth of the
+        boundary before it (more is never worse), so it is one more number to dominate on."""
+        L, M = self.L, self.M
+        best = None
+        labels: list[list] = [[] for _ in range(L + 1)]
+        labels[L] = [None]
+        count = 0
+        for i in reversed(self.starts_at):
+            rest_fill, rest_price = self.min_fill[i], self.min_price[i]
+            new: list = []
+            for e in self.ends:
+                if e < i:
+                    continue
+                for lab in labels[e + 1]:
+                    nj = -1 if lab is None else lab[11]
+                    for j in self.types:
+                        for o in self.options(i, e, j, nj):
+                            made = self.prepend(lab, o, j)
+                            if made is None:
+                                continue
+                            t_lo = self.step_time(made) + rest_fill
+                            if t_lo > self.t_max or self.cost(made[1] + rest_price, made[7],
+                                                              t_lo) >= incumbent * (1 - 1e-12):
+                                continue
+                            new.append(made + (-float(self.net[j]), j, (o, e, lab)))
+                            count += 1
+                            if count > max_labels:
+                                raise LabelLimit(f"more than {max_labels} labels")
+            kept = _pareto(new)
+            if beam > 0:  # the heuristic pass: the `beam` of least f x T per first type
+                kept.sort(key=lambda x: x[1] * self.step_time(x))
+                per_type: dict[int, int] = {}
+                kept = [x for x in kept
+                        if per_type.setdefault(x[11], 0) < beam
+                        and not per_type.__setitem__(x[11], per_type[x[11]] + 1)]
+            labels[i] = kept
+        for lab in labels[0]:  # complete plans: their exact cost
+            c = self.cost(lab[1], lab[7], self.step_time(lab))
+            if c < incumbent:
+                incumbent, best = c, (c, lab)
+        self.labels_made = count
+        return best
+
+    def prepend(self, lab, o: _Option, j: int):
+        """The label of stage o (on type j) followed by suffix `lab` (None: o is the last)."""
+        beta = self.beta
+        if lab is None:
+            use = tuple((o.k if c == j else 0) for c in self.capped)
+            if j in self.slot and o.k > self.p.available[j]:
+                return None
+            return (o.a + o.c, o.price, o.pf, o.pb, o.r,
+                    o.r if self.contention and o.n > 1 else 0.0,
+                    o.n if self.contention else 1, float(self.starts[j]), o.pulls, use)
+        D, f, PF, PB, Z, r1, n1, s, pulls, use = lab[:10]
+        if j in self.slot:
+            used = list(use)
+            used[self.slot[j]] += o.k
+            if used[self.slot[j]] > self.p.available[j]:
+                return None
+            use = tuple(used)
+        pf, pb = o.pf, o.pb
+        if self.contention:
+            # the boundary between o and the suffix's first stage: the first stage's queue
+            # (backward pace, so its own step-end term moves with it) and either side's forward
+            x = (1.0 - self.fs) * (n1 - 1) * o.ser
+            if x > PB:
+                Z = max(Z - (x - PB), r1)
+                PB = x
+            pf = max(pf, self.fs * (max(n1, o.n) - 1) * o.ser)
+        pb_new = max(PB, pb)
+        Z = max(Z - o.c - (pb_new - PB), o.r)
+        return (D + o.a + o.c, f + o.price, max(PF, pf), pb_new, Z,
+                o.r if self.contention and o.n > 1 else 0.0, o.n if self.contention else 1,
+                max(s, float(self.starts[j])), pulls or o.pulls, use)
+
+    def plan(self, lab, schedule: str) -> Plan:
+        stages, first = [], 0
+        while lab is not None:
+            o, e, nxt = lab[12]
+            stages.append(Stage(layers=tuple(self.p.layer_names[first:e + 1]),
+                                resource=self.p.type_names[lab[11]], num_replicas=int(o.k)))
+            first, lab = e + 1, nxt
+        return Plan(stages=tuple(stages), num_microbatches=self.m, schedule=schedule)
+
+
+def _pareto(labels: list) -> list:
+    """The labels no other label dominates (<= in D, f, PF, PB, Z, r_first, n_first, startup,
+    pulls, the units of every capped type and -net of the first type)."""
+    labels.sort(key=lambda x: (x[1], x[0], x[4]))
+    kept: list = []
+    for lab in labels:
+        if not any(_dominates(o, lab) for o in kept):
+            kept.append(lab)
+    return kept
+
+
+def _dominates(a, b) -> bool:
+    return (a[0] <= b[0] and a[1] <= b[1] and a[2] <= b[2] and a[3] <= b[3] and a[4] <= b[4]
+            and a[5] <= b[5] and a[6] <= b[6] and a[7] <= b[7] and a[8] <= b[8]
+            and a[10] <= b[10] and all(x <= y for x, y in zip(a[9], b[9])))
+
+
+def solve(problem: Problem, m: int, schedule: str = "gpipe", *,
+          effects: tuple[str, ...] = EFFECTS, incumbent: float = math.inf,
+          max_labels: int = 2_000_000, beam: int = 0, types: tuple[int, ...] | None = None,
+          ends: frozenset[int] | None = None, beta: float = BACKWARD_FRACTION,
+          forward_share: float = FORWARD_BOUNDARY_SHARE) -> FlushedOptimum | None:
+    """The plan of least cost whose flushed throughput (cost/flush.flushed_throughput with
+    `effects`, m microbatches) meets the limit; None when no plan does (or none costs less
+    than `incumbent`). Raises LabelLimit past max_labels. beam > 0 keeps only that many labels
+    per state (least f x T first): a heuristic whose plan is a good incumbent for `optimum`.
+    `types` (type indices) and `ends` (layers a stage may end at; the last always) restrict
+    the plans searched: the answer is then the cheapest among those."""
+    search = _Search(problem, m, tuple(effects), beta, forward_share, types, ends)
+    if search.cap < problem.throughput_limit * (1 - 1e-12):
+        return None
+    found = search.run(incumbent, max_labels, beam)
+    if found is None:
+        return None
+    cost, lab = found
+    T = search.step_time(lab)
+    return FlushedOptimum(search.plan(lab, schedule), cost, min(search.B / T, search.cap),
+                          T, search.labels_made)
+
+
+def optimum(problem: Problem, m: int, schedule: str = "gpipe", *,
+            effects: tuple[str, ...] = EFFECTS, beam: int = 8, max_labels: int = 2_000_000,
+            types: tuple[int, ...] | None = None,
+            ends: frozenset[int] | None = None) -> FlushedOptimum | None:
+    """solve(), exact, started from the incumbent of a beam pass (same answer, fewer labels);
+    `labels` counts both passes."""
+    kw = dict(effects=effects, max_labels=max_labels, types=types, ends=ends)
+    guess = solve(problem, m, schedule, beam=beam, **kw)
+    if guess is None:
+        return solve(problem, m, schedule, **kw)
+    # only strictly cheaper plans survive the exact pass; none: the beam's plan is optimal
+    exact = solve(problem, m, schedule, incumbent=guess.cost_usd * (1 + 1e-9), **kw)
+    if exact is None or exact.cost_usd >= guess.cost_usd:
+        return FlushedOptimum(guess.plan, guess.cost_usd, guess.throughput, guess.step_time_s,
+                              guess.labels + (exact.labels if exact else 0))
+    return FlushedOptimum(exact.plan, exact.cost_usd, exact.throughput, exact.step_time_s,
+                          guess.labels + exact.labels)

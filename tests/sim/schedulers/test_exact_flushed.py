@@ -1,0 +1,191 @@
+"""The flushed optimum (schedulers/exact/flushed.py) is the brute-force optimum under the
+flushed closed form (cost/flush.py): every contiguous partition x type per stage x unit count
+of tiny random default-model problems, each plan costed by flushed_throughput and the job's
+bill, with and without availability caps."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from heterps_sim.core.plan import Plan, Stage
+from heterps_sim.cost.flush import flushed_throughput
+from heterps_sim.cost.reference import MAX_REPLICAS, job_cost, plan_stages, plan_startup_s
+from heterps_sim.cost.terms import stage_terms
+from heterps_sim.schedulers.exact.flushed import EFFECTS, optimum, solve, unit_candidates
+from heterps_sim.testing import random_default_problem
+
+SHAPES = [(1, 2), (2, 2), (2, 3), (3, 2), (3, 3), (4, 2)]
+
+
+def switches(effects):
+    return {e: e in effects for e in EFFECTS}
+
+
+def partitions(n):
+    """Every split of 0..n-1 into contiguous (first, last) runs."""
+    for cuts in itertools.product((False, True), repeat=n - 1):
+        out, first = [], 0
+        for i, cut in enumerate(cuts):
+            if cut:
+                out.append((first, i))
+                first = i + 1
+        out.append((first, n - 1))
+        yield out
+
+
+def brute_force(p, m, effects=EFFECTS, types=None, ends=None):
+    """(least cost, its plan) over every plan; units per stage from k_lo up to well past the
+    point where more units cannot change ceil(m / k)."""
+    best, best_plan = math.inf, None
+    allowed = range(p.num_types) if types is None else types
+    for parts in partitions(p.num_layers):
+        if ends is not None and any(b not in ends for _, b in parts[:-1]):
+            continue
+        for types in itertools.product(allowed, repeat=len(parts)):
+            if not all(p.runnable[a:b + 1, j].all() for (a, b), j in zip(parts, types)):
+                continue
+            ranges = []
+            for g, ((a, b), j) in enumerate(zip(parts, types)):
+                nj = types[g + 1] if g + 1 < len(types) else -1
+                t = stage_terms(p, a, b, j, nj)
+                hi = min(t.k_hi, MAX_REPLICAS, p.available[j] or MAX_REPLICAS)
+                ranges.append(range(max(1, t.k_lo), min(hi, max(t.k_lo, m) + 3) + 1))
+            for ks in itertools.product(*ranges):
+                used = np.zeros(p.num_types, int)
+                for j, k in zip(types, ks):
+                    used[j] += k
+                if any(a is not None and used[j] > a for j, a in enumerate(p.available)):
+                    continue
+                plan = Plan(stages=tuple(
+                    Stage(layers=tuple(p.layer_names[a:b + 1]), resource=p.type_names[j],
+                          num_replicas=k) for (a, b), j, k in zip(parts, types, ks)),
+                    num_microbatches=m)
+                thr = flushed_throughput(p, plan, m, **switches(effects))
+                if thr < p.throughput_limit * (1 - 1e-12):
+                    continue
+                per_hour = sum(p.price_per_hour[j] * k for j, k in zip(types, ks))
+                cost = job_cost(p, per_hour, thr, plan_startup_s(p, plan_stages(p, plan)))
+                if cost < best:
+                    best, best_plan = cost, plan
+    return best, best_plan
+
+
+def test_unit_candidates_keep_the_fewest_units_per_ceil():
+    assert unit_candidates(8, 1, 100) == [1, 2, 3, 4, 8]
+    assert unit_candidates(8, 3, 100) == [3, 4, 8]
+    assert unit_candidates(8, 1, 3) == [1, 2, 3]
+    assert unit_candidates(4, 9, 100) == [9]
+
+
+EFFECT_SETS = [EFFECTS, ("allreduce", "transfers"), ("transfers", "contention"), ()]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_flushed_optimum_matches_brute_force(seed):
+    rng = np.random.default_rng(4200 + seed)
+    feasible = 0
+    for n in range(len(SHAPES)):
+        layers, types = SHAPES[n]
+        p = random_default_problem(rng, layers, types, caps=bool(rng.random() < 0.4))
+        m = int(rng.integers(2, 6))
+        effects = EFFECT_SETS[(seed + n) % len(EFFECT_SETS)]
+        want, _ = brute_force(p, m, effects)
+        got = solve(p, m, effects=effects)
+        started = optimum(p, m, effects=effects, beam=1)  # exact too, from the beam's incumbent
+        if want == math.inf:
+            assert got is None and started is None
+            continue
+        assert started.cost_usd == pytest.approx(want, rel=1e-9)
+        feasible += 1
+        assert got is not None
+        # the plan the solver returns really costs what it says under the closed form
+        thr = flushed_throughput(p, got.plan, m, **switches(effects))
+        assert thr >= p.throughput_limit * (1 - 1e-12)
+        assert thr == pytest.approx(got.throughput, rel=1e-9)
+        per_hour = sum(p.price_per_hour[p.type_index(s.resource)] * s.num_replicas
+                       for s in got.plan.stages)
+        cost = job_cost(p, per_hour, thr, plan_startup_s(p, plan_stages(p, got.plan)))
+        assert cost == pytest.approx(got.cost_usd, rel=1e-9)
+        assert got.cost_usd == pytest.approx(want, rel=1e-9)
+    assert feasible >= 1
+
+
+def _stressed(rng, layers, types):
+    """A random problem where every term counts: heavy boundaries (interface queues), heavy
+    embedding bytes (PS pulls pace the forwards), several microbatches per unit."""
+    from dataclasses import replace
+
+    p = random_default_problem(rng, layers, types)
+    scale = float(rng.choice([1.0, 30.0, 1000.0, 1e5]))
+    sparse = None if p.sparse_bytes is None else np.asarray(p.sparse_bytes) * float(
+        rng.choice([1.0, 100.0, 1e4]))
+    return replace(p, boundary_bytes=np.asarray(p.boundary_bytes) * scale, sparse_bytes=sparse)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_label_step_time_is_the_closed_form(seed):
+    """The search's numbers (D, PF, PB, Z and the pending first stage), built stage by stage
+    from the last, give cost/flush.py's step time exactly for any plan and any effects."""
+    from heterps_sim.schedulers.exact.flushed import _Search
+
+    rng = np.random.default_rng(900 + seed)
+    checked = 0
+    for _ in range(150):
+        layers, types = int(rng.integers(2, 7)), int(rng.integers(1, 4))
+        p = _stressed(rng, layers, types)
+        m = int(rng.integers(2, 9))
+        effects = tuple(e for e in EFFECTS if rng.random() < 0.7)
+        search = _Search(p, m, effects, 2.0 / 3.0, 0.5)
+        parts = list(partitions(layers))
+        parts = parts[int(rng.integers(len(parts)))]
+        types_ = [int(rng.integers(types)) for _ in parts]
+        if not all(p.runnable[a:b + 1, j].all() for (a, b), j in zip(parts, types_)):
+            continue
+        lab, chosen = None, []
+        for g in range(len(parts) - 1, -1, -1):
+            (a, b), j = parts[g], types_[g]
+            nj = types_[g + 1] if g + 1 < len(parts) else -1
+            opts = search.options(a, b, j, nj)
+            if not opts:
+                break
+            o = opts[int(rng.integers(len(opts)))]
+            lab = search.prepend(lab, o, j)
+            if lab is None:
+                break
+            lab = lab + ((o, b, nj, None),)
+            chosen.append(o.k)
+        else:
+            ks = chosen[::-1]
+            plan = Plan(stages=tuple(
+                Stage(layers=tuple(p.layer_names[a:b + 1]), resource=p.type_names[j],
+                      num_replicas=k) for (a, b), j, k in zip(parts, types_, ks)),
+                num_microbatches=m)
+            want = flushed_throughput(p, plan, m, **switches(effects))
+            got = min(p.batch_size / search.step_time(lab), search.cap)
+            assert got == pytest.approx(want, rel=1e-12, abs=0.0)
+            checked += 1
+    assert checked >= 60
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_restricted_search_is_the_brute_force_over_its_plans(seed):
+    """Restricted to some types and some stage ends, the search is the cheapest plan among
+    exactly those (the brute force over the same plans)."""
+    rng = np.random.default_rng(77 + seed)
+    feasible = 0
+    for layers, types in [(3, 3), (4, 3), (4, 2), (3, 4)]:
+        p = random_default_problem(rng, layers, types, caps=bool(rng.random() < 0.3))
+        m = int(rng.integers(2, 6))
+        allowed = tuple(sorted(rng.choice(types, size=2, replace=False).tolist()))
+        ends = frozenset(int(e) for e in range(layers - 1) if rng.random() < 0.5)
+        want, _ = brute_force(p, m, EFFECTS, allowed, ends)
+        got = optimum(p, m, types=allowed, ends=ends, beam=1)
+        if want == math.inf:
+            assert got is None
+            continue
+        feasible += 1
+        assert got.cost_usd == pytest.approx(want, rel=1e-9)
+        assert {p.type_index(s.resource) for s in got.plan.stages} <= set(allowed)
+    assert feasible >= 1
