@@ -44,7 +44,7 @@ from heterps_sim.des.options import DesOptions, PsOptions
 from heterps_sim.des.processes import replica
 from heterps_sim.des.service_order import ServiceOrder, interface_sequences
 from heterps_sim.des.stats import build_result, build_spans, not_run, reference
-from heterps_sim.des.window import choose_window
+from heterps_sim.des.window import SETTLE_TRIES, choose_window, settled
 from heterps_sim.des.work import StageWork, stage_work
 from heterps_sim.des.world import Replica, World
 
@@ -91,11 +91,17 @@ def simulate(problem: Problem, plan: Plan, *, seed: int = 0, options: DesOptions
                       or any(w.ps_bytes > 0 for w in works))
     lanes = num_lanes(ks, flush)
     window = choose_window(options, ks, m, flush)
-    setup = (problem, works, options, schedule, flush, lanes, m, window, seed, uses_resources)
+    setup = (problem, works, options, schedule, flush, lanes, m, seed, uses_resources)
+    world, events = _run_world(*setup, window, noise=False)
+    for _ in range(SETTLE_TRIES):  # a window in the start-up transient: a period later
+        if settled(np.array([rep.step_ends for rep in world.by_id]), window):
+            break
+        window = window.later()
+        world, events = _run_world(*setup, window, noise=False)
     ref_world = None
     if options.effects & NOISE:  # the window without the noise (des/stats.py: how noise is measured)
-        ref_world, _ = _run_world(*setup, noise=False)
-    world, events = _run_world(*setup, noise=True)
+        ref_world = world
+        world, events = _run_world(*setup, window, noise=True)
     info = {"schedule": schedule, "flush": flush, "num_microbatches": m, "lanes": lanes,
             "steps_simulated": window.total, "seed": seed, "events": events,
             "batched": world.batched, "notes": notes}
@@ -106,7 +112,7 @@ def simulate(problem: Problem, plan: Plan, *, seed: int = 0, options: DesOptions
 
 
 def _run_world(problem: Problem, works: list[StageWork], options: DesOptions, schedule: str,
-               flush: bool, lanes: int, m: int, window, seed: int, uses_resources: bool,
+               flush: bool, lanes: int, m: int, seed: int, uses_resources: bool, window,
                noise: bool) -> tuple[World, int]:
     """Build the world, run SimPy to the end; returns the world and the events processed.
     noise=False leaves jitter and preemption out (the reference run of a noisy one)."""

@@ -5,8 +5,8 @@ start after the pipeline has filled and, in a continuous pipeline, span whole pe
 routing pattern:
 
     flush schedules   (gpipe / 1f1b with `bubbles`): every step starts from an empty pipeline, so
-                      any window measures the same rate; it takes the continuous one's (below,
-                      with no cool-down), so that switching `bubbles` on measures the same steps.
+                      any window measures the same rate; it takes the continuous one's warm-up
+                      and whole periods (below), with no cool-down and no settling check.
     continuous        one 1F1B stream over rounds of L microbatches (core/lanes.py) holds up to
                       s rounds in flight: F = ceil(s L / m) steps fill it. Unless the options
                       set warmup_steps, the warm-up is max(options.measured_from, F), and the
@@ -19,7 +19,14 @@ routing pattern:
                       a ring, it runs ahead of the steady state (counted whether or not the
                       effect is on: the window depends on the plan, m and options alone). A cool-down of F steps
                       follows, so the last measured steps do not finish early as the stream
-                      drains with nothing behind them.
+                      drains with nothing behind them. The window then spans at least two
+                      periods, so the simulator can check that the pipeline has settled
+                      (`settled`: every replica's step ends repeat every period over it); a
+                      slow unit or an all-reduce can make the start-up transient outlast the
+                      fill, and then the window moves later by a period and the run is
+                      repeated (at most SETTLE_TRIES times). A window in the transient is not
+                      monotone in anything: a change that shortens the transient's last step
+                      before the window's start reads as a slower rate.
 
 With every effect off the pipeline is periodic from the fill on, so a window of whole periods
 measures the long-run rate exactly (docs/concepts/simulator.md says for which m that is the
@@ -29,13 +36,19 @@ analytic model's).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+import numpy as np
 
 from heterps_sim.core.lanes import num_lanes
 from heterps_sim.des.options import DesOptions
 
 MAX_PERIOD_STEPS = 64
 """The longest routing period (in steps) the measured window is rounded up to."""
+SETTLE_TRIES = 4
+"""How many times a window that starts in the start-up transient is moved a period later."""
+SETTLED_RTOL = 1e-12
+"""Step ends repeat every period to within this share of the clock (float rounding)."""
 LONG_WINDOW_FILLS = 8
 """A longer period: the window spans at least this many pipeline fills (the boundary error
 then shrinks as 1 / window)."""
@@ -48,6 +61,13 @@ class Window:
     measured: int
     cooldown: int
     """Unmeasured steps after them (continuous pipelines)."""
+    period: int = 0
+    """Steps of the routing period the window is checked against (`settled`); 0: not checked
+    (a flush, a warm-up the options set, or a period too long to simulate whole)."""
+
+    def later(self) -> Window:
+        """The same window one period later."""
+        return replace(self, warmup=self.warmup + self.period)
 
     @property
     def total(self) -> int:
@@ -73,9 +93,10 @@ def ring_lag_steps(replicas: list[int], m: int) -> int:
 
 
 def choose_window(options: DesOptions, replicas: list[int], m: int, flush: bool) -> Window:
-    """The same warm-up and measured steps whatever effects are on (a flush schedule only drops
-    the cool-down), so runs that differ in one effect measure the same steps: under noise
-    (des/stats.py) they then see the same noisy operations."""
+    """The same warm-up and measured steps whatever effects are on (a flush schedule drops the
+    cool-down and the two-period minimum), so runs that differ in one effect measure the same
+    steps unless one of them has not settled by then (the simulator then moves its window
+    later, `settled`): under noise (des/stats.py) they see the same noisy operations."""
     w0 = options.measured_from
     measured = options.num_steps - w0
     if options.warmup_steps is not None:
@@ -84,8 +105,22 @@ def choose_window(options: DesOptions, replicas: list[int], m: int, flush: bool)
     lanes = num_lanes(replicas, False)
     fill = math.ceil(len(replicas) * lanes / m)
     period = period_steps(replicas, m, lanes)
-    if period <= MAX_PERIOD_STEPS:
-        measured = period * math.ceil(measured / period)
-    else:
-        measured = max(measured, LONG_WINDOW_FILLS * fill)
-    return Window(max(w0, fill + ring_lag_steps(replicas, m)), measured, 0 if flush else fill)
+    warmup = max(w0, fill + ring_lag_steps(replicas, m))
+    if period > MAX_PERIOD_STEPS:
+        return Window(warmup, max(measured, LONG_WINDOW_FILLS * fill), 0 if flush else fill)
+    if flush or 2 * period > MAX_PERIOD_STEPS:  # (a flush: every step starts empty, settled)
+        return Window(warmup, period * math.ceil(measured / period), 0 if flush else fill)
+    return Window(warmup, period * max(2, math.ceil(measured / period)), fill, period)
+
+
+def settled(step_ends: np.ndarray, window: Window) -> bool:
+    """Whether every replica's step ends (step_ends[replica, step]) repeat every period over
+    the measured window: c_{n+P} - c_n the same for every n from the window's start on, so
+    the window measures the long-run rate exactly."""
+    P = window.period
+    if P == 0:
+        return True
+    c = np.hstack([np.zeros((len(step_ends), 1)), step_ends[:, :window.end]])  # c[:, n + 1] = c_n
+    lo = window.warmup  # c_{W-1}
+    d = c[:, lo + P:] - c[:, lo:c.shape[1] - P]
+    return bool(np.all(np.abs(d - d[:, :1]) <= SETTLED_RTOL * c[:, -1:].max()))
