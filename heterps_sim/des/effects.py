@@ -43,9 +43,10 @@ can only make more attempts fail and each failure cost more. Everything else in 
 computes start = max(input times), end = start + duration, and s is a sum of durations, so with
 the draws keyed by the operation every end time is a nondecreasing function of every duration,
 latency and ready time: more work, a slower unit, more latency, less bandwidth, or jitter on
-top can never make a failure cheaper or rarer. (Where requests queue, under contention, ps and
-cores, a server is FIFO and a delayed request can let another go first, so there this holds
-for the run as a whole but not for every single operation.) (Failures at wall-clock times, the obvious model,
+top can never make a failure cheaper or rarer. (Network interfaces under contention serve in a
+fixed program order, des/service_order.py, so this holds there too; the PS shards and the host's
+cores serve first-come-first-served, where a delayed request can let another go first, so there
+it is not guaranteed for every single operation.) (Failures at wall-clock times, the obvious model,
 lack this: a timeline delayed by anything can move an operation off a failure; so do failures
 on a unit's cumulative operating clock, where more work moves a failure into an earlier
 operation whose outage then hides in idle time.) What it leaves out: a unit that idles does not

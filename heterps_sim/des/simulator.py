@@ -93,8 +93,10 @@ def simulate(problem: Problem, plan: Plan, *, seed: int = 0, options: DesOptions
     window = choose_window(options, ks, m, flush)
     setup = (problem, works, options, schedule, flush, lanes, m, seed, uses_resources)
     world, events = _run_world(*setup, window, noise=False)
-    for _ in range(SETTLE_TRIES):  # a window in the start-up transient: a period later
-        if settled(np.array([rep.step_ends for rep in world.by_id]), window):
+    for attempt in range(SETTLE_TRIES + 1):  # a window in the start-up transient: later
+        measure = settled(np.array([rep.step_ends for rep in world.by_id]), window)
+        if measure is not None or attempt == SETTLE_TRIES:
+            window = measure or window
             break
         window = window.later()
         world, events = _run_world(*setup, window, noise=False)

@@ -21,12 +21,13 @@ routing pattern:
                       follows, so the last measured steps do not finish early as the stream
                       drains with nothing behind them. The window then spans at least two
                       periods, so the simulator can check that the pipeline has settled
-                      (`settled`: every replica's step ends repeat every period over it); a
-                      slow unit or an all-reduce can make the start-up transient outlast the
-                      fill, and then the window moves later by a period and the run is
-                      repeated (at most SETTLE_TRIES times). A window in the transient is not
-                      monotone in anything: a change that shortens the transient's last step
-                      before the window's start reads as a slower rate.
+                      (`settled`: every replica's step ends repeat every period, or every
+                      few periods, over it; the window is then cut to whole cycles); a slow
+                      unit or an all-reduce can make the start-up transient outlast the
+                      fill, and then the window moves a period later (and grows by one) and
+                      the run is repeated (at most SETTLE_TRIES times). A window that starts
+                      in the transient is monotone in nothing: a slower unit that delays its
+                      start more than its end reads as a faster rate.
 
 With every effect off the pipeline is periodic from the fill on, so a window of whole periods
 measures the long-run rate exactly (docs/concepts/simulator.md says for which m that is the
@@ -66,8 +67,9 @@ class Window:
     (a flush, a warm-up the options set, or a period too long to simulate whole)."""
 
     def later(self) -> Window:
-        """The same window one period later."""
-        return replace(self, warmup=self.warmup + self.period)
+        """The window one period later and one period longer (room for a longer cycle)."""
+        return replace(self, warmup=self.warmup + self.period,
+                       measured=self.measured + self.period)
 
     @property
     def total(self) -> int:
@@ -113,14 +115,22 @@ def choose_window(options: DesOptions, replicas: list[int], m: int, flush: bool)
     return Window(warmup, period * max(2, math.ceil(measured / period)), fill, period)
 
 
-def settled(step_ends: np.ndarray, window: Window) -> bool:
-    """Whether every replica's step ends (step_ends[replica, step]) repeat every period over
-    the measured window: c_{n+P} - c_n the same for every n from the window's start on, so
-    the window measures the long-run rate exactly."""
+def settled(step_ends: np.ndarray, window: Window) -> Window | None:
+    """The window to measure if the run has settled over `window`, else None. Settled: every
+    replica's step ends (step_ends[replica, step]) repeat every cycle of C steps over the
+    measured window, c_{n+C} - c_n the same for every n from its start on, for C the routing
+    period or a multiple of it (a pipeline can cycle through several periods before it
+    repeats) with two cycles in the window; the window is then cut to whole cycles, the rest
+    becoming cool-down, and measures the long-run rate exactly."""
     P = window.period
     if P == 0:
-        return True
+        return window
     c = np.hstack([np.zeros((len(step_ends), 1)), step_ends[:, :window.end]])  # c[:, n + 1] = c_n
-    lo = window.warmup  # c_{W-1}
-    d = c[:, lo + P:] - c[:, lo:c.shape[1] - P]
-    return bool(np.all(np.abs(d - d[:, :1]) <= SETTLED_RTOL * c[:, -1:].max()))
+    lo, span = window.warmup, window.measured  # c[:, lo] = c_{W-1}
+    tol = SETTLED_RTOL * float(c[:, -1].max())
+    for cycle in range(P, span // 2 + 1, P):
+        d = c[:, lo + cycle:] - c[:, lo:c.shape[1] - cycle]
+        if np.all(np.abs(d - d[:, :1]) <= tol):
+            measured = cycle * (span // cycle)
+            return replace(window, measured=measured, cooldown=window.cooldown + span - measured)
+    return None

@@ -33,7 +33,9 @@ def test_same_seed_same_result_and_spans(nce):
 @pytest.mark.parametrize("effect", ["jitter", "stragglers", "preemption"])
 def test_seeds_differ_when_variability_is_on(nce, effect):
     problem, plan = nce
-    extra = {"preemption_rate_per_hour": 3e4, "restart_delay_s": 0.001, "straggler_fraction": 0.3}
+    # one straggler of 13 units: the long-run rate depends on the stage it lands in (with 30%,
+    # every seed puts one in each stage, the same rate once the window has settled)
+    extra = {"preemption_rate_per_hour": 3e4, "restart_delay_s": 0.001, "straggler_fraction": 0.1}
     results = {throughput(problem, plan, effect, seed=s, **extra) for s in range(4)}
     assert len(results) > 1
 
