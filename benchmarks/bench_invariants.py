@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_invariants.py            # >= 10,000 cases
     .venv/bin/python benchmarks/bench_invariants.py --quick    # 300 cases
+    .venv/bin/python benchmarks/bench_invariants.py --first 10000 --cases 20000   # more cases
     .venv/bin/python benchmarks/bench_invariants.py --case 1234 --case 77   # rerun some cases
 
 Each case is a random problem, plan, schedule, m and seed (heterps_sim.des.invariants) with one
@@ -91,10 +92,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="300 cases instead of 10,000")
     parser.add_argument("--cases", type=int, default=None)
+    parser.add_argument("--first", type=int, default=0, help="index of the first case")
     parser.add_argument("--case", type=int, action="append", default=None, metavar="N",
                         help="check only case N (repeatable): rerun a violation fast")
     args = parser.parse_args()
-    indices = args.case or range(args.cases or (300 if args.quick else 10_000))
+    count = args.cases or (300 if args.quick else 10_000)
+    indices = args.case or range(args.first, args.first + count)
     n = len(indices)
     start = time.perf_counter()
     results = [(i, *check(i)) for i in indices]
