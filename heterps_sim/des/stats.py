@@ -7,7 +7,12 @@ slowest of these. (In steady state every stage completes steps at the same rate.
 a stage upstream of the bottleneck can run ahead by the schedule's in-flight window, so the
 times at which *all* stages are done reflect the bottleneck only once that slack has filled,
 which takes long when stages are nearly balanced; the slowest stage's rate is the sustained
-one.) Per stage, over the window [c_{W-1}, c_{N-1}], c_n = max_g c^g_n:
+one.) When the run has settled over the window (des/window.py: every replica's step ends
+repeat every cycle), each replica's own window is measured instead, c^r_{N-1} - c^r_{W-1}, and
+the slowest replica paces: replicas that never wait for each other (fewer microbatches than
+replicas, no all-reduce) each run at their own rate, and the stage's last replica at the
+window's start need not be its last at the end. Per stage, over the window
+[c_{W-1}, c_{N-1}], c_n = max_g c^g_n:
 
     utilisation  busy / elapsed, averaged over the replicas (busy = forwards, backwards,
                  step-end phases, all-reduces a flush schedule waits for, and work redone
@@ -25,7 +30,8 @@ is measured against a reference: the same run without the noise (stragglers and 
 effect kept); the noise acts on the operations of the measured steps on (the pipeline fills
 as in the reference), and stage g's window is the reference's, c^g_{N-1} - c^g_{W-1}, plus
 the largest delay the noise gave one of its replicas at the end of the last measured step
-(noisy minus reference step-end time, per replica). Every end time is nondecreasing in every
+(noisy minus reference step-end time, per replica); when the reference has settled, each
+replica's window runs from the reference's c^r_{W-1} to the noisy run's c^r_{N-1}. Every end time is nondecreasing in every
 duration and failure (des/effects.py), so switching jitter or preemption on, or raising
 jitter_cv, never raises the throughput at the same seed; what the noise costs is how much
 later the stage's replicas end the measured steps. (Per replica, not the stage's last one: a
@@ -92,6 +98,8 @@ class Reference:
     """A noisy run's reference (the same run without the noise), as far as measuring needs."""
     stage_s: np.ndarray
     """Per stage, seconds from the end of the last warm-up step to the last measured one's."""
+    replica_starts: np.ndarray
+    """Per replica, when it finished the last warm-up step."""
     replica_ends: np.ndarray
     """Per replica, when it finished the last measured step."""
 
@@ -100,12 +108,12 @@ def reference(world: World, window) -> Reference:
     n, w = window.end, window.warmup
     per_stage = _stage_ends(world, n)
     starts = per_stage[:, w - 1] if w > 0 else np.zeros(len(per_stage))
-    return Reference(per_stage[:, -1] - starts, _replica_ends(world, n))
+    return Reference(per_stage[:, -1] - starts, _replica_ends(world, w), _replica_ends(world, n))
 
 
 def _replica_ends(world: World, n: int) -> np.ndarray:
-    """Per replica (in id order), when it finished step n - 1."""
-    return np.array([rep.step_ends[n - 1] for rep in world.by_id])
+    """Per replica (in id order), when it finished step n - 1 (0 for n = 0)."""
+    return np.array([rep.step_ends[n - 1] if n > 0 else 0.0 for rep in world.by_id])
 
 
 def build_result(problem: Problem, plan: Plan, analytic: RunResult, terms, world: World,
@@ -116,12 +124,17 @@ def build_result(problem: Problem, plan: Plan, analytic: RunResult, terms, world
     n, w = window.end, window.warmup
     per_stage = _stage_ends(world, n)
     stage_of = np.array([rep.stage.index for reps in world.replicas for rep in reps])
-    if ref is None:
+    ends = _replica_ends(world, n)
+    if window.per_replica:  # settled: each replica's own long-run rate, the slowest paces
+        starts = ref.replica_starts if ref is not None else _replica_ends(world, w)
+        seconds = np.full(len(per_stage), -np.inf)
+        np.maximum.at(seconds, stage_of, ends - starts)
+    elif ref is None:
         starts = per_stage[:, w - 1] if w > 0 else np.zeros(len(per_stage))
         seconds = per_stage[:, -1] - starts
     else:  # the reference's window, each stage later by its replicas' largest delay
         delay = np.full(len(per_stage), -np.inf)
-        np.maximum.at(delay, stage_of, _replica_ends(world, n) - ref.replica_ends)
+        np.maximum.at(delay, stage_of, ends - ref.replica_ends)
         seconds = ref.stage_s + delay
     slowest = float(np.max(seconds / (n - w)))
     thr = problem.batch_size / slowest if slowest > 0 else math.inf

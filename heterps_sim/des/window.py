@@ -65,6 +65,9 @@ class Window:
     period: int = 0
     """Steps of the routing period the window is checked against (`settled`); 0: not checked
     (a flush, a warm-up the options set, or a period too long to simulate whole)."""
+    per_replica: bool = False
+    """The run has settled over the window: measure each replica's own window (its long-run
+    rate; the slowest paces), not the stage's last replica (des/stats.py)."""
 
     def later(self) -> Window:
         """The window one period later and one period longer (room for a longer cycle)."""
@@ -132,5 +135,6 @@ def settled(step_ends: np.ndarray, window: Window) -> Window | None:
         d = c[:, lo + cycle:] - c[:, lo:c.shape[1] - cycle]
         if np.all(np.abs(d - d[:, :1]) <= tol):
             measured = cycle * (span // cycle)
-            return replace(window, measured=measured, cooldown=window.cooldown + span - measured)
+            return replace(window, measured=measured, cooldown=window.cooldown + span - measured,
+                           per_replica=True)
     return None

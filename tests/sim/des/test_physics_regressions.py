@@ -200,3 +200,19 @@ def test_the_window_is_whole_cycles_of_a_pipeline_that_alternates():
         more = replace(case, problem=replace(case.problem,
                                              boundary_bytes=case.problem.boundary_bytes * f))
         assert throughput(more, base) <= throughput(case, base) * (1 + 1e-12)
+
+
+def test_the_slowest_replica_paces_replicas_that_never_meet():
+    # Was +15% (one stage of 2 units, m = 1, no effect; one unit 1.5x slower, the other made
+    # 1.2x slower): the units take turns over steps and never wait for each other, so each
+    # runs at its own rate and the stage's last unit at the window's start (the 1.2x one)
+    # was not the last at its end (the 1.5x one). A settled window now measures each replica's
+    # own window; the slowest paces: 64 samples per 1.5 s / 2 steps.
+    p = chain_problem([1.0])
+    plan = chain_plan(p, [2])
+
+    def thr(slow) -> float:
+        opts = DesOptions(num_microbatches=1, num_steps=6, slow_replicas=slow, schedule="async")
+        return simulate(p, plan, options=opts, record_spans=False).result.throughput
+    assert thr(((0, 1, 1.5),)) == pytest.approx(64 / 0.75, rel=1e-12)
+    assert thr(((0, 1, 1.5), (0, 0, 1.2))) == pytest.approx(64 / 0.75, rel=1e-12)
