@@ -10,6 +10,7 @@ import importlib
 
 SCHEDULERS: dict[str, str] = {
     "exact": "heterps_sim.schedulers.exact.sweep:ExactScheduler",
+    "exact-flushed": "heterps_sim.schedulers.exact.flushed_scheduler:FlushedExactScheduler",
     "homogeneous": "heterps_sim.schedulers.baselines.single_type:HomogeneousScheduler",
     "cpu-only": "heterps_sim.schedulers.baselines.single_type:CpuOnlyScheduler",
     "gpu-only": "heterps_sim.schedulers.baselines.single_type:GpuOnlyScheduler",

@@ -46,7 +46,9 @@ position in the sweep; `plan_file` is relative to the sweep folder ("" when infe
 ENGINES = ("analytic", "des")
 TINY_LIMIT = 1e-6
 """samples/s: a limit every stage meets with one unit (finds the cheapest plan)."""
-SLOW_SCHEDULERS = {"bayesian": "optuna TPE, ~4 s a run on a 64-type problem"}
+SLOW_SCHEDULERS = {"bayesian": "optuna TPE, ~4 s a run on a 64-type problem",
+                   "exact-flushed": "an exact label search, seconds to minutes a run on a "
+                                    "64-type problem"}
 """Left out of the default list (they can still be named). Schedulers that need torch (the
 RL schedulers, under heterps_sim.schedulers.rl) are slow too: they train a policy per run."""
 

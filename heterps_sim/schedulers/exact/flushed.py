@@ -125,7 +125,6 @@ class _Search:
         self.ends = sorted(e for e in ends if 0 <= e < self.L)
         self.starts_at = [0] + [e + 1 for e in self.ends if e + 1 < self.L]
         self._cache: dict = {}
-        self._bounds()
 
     # ---- stage options -------------------------------------------------------------------
     def options(self, a: int, e: int, j: int, nj: int) -> list[_Option]:
@@ -210,7 +209,8 @@ class _Search:
         -net of its first type, first type, back) with back = (option, last layer, next
         label); the first type's interface only matters through the bandwidth of the
         boundary before it (more is never worse), so it is one more number to dominate on."""
-        L, M = self.L, self.M
+        L = self.L
+        self._bounds()
         best = None
         labels: list[list] = [[] for _ in range(L + 1)]
         labels[L] = [None]
@@ -314,16 +314,20 @@ def solve(problem: Problem, m: int, schedule: str = "gpipe", *,
           effects: tuple[str, ...] = EFFECTS, incumbent: float = math.inf,
           max_labels: int = 2_000_000, beam: int = 0, types: tuple[int, ...] | None = None,
           ends: frozenset[int] | None = None, beta: float = BACKWARD_FRACTION,
-          forward_share: float = FORWARD_BOUNDARY_SHARE) -> FlushedOptimum | None:
+          forward_share: float = FORWARD_BOUNDARY_SHARE,
+          compiled: bool = True) -> FlushedOptimum | None:
     """The plan of least cost whose flushed throughput (cost/flush.flushed_throughput with
     `effects`, m microbatches) meets the limit; None when no plan does (or none costs less
     than `incumbent`). Raises LabelLimit past max_labels. beam > 0 keeps only that many labels
     per state (least f x T first): a heuristic whose plan is a good incumbent for `optimum`.
     `types` (type indices) and `ends` (layers a stage may end at; the last always) restrict
-    the plans searched: the answer is then the cheapest among those."""
+    the plans searched: the answer is then the cheapest among those. `compiled`: the numba
+    sweep (flushed_kernel.py; the same search, no beam) instead of this module's Python one."""
     search = _Search(problem, m, tuple(effects), beta, forward_share, types, ends)
     if search.cap < problem.throughput_limit * (1 - 1e-12):
         return None
+    if compiled and beam == 0:
+        return _solve_compiled(search, schedule, incumbent, max_labels)
     found = search.run(incumbent, max_labels, beam)
     if found is None:
         return None
@@ -333,20 +337,103 @@ def solve(problem: Problem, m: int, schedule: str = "gpipe", *,
                           T, search.labels_made)
 
 
+def _solve_compiled(search: _Search, schedule: str, incumbent: float,
+                    max_labels: int) -> FlushedOptimum | None:
+    from heterps_sim.schedulers.exact.flushed_kernel import TOO_MANY
+    from heterps_sim.schedulers.exact.flushed_kernel import search as sweep
+    from heterps_sim.schedulers.exact.sweep import _tables
+
+    p = search.p
+    t = _tables(p)
+    flag, step_oh, layer_oh, net, capm, cum_p, cum_s, cum_a, lat2, batch, k_batch, _ = t.mt
+    slot = np.full(search.M, -1, np.int64)
+    for i, j in enumerate(search.capped):
+        slot[j] = i
+    avail = np.array([int(p.available[j]) for j in search.capped], np.int64)
+    ends = np.zeros(search.L, np.bool_)
+    ends[list(search.ends)] = True
+    types = np.zeros(search.M, np.bool_)
+    types[list(search.types)] = True
+    sparse_cum = np.concatenate(([0.0], np.cumsum(search.sparse > 0)))
+    status, best, cost, FL, IL, _, count = sweep(
+        t.oct_t, t.odt_t, t.aoct_t, t.run_t, t.ext, t.lvl,
+        np.unique(np.asarray(p.network_bytes_per_s, np.float64)), t.price, t.kmax, t.batch,
+        t.par, flag, step_oh, layer_oh, net, capm, cum_p, cum_s, cum_a, lat2, k_batch,
+        search.m, search.beta, search.fs, search.allreduce, search.transfers,
+        search.contention, search.pulls_q, float(p.latency_s) if search.transfers else 0.0,
+        np.asarray(p.boundary_bytes, np.float64), sparse_cum,
+        np.asarray(search.starts, np.float64), slot, avail, search.t_max, search.cap,
+        search.N, float(p.unit_costs.billing_granularity_s), ends, types, incumbent,
+        max_labels)
+    if status == TOO_MANY:
+        raise LabelLimit(f"more than {max_labels} labels")
+    if best < 0:
+        return None
+    stages, first, x = [], 0, int(best)
+    while x >= 0:
+        j, k, e, parent = (int(v) for v in IL[x])
+        stages.append(Stage(layers=tuple(p.layer_names[first:e + 1]),
+                            resource=p.type_names[j], num_replicas=k))
+        first, x = e + 1, parent
+    plan = Plan(stages=tuple(stages), num_microbatches=search.m, schedule=schedule)
+    T = float(FL[best, 0] + max(FL[best, 2], search.pulls_q if FL[best, 8] > 0 else 0.0)
+              + FL[best, 3] + FL[best, 4])
+    return FlushedOptimum(plan, float(cost), min(search.B / T, search.cap), T, int(count))
+
+
+RAISE = 1.25
+"""optimum(): each round's cost ceiling over the last one's."""
+MAX_ROUNDS = 12
+"""optimum(): rounds under a raised ceiling before the last (ceiling: the one-stage plan, or
+none at all), ~14x the first ceiling."""
+
+
 def optimum(problem: Problem, m: int, schedule: str = "gpipe", *,
-            effects: tuple[str, ...] = EFFECTS, beam: int = 8, max_labels: int = 2_000_000,
-            types: tuple[int, ...] | None = None,
-            ends: frozenset[int] | None = None) -> FlushedOptimum | None:
-    """solve(), exact, started from the incumbent of a beam pass (same answer, fewer labels);
-    `labels` counts both passes."""
+            effects: tuple[str, ...] = EFFECTS, max_labels: int = 2_000_000,
+            types: tuple[int, ...] | None = None, ends: frozenset[int] | None = None,
+            lower_bound: float | None = None) -> FlushedOptimum | None:
+    """solve(), exact, in rounds under a rising cost ceiling X: a search told to keep only
+    plans cheaper than X drops every partial plan that cannot be, so it is fast when X is
+    close to the optimum, and whatever X is, a round that finds a plan has found the optimum
+    (every cheaper plan was searched). X starts at `lower_bound` (default: the stage model's
+    exact optimum, a plan's flushed step time being never below its slowest stage's time)
+    and grows by RAISE until a round finds a plan or X passes the cheapest one-stage plan,
+    which then is the last round's ceiling. `labels` counts every round."""
     kw = dict(effects=effects, max_labels=max_labels, types=types, ends=ends)
-    guess = solve(problem, m, schedule, beam=beam, **kw)
-    if guess is None:
-        return solve(problem, m, schedule, **kw)
-    # only strictly cheaper plans survive the exact pass; none: the beam's plan is optimal
-    exact = solve(problem, m, schedule, incumbent=guess.cost_usd * (1 + 1e-9), **kw)
-    if exact is None or exact.cost_usd >= guess.cost_usd:
-        return FlushedOptimum(guess.plan, guess.cost_usd, guess.throughput, guess.step_time_s,
-                              guess.labels + (exact.labels if exact else 0))
-    return FlushedOptimum(exact.plan, exact.cost_usd, exact.throughput, exact.step_time_s,
-                          guess.labels + exact.labels)
+    try:  # every layer on one stage: the last ceiling
+        one = solve(problem, m, schedule, effects=effects, types=types, ends=frozenset())
+    except LabelLimit:
+        one = None
+    made = one.labels if one else 0
+    ceiling = lower_bound if lower_bound is not None else _stage_model_bound(problem)
+    top = one.cost_usd * (1 + 1e-9) if one else math.inf
+    for round_ in range(MAX_ROUNDS + 1):
+        if not math.isfinite(ceiling) or ceiling <= 0.0 or ceiling >= top \
+                or round_ == MAX_ROUNDS:
+            ceiling = top
+        got = solve(problem, m, schedule, incumbent=ceiling, **kw)
+        made += got.labels if got else 0
+        if got is not None:
+            return FlushedOptimum(got.plan, got.cost_usd, got.throughput, got.step_time_s, made)
+        if ceiling == top:
+            if one is None:
+                return None
+            return FlushedOptimum(one.plan, one.cost_usd, one.throughput, one.step_time_s,
+                                  made)
+        ceiling *= RAISE
+
+
+def _stage_model_bound(problem: Problem) -> float:
+    """The stage model's exact optimum cost (over every plan, same-type cuts included, and
+    every unit count), or 0."""
+    from heterps_sim.schedulers.base import NoFeasiblePlan
+    from heterps_sim.schedulers.exact.sweep import ExactScheduler
+    from heterps_sim.cost.reference import evaluate_plan
+
+    try:
+        plan = ExactScheduler(ExactScheduler.Config(allow_same_type_cuts=True))._sweep(
+            problem, "exact")
+    except NoFeasiblePlan:
+        return 0.0
+    result = evaluate_plan(problem, plan, "exact")
+    return float(result.cost_usd) * (1 - 1e-9) if result.feasible else 0.0

@@ -93,11 +93,15 @@ def test_flushed_optimum_matches_brute_force(seed):
         effects = EFFECT_SETS[(seed + n) % len(EFFECT_SETS)]
         want, _ = brute_force(p, m, effects)
         got = solve(p, m, effects=effects)
-        started = optimum(p, m, effects=effects, beam=1)  # exact too, from the beam's incumbent
+        # in rounds from any first ceiling: too low, too high, the stage model's
+        rounds = [optimum(p, m, effects=effects, lower_bound=b) for b in (1e-9, None)]
+        if want < math.inf:
+            rounds.append(optimum(p, m, effects=effects, lower_bound=want * 5))
         if want == math.inf:
-            assert got is None and started is None
+            assert got is None and all(r is None for r in rounds)
             continue
-        assert started.cost_usd == pytest.approx(want, rel=1e-9)
+        for r in rounds:
+            assert r.cost_usd == pytest.approx(want, rel=1e-9)
         feasible += 1
         assert got is not None
         # the plan the solver returns really costs what it says under the closed form
@@ -181,7 +185,7 @@ def test_restricted_search_is_the_brute_force_over_its_plans(seed):
         allowed = tuple(sorted(rng.choice(types, size=2, replace=False).tolist()))
         ends = frozenset(int(e) for e in range(layers - 1) if rng.random() < 0.5)
         want, _ = brute_force(p, m, EFFECTS, allowed, ends)
-        got = optimum(p, m, types=allowed, ends=ends, beam=1)
+        got = optimum(p, m, types=allowed, ends=ends)
         if want == math.inf:
             assert got is None
             continue
@@ -189,3 +193,69 @@ def test_restricted_search_is_the_brute_force_over_its_plans(seed):
         assert got.cost_usd == pytest.approx(want, rel=1e-9)
         assert {p.type_index(s.resource) for s in got.plan.stages} <= set(allowed)
     assert feasible >= 1
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_compiled_search_equals_the_python_search(seed):
+    """The numba sweep (flushed_kernel.py) finds the same optimum as this module's Python one
+    (same numbers, dominance and bounds), stressed problems and caps included."""
+    rng = np.random.default_rng(500 + seed)
+    for _ in range(12):
+        layers, types = int(rng.integers(1, 6)), int(rng.integers(1, 4))
+        p = _stressed(rng, layers, types) if rng.random() < 0.5 else random_default_problem(
+            rng, layers, types, caps=bool(rng.random() < 0.4))
+        m = int(rng.integers(2, 9))
+        effects = tuple(e for e in EFFECTS if rng.random() < 0.7)
+        want = solve(p, m, effects=effects, compiled=False)
+        got = solve(p, m, effects=effects)
+        assert (want is None) == (got is None)
+        if want is not None:
+            assert got.cost_usd == pytest.approx(want.cost_usd, rel=1e-9)
+            # (ties in cost, e.g. billed whole hours, may pick another plan: its own numbers)
+            thr = flushed_throughput(p, got.plan, m, **switches(effects))
+            assert thr == pytest.approx(got.throughput, rel=1e-9)
+            assert thr >= p.throughput_limit * (1 - 1e-12)
+
+
+def test_exact_flushed_scheduler_is_the_cheapest_over_its_microbatch_counts():
+    """The registered scheduler returns the brute-force optimum over every plan at each of
+    its microbatch counts, with its units and m; its notes say it is proven."""
+    from heterps_sim.schedulers.base import run_scheduler
+    from heterps_sim.schedulers.registry import make_scheduler
+
+    rng = np.random.default_rng(31)
+    checked = 0
+    for layers, types in [(3, 2), (2, 3), (3, 3)]:
+        p = random_default_problem(rng, layers, types)
+        from dataclasses import replace
+        p = replace(p, costs=replace(p.unit_costs, num_microbatches=1))
+        sched = make_scheduler("exact-flushed", microbatches=[2, 3])
+        outcome = run_scheduler(sched, p, "least")
+        want = min(brute_force(p, m)[0] for m in (2, 3))
+        if want == math.inf:
+            assert outcome.plan is None
+            continue
+        checked += 1
+        plan = outcome.plan
+        assert plan.num_microbatches in (2, 3)
+        thr = flushed_throughput(p, plan, plan.num_microbatches, contention=True, ps=True)
+        per_hour = sum(p.price_per_hour[p.type_index(s.resource)] * s.num_replicas
+                       for s in plan.stages)
+        cost = job_cost(p, per_hour, thr, plan_startup_s(p, plan_stages(p, plan)))
+        assert cost == pytest.approx(want, rel=1e-9)
+        assert outcome.notes["proven_optimal"] is True
+    assert checked >= 1
+
+
+def test_exact_flushed_scheduler_refuses_the_paper_model():
+    from heterps_sim.inputs.load import load_input
+    from heterps_sim.schedulers.base import run_scheduler
+    from heterps_sim.schedulers.registry import make_scheduler
+
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    p = load_input(root / "scenarios/2emb-aws.yaml", "paper").problem
+    outcome = run_scheduler(make_scheduler("exact-flushed"), p)
+    assert outcome.plan is None
+    assert "paper model" in outcome.notes["reason"]
