@@ -1,0 +1,100 @@
+"""The exact-flushed scheduler: how far it scales, and whether the simulator agrees with it.
+
+For random default-model problems (heterps_sim.testing.random_default_problem, seed 7) of
+growing size and for shipped scenarios, one exact search per microbatch count: wall time,
+labels, the optimum's cost and stages; then the optimum is simulated as `schedule` checks
+it (studies/verify.py: deterministic effects, the plan's m, seed 0) and its closed-form
+throughput is compared with the simulated one. Beside it, the stage model's exact optimum
+(the `exact` scheduler) simulated the same way: how far short of the limit it falls.
+
+Usage: python benchmarks/bench_flushed_exact.py [--sizes 8x8,12x8,16x16,24x16]
+       [--scenarios nce-cpu-gpu,ctr-dnn-64types] [--m 4,16] [--max-labels 2000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+
+from heterps_sim.des import simulate
+from heterps_sim.des.options import DesOptions
+from heterps_sim.inputs.load import load_input
+from heterps_sim.schedulers.base import run_scheduler
+from heterps_sim.schedulers.exact.flushed import LabelLimit, optimum
+from heterps_sim.schedulers.registry import make_scheduler
+from heterps_sim.studies.verify import VerifySettings
+from heterps_sim.testing import random_default_problem
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def simulated(problem, plan) -> float:
+    s = VerifySettings()
+    opts = DesOptions.with_effects(tuple(s.effects), num_steps=s.num_steps)
+    return simulate(problem, plan, seed=s.seed, options=opts, record_spans=False).result.throughput
+
+
+def stage_optimum_shortfall(problem) -> str:
+    out = run_scheduler(make_scheduler("exact"), problem, "least")
+    if out.plan is None:
+        return "stage model: no plan"
+    plan = out.plan.with_replicas([s.num_replicas for s in out.result.stages])
+    sim = simulated(problem, plan)
+    return (f"stage-model optimum {out.result.cost_usd:.4g} USD, {len(plan.stages)} stages, "
+            f"simulated {sim / problem.throughput_limit - 1:+.1%} vs limit")
+
+
+def case(name: str, problem, ms: list[int], max_labels: int) -> list[float]:
+    errors = []
+    print(f"{name} ({problem.num_layers} layers x {problem.num_types} types): "
+          f"{stage_optimum_shortfall(problem)}")
+    for m in ms:
+        start = time.perf_counter()
+        try:
+            got = optimum(problem, m, max_labels=max_labels)
+        except LabelLimit:
+            print(f"  m={m:<3} past {max_labels:,} labels after {time.perf_counter() - start:.2f} s")
+            continue
+        wall = time.perf_counter() - start
+        if got is None:
+            print(f"  m={m:<3} {wall:7.2f} s  no plan meets the limit under the flushed schedule")
+            continue
+        sim = simulated(problem, got.plan)
+        err = got.throughput / sim - 1.0
+        errors.append(abs(err))
+        units = "-".join(str(s.num_replicas) for s in got.plan.stages)
+        print(f"  m={m:<3} {wall:7.2f} s  {got.labels:>9,} labels  {got.cost_usd:.4g} USD  "
+              f"{len(got.plan.stages)} stages ({units})  closed form {got.throughput:,.0f}  "
+              f"simulated {sim:,.0f}  ({err:+.2%})  vs limit {sim / problem.throughput_limit - 1:+.1%}")
+    return errors
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="8x8,12x8,16x16,24x16")
+    ap.add_argument("--scenarios", default="nce-cpu-gpu,ctr-dnn-64types,2emb-ps-contention")
+    ap.add_argument("--m", default="4,16")
+    ap.add_argument("--max-labels", type=int, default=2_000_000)
+    args = ap.parse_args()
+    ms = [int(x) for x in args.m.split(",")]
+    print(f"machine: {platform.machine()}, {platform.system()}, python {platform.python_version()}")
+    optimum(random_default_problem(np.random.default_rng(1), 3, 3), 4)  # compile first
+    errors = []
+    for size in filter(None, args.sizes.split(",")):
+        layers, types = (int(x) for x in size.split("x"))
+        problem = random_default_problem(np.random.default_rng(7), layers, types)
+        errors += case(f"random {size}", problem, ms, args.max_labels)
+    for name in filter(None, args.scenarios.split(",")):
+        problem = load_input(str(ROOT / "scenarios" / f"{name}.yaml")).problem
+        errors += case(name, problem, ms, args.max_labels)
+    if errors:
+        print(f"closed form vs simulator over {len(errors)} optima: MAPE "
+              f"{100 * sum(errors) / len(errors):.2f}%, worst {100 * max(errors):.2f}%")
+
+
+if __name__ == "__main__":
+    main()
