@@ -170,7 +170,7 @@ class _Search:
         fill (boundaries left out), and min_price[i], its least USD per hour when each of its
         stages alone fits the limit's step time (a stage's busiest unit and step-end phase,
         n w + r <= B / TL, bound T from below; boundaries left out, which only adds time)."""
-        L, M, p = self.L, self.M, self.p
+        L = self.L
         self.min_fill = np.full(L + 1, math.inf)
         self.min_price = np.full(L + 1, math.inf)
         self.min_fill[0] = self.min_price[0] = 0.0
@@ -253,7 +253,6 @@ class _Search:
 
     def prepend(self, lab, o: _Option, j: int):
         """The label of stage o (on type j) followed by suffix `lab` (None: o is the last)."""
-        beta = self.beta
         if lab is None:
             use = tuple((o.k if c == j else 0) for c in self.capped)
             if j in self.slot and o.k > self.p.available[j]:
@@ -426,9 +425,9 @@ def optimum(problem: Problem, m: int, schedule: str = "gpipe", *,
 def _stage_model_bound(problem: Problem) -> float:
     """The stage model's exact optimum cost (over every plan, same-type cuts included, and
     every unit count), or 0."""
+    from heterps_sim.cost.reference import evaluate_plan
     from heterps_sim.schedulers.base import NoFeasiblePlan
     from heterps_sim.schedulers.exact.sweep import ExactScheduler
-    from heterps_sim.cost.reference import evaluate_plan
 
     try:
         plan = ExactScheduler(ExactScheduler.Config(allow_same_type_cuts=True))._sweep(

@@ -274,13 +274,13 @@ def _pareto(FL, IL, UL, start, stop):
     key = FL[start:stop, 1] + 0.0
     order = np.argsort(key, kind="mergesort")
     F = FL[start:stop].copy()
-    I = IL[start:stop].copy()
+    G = IL[start:stop].copy()
     U = UL[start:stop].copy()
     kept = 0
     for t in range(n):
         x = order[t]
         FL[start + kept] = F[x]
-        IL[start + kept] = I[x]
+        IL[start + kept] = G[x]
         UL[start + kept] = U[x]
         y = start + kept
         dominated = False

@@ -11,8 +11,6 @@ is False.
 
 from __future__ import annotations
 
-import math
-
 from pydantic import Field
 
 from heterps_sim.core.plan import Plan
@@ -57,7 +55,7 @@ class FlushedExactScheduler:
                 skipped.append(m)
                 continue
             if got is None:
-                per_m[m] = math.inf
+                per_m[m] = None  # no plan meets the limit at this m
                 continue
             labels += got.labels
             per_m[m] = got.cost_usd

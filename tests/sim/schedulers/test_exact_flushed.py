@@ -248,11 +248,11 @@ def test_exact_flushed_scheduler_is_the_cheapest_over_its_microbatch_counts():
 
 
 def test_exact_flushed_scheduler_refuses_the_paper_model():
+    from pathlib import Path
+
     from heterps_sim.inputs.load import load_input
     from heterps_sim.schedulers.base import run_scheduler
     from heterps_sim.schedulers.registry import make_scheduler
-
-    from pathlib import Path
 
     root = Path(__file__).resolve().parents[3]
     p = load_input(root / "scenarios/2emb-aws.yaml", "paper").problem
