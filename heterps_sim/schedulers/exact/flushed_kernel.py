@@ -76,12 +76,10 @@ def search(oct_t, odt_t, aoct_t, run_t, ext, lvl, lev, price, kmax, batch, par,
             for j in range(M):
                 if not types[j] or not _runs(run_t, j, a, e):
                     continue
-                so, sd, alpha = stage_sums(j, a, e, oct_t, odt_t, aoct_t)
-                dm = dm_of(flag, step_oh, layer_oh, net, capm, cum_p, cum_s, cum_a, lat2, batch,
-                           k_batch, 0.0, j, a, e, kmax[j])
+                so, sd, alpha, dm, k_lo, k_hi = _stage(
+                    j, a, e, oct_t, odt_t, aoct_t, flag, step_oh, layer_oh, net, capm, cum_p,
+                    cum_s, cum_a, lat2, batch, k_batch, kmax)
                 w, u = _work(so, sd, alpha, par, dm[1], m)
-                k_lo = max(1, int(dm[4]))
-                k_hi = int(dm[5])
                 if k_lo > k_hi:
                     continue
                 fill = min_fill[a] + (1.0 - beta) * w
@@ -119,11 +117,9 @@ def search(oct_t, odt_t, aoct_t, run_t, ext, lvl, lev, price, kmax, batch, par,
             for j in range(M):
                 if not types[j] or not _runs(run_t, j, i, e):
                     continue
-                so, sd, alpha = stage_sums(j, i, e, oct_t, odt_t, aoct_t)
-                dm = dm_of(flag, step_oh, layer_oh, net, capm, cum_p, cum_s, cum_a, lat2, batch,
-                           k_batch, 0.0, j, i, e, kmax[j])
-                k_lo = max(1, int(dm[4]))
-                k_hi = int(dm[5])
+                so, sd, alpha, dm, k_lo, k_hi = _stage(
+                    j, i, e, oct_t, odt_t, aoct_t, flag, step_oh, layer_oh, net, capm, cum_p,
+                    cum_s, cum_a, lat2, batch, k_batch, kmax)
                 if k_lo > k_hi:
                     continue
                 for q in range(p_lo, p_hi):
@@ -237,6 +233,17 @@ def _runs(run_t, j, a, e):
         if not run_t[j, x]:
             return False
     return True
+
+
+@njit(cache=True, inline="always")
+def _stage(j, a, e, oct_t, odt_t, aoct_t, flag, step_oh, layer_oh, net, capm, cum_p, cum_s,
+           cum_a, lat2, batch, k_batch, kmax):
+    """Layers a..e on type j without its boundary: OCT, ODT, alpha (kernels.stage_sums), the
+    default model's terms (kernels.dm_of) and the unit range [k_lo, k_hi]."""
+    so, sd, alpha = stage_sums(j, a, e, oct_t, odt_t, aoct_t)
+    dm = dm_of(flag, step_oh, layer_oh, net, capm, cum_p, cum_s, cum_a, lat2, batch, k_batch,
+               0.0, j, a, e, kmax[j])
+    return so, sd, alpha, dm, max(1, int(dm[4])), int(dm[5])
 
 
 @njit(cache=True, inline="always")
