@@ -10,7 +10,9 @@ floor raised by the shortfall the flushed closed form predicts:
 
 (flushed_k: the closed form of round k's plan at the simulator's microbatches; where it does
 not apply, an unflushed schedule, or where it already meets the limit that the simulator
-misses, the simulated throughput stands in). Each re-planned plan keeps the units the
+misses, the simulated throughput stands in). (Where it applies, studies/replan_flushed.py
+first tries the cheapest plan under the flushed closed form itself, exactly, and runs these
+rounds only when that plan is not found within its budget or misses in the simulator.) Each re-planned plan keeps the units the
 scheduler gave it for its raised target and is simulated against the real limit; the rounds
 stop at the first plan the simulator finds meeting the limit (the targets only rise, so the
 first is the cheapest found), when the scheduler finds no plan at the raised target, or after
@@ -52,6 +54,16 @@ class ReplanRound:
     simulated_cost_usd: float | None = None
     meets_limit: bool = False
     """The simulator's throughput meets the real limit."""
+    method: str = "raised-floor"
+    """raised-floor: the scheduler at a raised target (this module); exact-flushed: the
+    cheapest plan under the flushed closed form at the real limit (studies/replan_flushed.py;
+    `target` is then the limit)."""
+    num_microbatches: int | None = None
+    """The microbatches the simulator ran the plan with (exact-flushed: the m searched)."""
+    flushed_cost_usd: float | None = None
+    """exact-flushed: the optimum's cost under the flushed closed form."""
+    labels: int | None = None
+    """exact-flushed: the labels its search made."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +76,10 @@ class Replanned:
     analytic: RunResult | None = None
     simulated: RunResult | None = None
     accepted: bool = False
+    method: str = "raised-floor"
+    """ReplanRound.method of the round that found `plan`."""
+    proven_cheapest: bool = False
+    """exact-flushed: `plan` is the cheapest under the flushed form over every m searched."""
 
 
 def flushed_or_none(problem: Problem, plan: Plan, sim: RunResult,
@@ -128,7 +144,7 @@ def replan_rounds(problem: Problem, plan: Plan, sim: RunResult, replan: Replan,
             target=target, found=True, units=tuple(s.num_replicas for s in fixed.stages),
             analytic_throughput=outcome.result.throughput, flushed_throughput=flushed,
             simulated_throughput=new.throughput, simulated_cost_usd=job_cost(fixed, new),
-            meets_limit=bool(new.feasible)))
+            meets_limit=bool(new.feasible), num_microbatches=new.extra.get("num_microbatches")))
         if new.feasible:
             return Replanned(tuple(rounds), fixed, evaluate(fixed), new, accepted=True)
         if best is None or new.throughput > best[1].throughput:
@@ -146,6 +162,9 @@ def replan_rounds(problem: Problem, plan: Plan, sim: RunResult, replan: Replan,
 
 def round_line(r: ReplanRound) -> str:
     """One round as the commands print it."""
+    if r.method != "raised-floor":
+        from heterps_sim.studies.replan_flushed import exact_line
+        return exact_line(r)
     head = f"  re-planned for {r.target:,.0f} samples/s: "
     if not r.found:
         return head + ("the scheduler finds no plan that meets this target"

@@ -11,8 +11,11 @@ deterministic effects on (`DETERMINISTIC_EFFECTS`: bubbles, all-reduce, transfer
 the parameter server; no jitter, stragglers or preemption, so the seed changes nothing) under
 the plan's own schedule and microbatch count.
 
-Re-planning (`reprovision=True` with a `replan` callable, studies/replan.py), first: the
-scenario's scheduler runs again with its throughput floor raised by the shortfall the flushed
+Re-planning (`reprovision=True` with a `replan` callable), first: where the problem uses the
+default cost model and the check a flushed schedule, the cheapest plan whose flushed closed
+form meets the limit at the simulator's microbatch count (studies/replan_flushed.py, exact,
+within `exact_max_labels` labels) is simulated, and run if it meets the limit. Otherwise
+(studies/replan.py) the scenario's scheduler runs again with its throughput floor raised by the shortfall the flushed
 closed form (cost/flush.py) predicts, at most `max_replan_rounds` times; the first re-planned
 plan the simulator finds meeting the real limit is the one to run (`replanned`). Otherwise the
 re-planned plan closest to the limit (or the checked plan, if closer) is re-provisioned.
@@ -46,12 +49,12 @@ from heterps_sim.core.problem import Problem
 from heterps_sim.core.result import RunResult
 from heterps_sim.des import DesOptions, simulate
 from heterps_sim.des.options import EFFECTS, VARIABILITY
+from heterps_sim.studies import replan_flushed
 from heterps_sim.studies.replan import (
     MAX_ROUNDS,
     Replan,
     ReplanRound,
     flushed_or_none,
-    replan_rounds,
     round_line,
 )
 
@@ -82,6 +85,9 @@ class VerifySettings:
     simulator runs ~200,000 events/s on the 2-core VM (measured under load), so about 2 s."""
     max_replan_rounds: int = MAX_ROUNDS
     """Re-planning runs the scheduler at most this many times (studies/replan.py)."""
+    exact_max_labels: int = replan_flushed.MAX_LABELS
+    """Re-planning first tries the exact optimum of the flushed closed form
+    (studies/replan_flushed.py) with at most this many labels; 0: not at all."""
 
     def options(self) -> DesOptions:
         """The simulator's options: these effects, the plan's schedule and microbatches."""
@@ -126,6 +132,11 @@ class Verification:
     replanned_plan: Plan | None = None
     """The re-planned plan the final plan comes from (itself, or re-provisioned)."""
     replanned_simulated: RunResult | None = None
+    replan_method: str | None = None
+    """How the re-planned plan was found: ReplanRound.method of its round."""
+    replan_proven_cheapest: bool = False
+    """exact-flushed: the re-planned plan is the cheapest under the flushed form over every
+    microbatch count searched (its rounds)."""
     wall_s: float = 0.0
     simulations: int = 1
     extra: dict = field(default_factory=dict)
@@ -162,7 +173,9 @@ class Verification:
                "simulated_result": self.simulated.to_json_dict()}
         if self.replanned:
             out["replanned"] = {"plan": self.replanned_plan.to_json_dict(),
-                                "simulated_result": self.replanned_simulated.to_json_dict()}
+                                "simulated_result": self.replanned_simulated.to_json_dict(),
+                                "method": self.replan_method,
+                                "proven_cheapest": self.replan_proven_cheapest}
         if self.reprovisioned or self.status == "replanned":  # the plan to run instead
             out["final"] = {"plan": self.final_plan.to_json_dict(),
                             "analytic": summary(self.final_analytic),
@@ -268,20 +281,24 @@ def _verify(problem: Problem, plan: Plan, analytic: RunResult, evaluate: Evaluat
                             final_analytic=analytic, final_simulated=first,
                             wall_s=time.perf_counter() - start, **done)
     base, base_sim, rounds, sims, from_replan = plan, first, (), 0, {}
-    if replan is not None and settings.max_replan_rounds > 0:
-        got = replan_rounds(problem, plan, first, replan, evaluate, run, settings.effects,
-                            lambda p, r: job_cost_usd(problem, p, r),
-                            settings.max_replan_rounds)
-        rounds, sims = got.rounds, len({r.units for r in got.rounds if r.found})
+    if replan is not None and (settings.max_replan_rounds > 0 or settings.exact_max_labels > 0):
+        got = replan_flushed.replan(
+            problem, plan, first, replan, evaluate, run, settings.effects,
+            lambda p, r: job_cost_usd(problem, p, r), max_rounds=settings.max_replan_rounds,
+            max_labels=settings.exact_max_labels, lower_bound=analytic.cost_usd)
+        rounds, sims = got.rounds, len({(r.method, r.units) for r in got.rounds if r.found})
         if got.accepted:
             return Verification(status="replanned", reason="", final_plan=got.plan,
                                 final_analytic=got.analytic, final_simulated=got.simulated,
                                 rounds=rounds, replanned_plan=got.plan,
-                                replanned_simulated=got.simulated, simulations=1 + sims,
+                                replanned_simulated=got.simulated, replan_method=got.method,
+                                replan_proven_cheapest=got.proven_cheapest,
+                                simulations=1 + sims,
                                 wall_s=time.perf_counter() - start, **done)
         if got.plan is not None and got.simulated.throughput > first.throughput:
             base, base_sim = got.plan, got.simulated  # re-provision the closest plan
-            from_replan = dict(replanned_plan=got.plan, replanned_simulated=got.simulated)
+            from_replan = dict(replanned_plan=got.plan, replanned_simulated=got.simulated,
+                               replan_method=got.method)
     search = _Search(problem, evaluate, run, base, base_sim, settings)
     status, reason = search.run()
     final_plan, final_sim = search.plan, search.sim
@@ -559,6 +576,12 @@ def check_lines(check: Verification) -> list[str]:
         lines.append(f"  ({len(check.growths) - len(kept)} other tries undone: they did not "
                      "raise the simulated throughput; verify.json lists them)")
     verdict = VERDICTS[check.status]
+    if check.status == "replanned" and check.replan_method == replan_flushed.EXACT:
+        ms = sorted(r.num_microbatches for r in check.rounds if r.method == "exact-flushed")
+        verdict += (f" (exact under the flushed form: the cheapest plan that meets the limit "
+                    f"at m = {', '.join(map(str, ms))})" if check.replan_proven_cheapest else
+                    " (exact under the flushed form at "
+                    f"{check.final_simulated.extra.get('num_microbatches')} microbatches)")
     lines.append(verdict + (f": {check.reason}" if check.reason and check.status in
                             ("impossible", "unresolved", "not_run") else ""))
     return lines
