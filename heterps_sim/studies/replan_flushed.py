@@ -35,10 +35,15 @@ from heterps_sim.studies.replan import (
 EXACT = "exact-flushed"
 RAISED = "raised-floor"
 MAX_LABELS = 30_000
-"""Labels the exact search may make before the raised-floor rounds take over. On the
-2-core VM: ctr-dnn-64types needs ~11,000 and nce-cpu-gpu ~26,000 (found in ~0.1 s after the
-~0.3 s the compiled search takes to load); dlrm-64types passes 200,000 in ~0.4 s (it would
-need over 1,000,000: minutes), 2emb-ps-contention in ~2.5 s."""
+"""Labels one search (one m) may make before it stops; the m's after it are then not
+searched. Measured on the 2-core VM under load (simulate's check, before -> after):
+nce-cpu-gpu finds its plans in 17,408 and 24,019 labels (m = 8, 12; 0.24 -> 0.24 s),
+ctr-dnn-64types in <= 9,637 (0.04 -> 0.42 s), dlrm-64types in 11,121 at m = 4 and passes the
+budget at 8 (0.27 -> 1.09 s), synthetic-64x64 passes it at 4 (1.88 -> 2.33 s); at 200,000
+labels one dlrm search took 0.4 s and one synthetic-64x64 search 15 s."""
+MICROBATCHES = (4, 8, 16)
+"""Microbatch counts searched besides the simulator's: few, small ones (a search's work grows
+with m: ~2 sqrt(m) unit counts per stage and type)."""
 FLUSHED_SCHEDULES = ("gpipe", "1f1b")
 
 
@@ -69,11 +74,9 @@ def not_applicable(problem: Problem, sim: RunResult, effects: tuple[str, ...]) -
 
 
 def microbatch_counts(problem: Problem, sim: RunResult) -> list[int]:
-    """The m's searched, smallest first: the simulator's m of the checked plan and the
-    exact-flushed scheduler's default counts (the closed form's optimum moves a lot with m),
-    within 2 to the batch size."""
-    from heterps_sim.schedulers.exact.flushed_scheduler import FlushedExactScheduler
-    ms = {int(sim.extra["num_microbatches"]), *FlushedExactScheduler.Config().microbatches}
+    """The m's searched, smallest first: the simulator's m of the checked plan and
+    MICROBATCHES (the closed form's optimum moves a lot with m), within 2 to the batch size."""
+    ms = {int(sim.extra["num_microbatches"]), *MICROBATCHES}
     return sorted(m for m in ms if 2 <= m <= problem.batch_size)
 
 
