@@ -18,11 +18,14 @@ and prepending a stage changes each number by one add or max:
 
     D' = D + a + c,  PF' = max(PF, pf),  PB' = max(PB, pb),  Z' = max(Z - c - (PB' - PB), r)
 
-(T' >= T + a: a suffix's own D + PF + PB + Z bounds every completion from below.) Each number
-only ever raises the final T, so a suffix whose numbers (and USD per hour, slowest startup,
-units of each capped type) are all <= another's at the same (first layer, first type) is at
-least as good for every completion, and the other is dropped (Pareto dominance). A suffix is
-also dropped when the cheapest completion of it misses the limit or costs the incumbent.
+(T' >= T + a: a suffix's own D + PF + PB + Z bounds every completion from below.) With
+Y = PB + Z, T = D + max(PF, pulls) + Y and Y' = max(Y - c, PB' + r): the final T is D plus
+numbers that move at most one for one with the suffix's PF and with its Y, PB (and pending
+r, below). So a suffix is at least as good as another for every completion when its USD per
+hour, slowest startup, units of each capped type, PS flag and -net of its first type are <=
+and its D plus its excess PF plus its largest excess of Y, PB, r is <= the other's D
+(_dominates): the other is dropped. A suffix is also dropped when the cheapest completion of
+it misses the limit or costs the incumbent.
 Nothing the optimum needs is dropped: the search is exact.
 
 Two terms need the stage before the suffix: a stage's interface queue (contention) counts the
@@ -293,8 +296,7 @@ class _Search:
 
 
 def _pareto(labels: list) -> list:
-    """The labels no other label dominates (<= in D, f, PF, PB, Z, r_first, n_first, startup,
-    pulls, the units of every capped type and -net of the first type)."""
+    """The labels no other label dominates (_dominates), least f first."""
     labels.sort(key=lambda x: (x[1], x[0], x[4]))
     kept: list = []
     for lab in labels:
@@ -304,9 +306,21 @@ def _pareto(labels: list) -> list:
 
 
 def _dominates(a, b) -> bool:
-    return (a[0] <= b[0] and a[1] <= b[1] and a[2] <= b[2] and a[3] <= b[3] and a[4] <= b[4]
-            and a[5] <= b[5] and a[6] <= b[6] and a[7] <= b[7] and a[8] <= b[8]
-            and a[10] <= b[10] and all(x <= y for x, y in zip(a[9], b[9])))
+    """Every completion of suffix `a` costs at most the same completion of `b`.
+
+    f, startup, pulls, the first stage's n, -net of its first type and the capped units must
+    each be <=. The time numbers may trade against D: with Y = PB + Z, the step time is
+    T = D + max(PF, pulls) + Y, and prepending a stage maps (Y, PB, r_first) through maxima
+    and subtractions only (Y' = max(Y1 - c, max(PB1, pb) + r), Y1 = max(Y, x + r_first),
+    PB1 = max(PB, x)), so the final Y exceeds b's by at most the largest excess of a's Y, PB
+    or r_first over b's, and the final PF by at most PF's excess; a wider interface before a
+    (-net <=) only shrinks the prepended stage's terms, its drain c by as much as its D. So
+    D_a + excess(PF) + excess(Y, PB, r_first) <= D_b is enough (module docstring)."""
+    if not (a[1] <= b[1] and a[6] <= b[6] and a[7] <= b[7] and a[8] <= b[8]
+            and a[10] <= b[10] and all(x <= y for x, y in zip(a[9], b[9]))):
+        return False
+    excess_y = max(0.0, (a[3] + a[4]) - (b[3] + b[4]), a[3] - b[3], a[5] - b[5])
+    return a[0] + max(0.0, a[2] - b[2]) + excess_y <= b[0]
 
 
 def solve(problem: Problem, m: int, schedule: str = "gpipe", *,
@@ -436,3 +450,47 @@ def _stage_model_bound(problem: Problem) -> float:
         return 0.0
     result = evaluate_plan(problem, plan, "exact")
     return float(result.cost_usd) * (1 - 1e-9) if result.feasible else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class OverMicrobatches:
+    """best_over_microbatches' answer: the cheapest plan over the searched m's (None: none
+    meets the limit at any of them), and the m's whose search ran past its labels."""
+
+    best: FlushedOptimum | None
+    searched: tuple[int, ...]
+    skipped: tuple[int, ...]
+    labels: int
+
+
+def best_over_microbatches(problem: Problem, ms, schedule: str = "gpipe", *,
+                           effects: tuple[str, ...] = EFFECTS, max_labels: int = 2_000_000,
+                           types: tuple[int, ...] | None = None,
+                           ends: frozenset[int] | None = None) -> OverMicrobatches:
+    """The cheapest plan over every m in `ms`, each m searched exactly: optimum() at the first
+    m, then each other m only for a plan cheaper than the best so far (solve() with that
+    ceiling: none found proves there is none at that m, and the ceiling keeps it fast). A
+    unit count k makes ceil(m / k) jump between neighbouring m's, so the cheapest m is not
+    where a few round numbers would look (nce-cpu-gpu: 192 USD at m = 12, 251 at m = 16)."""
+    ms = tuple(sorted({int(m) for m in ms if 2 <= int(m) <= problem.batch_size}))
+    first = sorted(ms, key=lambda m: (abs(m - 8), m))  # a middling m first: a good ceiling
+    best, skipped, labels = None, [], 0
+    for m in first:
+        try:
+            if best is None:
+                got = optimum(problem, m, schedule, effects=effects, max_labels=max_labels,
+                              types=types, ends=ends)
+            else:
+                got = solve(problem, m, schedule, effects=effects, max_labels=max_labels,
+                            types=types, ends=ends, incumbent=best.cost_usd * (1 - 1e-9))
+        except LabelLimit:
+            skipped.append(m)
+            continue
+        if got is not None:
+            labels += got.labels
+            if best is None or got.cost_usd < best.cost_usd:
+                best = got
+    if best is not None:
+        best = FlushedOptimum(best.plan, best.cost_usd, best.throughput, best.step_time_s,
+                              labels)
+    return OverMicrobatches(best, ms, tuple(sorted(skipped)), labels)

@@ -33,13 +33,16 @@ def _job_cost(per_hour, startup_s, step_s, batch, cap, samples, gran):
 
 @njit(cache=True, inline="always")
 def _dominates(FL, UL, a, b):
-    for x in range(NF):
-        if FL[a, x] > FL[b, x]:
-            return False
+    """flushed._dominates: the same relation on flat labels."""
+    if (FL[a, 1] > FL[b, 1] or FL[a, 6] > FL[b, 6] or FL[a, 7] > FL[b, 7]
+            or FL[a, 8] > FL[b, 8] or FL[a, 9] > FL[b, 9]):
+        return False
     for c in range(UL.shape[1]):
         if UL[a, c] > UL[b, c]:
             return False
-    return True
+    excess_y = max(0.0, (FL[a, 3] + FL[a, 4]) - (FL[b, 3] + FL[b, 4]), FL[a, 3] - FL[b, 3],
+                   FL[a, 5] - FL[b, 5])
+    return FL[a, 0] + max(0.0, FL[a, 2] - FL[b, 2]) + excess_y <= FL[b, 0]
 
 
 @njit(cache=True)
@@ -61,41 +64,10 @@ def search(oct_t, odt_t, aoct_t, run_t, ext, lvl, lev, price, kmax, batch, par,
     for e in range(L - 1):
         if ends[e]:
             starts_at[e + 1] = True
-    # bounds of a prefix 0..i-1 still to plan: least fill, least USD/h with each stage alone
-    # within the limit's step time (boundaries left out: they only add time)
-    min_fill = np.full(L + 1, np.inf)
-    min_price = np.full(L + 1, np.inf)
-    min_fill[0] = 0.0
-    min_price[0] = 0.0
-    for e in range(L):
-        if not (ends[e] or e == L - 1):
-            continue
-        for a in range(e + 1):
-            if not starts_at[a] or min_fill[a] == np.inf:
-                continue
-            for j in range(M):
-                if not types[j] or not _runs(run_t, j, a, e):
-                    continue
-                so, sd, alpha, dm, k_lo, k_hi = _stage(
-                    j, a, e, oct_t, odt_t, aoct_t, flag, step_oh, layer_oh, net, capm, cum_p,
-                    cum_s, cum_a, lat2, batch, k_batch, kmax)
-                w, u = _work(so, sd, alpha, par, dm[1], m)
-                if k_lo > k_hi:
-                    continue
-                fill = min_fill[a] + (1.0 - beta) * w
-                if fill < min_fill[e + 1]:
-                    min_fill[e + 1] = fill
-                for n in range(m, 0, -1):
-                    k = max(k_lo, (m + n - 1) // n)
-                    if k > k_hi:
-                        break
-                    nn = (m + k - 1) // k
-                    ar = dominant.allreduce_time(dm[2], dm[3], k) if allreduce else 0.0
-                    if nn * w + ar + u <= t_max:
-                        pr = min_price[a] + price[j] * k
-                        if pr < min_price[e + 1]:
-                            min_price[e + 1] = pr
-                        break
+    min_fill, min_fd, level_price = _prefix_bounds(
+        oct_t, odt_t, aoct_t, run_t, kmax, batch, par, flag, step_oh, layer_oh, net, capm,
+        cum_p, cum_s, cum_a, lat2, k_batch, m, beta, allreduce, price, t_max, ends, types,
+        starts_at)
     count = 0
     pos = 0
     best = -1
@@ -106,7 +78,8 @@ def search(oct_t, odt_t, aoct_t, run_t, ext, lvl, lev, price, kmax, batch, par,
             continue
         start = pos
         rest_fill = min_fill[i]
-        rest_price = min_price[i]
+        rest_fd = min_fd[i]
+        t_least = min_fd[L]  # no plan's step is shorter than the whole model's least fill+drain
         for e in range(i, L):
             if not (ends[e] or e == L - 1):
                 continue
@@ -122,8 +95,15 @@ def search(oct_t, odt_t, aoct_t, run_t, ext, lvl, lev, price, kmax, batch, par,
                     cum_s, cum_a, lat2, batch, k_batch, kmax)
                 if k_lo > k_hi:
                     continue
+                # the suffixes come least USD per hour first: past the first whose cheapest
+                # completion costs the incumbent even at the least step time any plan has,
+                # every later one does too
+                f_lo = price[j] * k_lo + level_price[LEVELS, i]
                 for q in range(p_lo, p_hi):
                     par_ = -1 if last else q
+                    if par_ >= 0 and _job_cost(FL[par_, 1] + f_lo, starts[j], t_least, batch,
+                                               cap, samples, gran) >= incumbent * (1.0 - 1e-12):
+                        break
                     ser = 0.0
                     lat = 0.0
                     odt = sd
@@ -184,9 +164,11 @@ def search(oct_t, odt_t, aoct_t, run_t, ext, lvl, lev, price, kmax, batch, par,
                             PB = pb_new
                             s = max(FL[par_, 7], starts[j])
                             pl = max(pl, FL[par_, 8])
-                        t_lo = D + max(PF, pulls_q if pl > 0.0 else 0.0) + PB + Z + rest_fill
+                        pace = D + max(PF, pulls_q if pl > 0.0 else 0.0) + PB
+                        t_lo = max(pace + Z + rest_fill, pace + rest_fd)
                         if t_lo > t_max:
                             continue
+                        rest_price = level_price[_level(t_max - D, t_max, 1.0 + 1e-9), i]
                         if _job_cost(f + rest_price, s, t_lo, batch, cap, samples,
                                      gran) >= incumbent * (1.0 - 1e-12):
                             continue
@@ -225,6 +207,83 @@ def search(oct_t, odt_t, aoct_t, run_t, ext, lvl, lev, price, kmax, batch, par,
             best_cost = c
             best = x
     return DONE, best, best_cost, FL, IL, UL, count
+
+
+LEVELS = 32
+"""Time budgets (fractions of the limit's step time) at which a prefix's least price is
+known (_prefix_bounds)."""
+
+
+@njit(cache=True, inline="always")
+def _level(budget, t_max, slack):
+    """The least budget level at or above `budget` x slack (0: none left; LEVELS: the whole
+    t_max). A suffix's budget is looked up with a slack > 1 and a stage's time with none, so
+    rounding never puts a stage that fits a suffix's budget above its level."""
+    if budget <= 0.0:
+        return 0
+    g = int(np.ceil(budget * slack / t_max * LEVELS))
+    return min(max(g, 1), LEVELS)
+
+
+@njit(cache=True)
+def _prefix_bounds(oct_t, odt_t, aoct_t, run_t, kmax, batch, par, flag, step_oh, layer_oh, net,
+                   capm, cum_p, cum_s, cum_a, lat2, k_batch, m, beta, allreduce, price, t_max,
+                   ends, types, starts_at):
+    """Bounds on how a prefix of layers 0..i-1 completes a suffix (boundaries left out: they
+    only add time).
+
+    min_fill[i]: its least forward fill (T >= the suffix's own T + that);
+    min_fd[i]: its least fill and drain (T >= the suffix's D + PF + PB + that, its Y being at
+        least its PB);
+    level_price[g, i]: its least USD per hour when every stage h of it has
+        n_h w_h + r_h <= t_max g / LEVELS. A stage h before a suffix of fill and drain D has
+        T >= D + a_h + c_h + pf_h + pb_h + r_h = D + n_h w_h + r_h, so a suffix leaves its
+        prefix the budget t_max - D, and the level at or above it bounds the prefix's price."""
+    M, L = oct_t.shape
+    min_fill = np.full(L + 1, np.inf)
+    min_fd = np.full(L + 1, np.inf)
+    level_price = np.full((LEVELS + 1, L + 1), np.inf)
+    min_fill[0] = 0.0
+    min_fd[0] = 0.0
+    level_price[:, 0] = 0.0
+    stage_price = np.empty(LEVELS + 1)
+    for e in range(L):
+        if not (ends[e] or e == L - 1):
+            continue
+        for a in range(e + 1):
+            if not starts_at[a] or min_fill[a] == np.inf:
+                continue
+            for j in range(M):
+                if not types[j] or not _runs(run_t, j, a, e):
+                    continue
+                so, sd, alpha, dm, k_lo, k_hi = _stage(
+                    j, a, e, oct_t, odt_t, aoct_t, flag, step_oh, layer_oh, net, capm, cum_p,
+                    cum_s, cum_a, lat2, batch, k_batch, kmax)
+                w, u = _work(so, sd, alpha, par, dm[1], m)
+                if k_lo > k_hi:
+                    continue
+                min_fill[e + 1] = min(min_fill[e + 1], min_fill[a] + (1.0 - beta) * w)
+                min_fd[e + 1] = min(min_fd[e + 1], min_fd[a] + w)
+                # the fewest units for each level (more units: a higher price)
+                stage_price[:] = np.inf
+                lowest = LEVELS + 1
+                for n in range(m, 0, -1):
+                    k = max(k_lo, (m + n - 1) // n)
+                    if k > k_hi or lowest <= 1:
+                        break
+                    nn = (m + k - 1) // k
+                    ar = dominant.allreduce_time(dm[2], dm[3], k) if allreduce else 0.0
+                    g = _level(nn * w + ar + u, t_max, 1.0)
+                    if nn * w + ar + u > t_max:
+                        continue
+                    for x in range(g, lowest):
+                        stage_price[x] = price[j] * k
+                    lowest = min(lowest, g)
+                for x in range(1, LEVELS + 1):
+                    pr = level_price[x, a] + stage_price[x]
+                    if pr < level_price[x, e + 1]:
+                        level_price[x, e + 1] = pr
+    return min_fill, min_fd, level_price
 
 
 @njit(cache=True, inline="always")
@@ -274,12 +333,12 @@ def _grow(FL, IL, UL):
 @njit(cache=True)
 def _pareto(FL, IL, UL, start, stop):
     """Keep the labels of [start, stop) that no other one dominates, compacted to the front
-    (least f first); returns the new stop."""
+    (least f, then D, first); returns the new stop."""
     n = stop - start
     if n <= 1:
         return stop
-    key = FL[start:stop, 1] + 0.0
-    order = np.argsort(key, kind="mergesort")
+    by_d = np.argsort(FL[start:stop, 0], kind="mergesort")
+    order = by_d[np.argsort(FL[start:stop, 1][by_d], kind="mergesort")]  # f, then D
     F = FL[start:stop].copy()
     G = IL[start:stop].copy()
     U = UL[start:stop].copy()

@@ -259,3 +259,88 @@ def test_exact_flushed_scheduler_refuses_the_paper_model():
     outcome = run_scheduler(make_scheduler("exact-flushed"), p)
     assert outcome.plan is None
     assert "paper model" in outcome.notes["reason"]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_dominated_suffix_is_never_better_for_any_completion(seed):
+    """_dominates(a, b) (time numbers traded against D) holds only where every completion of
+    a has a step time, and so a cost, at most b's: suffixes and completions of random plans on
+    stressed problems, every effect."""
+    from heterps_sim.schedulers.exact.flushed import _dominates, _Search
+
+    rng = np.random.default_rng(1300 + seed)
+    compared = 0
+    for _ in range(40):
+        layers, types = int(rng.integers(3, 7)), int(rng.integers(2, 4))
+        p = _stressed(rng, layers, types)
+        m = int(rng.integers(2, 9))
+        effects = tuple(e for e in EFFECTS if rng.random() < 0.8)
+        search = _Search(p, m, effects, 2.0 / 3.0, 0.5)
+        cut = int(rng.integers(1, layers))  # suffixes start at layer `cut`
+
+        def build(parts, types_, lab=None, nxt=-1):
+            for (a, b), j in zip(reversed(parts), reversed(types_)):
+                opts = search.options(a, b, j, nxt)
+                if not opts:
+                    return None
+                lab = search.prepend(lab, opts[int(rng.integers(len(opts)))], j)
+                if lab is None:
+                    return None
+                lab, nxt = lab + (-float(p.network_bytes_per_s[j]), j), j
+            return lab
+
+        def random_parts(first, last):
+            parts = [pp for pp in partitions(last - first + 1)]
+            chosen = parts[int(rng.integers(len(parts)))]
+            return [(a + first, b + first) for a, b in chosen]
+
+        suffixes = []
+        for _ in range(12):
+            parts = random_parts(cut, layers - 1)
+            types_ = [int(rng.integers(types)) for _ in parts]
+            if all(p.runnable[a:b + 1, j].all() for (a, b), j in zip(parts, types_)):
+                lab = build(parts, types_)
+                if lab is not None:
+                    suffixes.append(lab)
+        for x in suffixes:
+            for y in suffixes:
+                if x is y or not _dominates(x, y):
+                    continue
+                for _ in range(6):  # completions of both by the same prefix
+                    parts = random_parts(0, cut - 1)
+                    types_ = [int(rng.integers(types)) for _ in parts]
+                    if not all(p.runnable[a:b + 1, j].all() for (a, b), j in zip(parts, types_)):
+                        continue
+                    state = rng.bit_generator.state
+                    full_x = build(parts, types_, x, x[11])
+                    rng.bit_generator.state = state  # the same unit counts for both
+                    full_y = build(parts, types_, y, y[11])
+                    if full_x is None or full_y is None:
+                        continue
+                    tx, ty = search.step_time(full_x), search.step_time(full_y)
+                    assert tx <= ty * (1 + 1e-12) + 1e-15
+                    compared += 1
+    assert compared >= 20
+
+
+def test_best_over_microbatches_is_the_least_optimum_over_its_counts():
+    """best_over_microbatches (the first m searched in full, the others only below the best
+    so far) returns the least of the per-m optima, each the brute force's."""
+    from heterps_sim.schedulers.exact.flushed import best_over_microbatches
+
+    rng = np.random.default_rng(58)
+    found = 0
+    for layers, types in [(3, 2), (2, 3), (3, 3), (4, 2)]:
+        p = random_default_problem(rng, layers, types, caps=bool(rng.random() < 0.4))
+        ms = (2, 3, 5, 8)
+        got = best_over_microbatches(p, ms)
+        want = min(brute_force(p, m)[0] for m in ms)
+        assert got.searched == ms and got.skipped == ()
+        if want == math.inf:
+            assert got.best is None
+            continue
+        found += 1
+        assert got.best.cost_usd == pytest.approx(want, rel=1e-9)
+        m = got.best.plan.num_microbatches
+        assert brute_force(p, m)[0] == pytest.approx(want, rel=1e-9)
+    assert found >= 2
