@@ -59,11 +59,22 @@ class ReplanRound:
     cheapest plan under the flushed closed form at the real limit (studies/replan_flushed.py;
     `target` is then the limit)."""
     num_microbatches: int | None = None
-    """The microbatches the simulator ran the plan with (exact-flushed: the m searched)."""
+    """The microbatches the simulator ran the plan with (exact-flushed: the best plan's m)."""
     flushed_cost_usd: float | None = None
     """exact-flushed: the optimum's cost under the flushed closed form."""
     labels: int | None = None
-    """exact-flushed: the labels its search made."""
+    """exact-flushed: the labels its searches made (those that finished)."""
+    microbatches_searched: tuple[int, ...] = ()
+    """exact-flushed: the m's searched in full (the plan is the cheapest over them)..."""
+    microbatches_skipped: tuple[int, ...] = ()
+    """... the m's whose search passed `max_labels` labels..."""
+    microbatches_not_reached: tuple[int, ...] = ()
+    """... and those not searched: the search stopped after too many skipped in a row."""
+    max_labels: int | None = None
+    """exact-flushed: the label budget of one m's search."""
+    limit: float | None = None
+    """exact-flushed: the real limit (`target` is above it for the search at the limit raised
+    by the simulator's shortfall)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,22 +4,27 @@ The schedulers optimise the stage model (a steady pipeline); the simulator runs 
 schedule, whose step time cost/flush.py gives in closed form. When the checked plan misses
 the limit in the simulator, the problem uses the default cost model and the check runs a
 flushed schedule (gpipe or 1f1b, `bubbles` on), the plan to try first is the cheapest one
-whose flushed throughput meets the limit: schedulers/exact/flushed.py `optimum`, exact for
-one microbatch count m. It is asked for at the m the simulator ran the checked plan with,
-pricing the check's effects that the closed form prices, and it runs with a label budget
-(`max_labels`, deterministic, unlike a time limit): past it the search stops (LabelLimit)
-and its answer would not be proven optimal. Its plan (units and m fixed) is simulated
-against the limit; if the simulator finds it meeting the limit it is the plan to run: the
-cheapest plan that meets the limit under the flushed form at that m. Otherwise (past the
-budget, no plan at that m, or the simulator finds the plan short) the raised-floor rounds
-of studies/replan.py run, and the round list says why.
+whose flushed throughput meets the limit over a set of microbatch counts m (MICROBATCHES and
+the simulator's m): a stage of k units runs ceil(m / k) microbatches per unit, so the
+cheapest m is often an odd one (nce-cpu-gpu: m = 9, 2emb-aws: m = 7), not a round number.
+schedulers/exact/flushed.py is exact for one m; the m's are searched smallest first as its
+best_over_microbatches does: optimum() in full until one m has a plan, then solve() below
+the best cost so far (fast, and no plan proves none cheaper at that m). Each search has a
+label budget (`max_labels`, deterministic, unlike a time limit): an m past it is skipped (its
+answer would not be proven optimal), and MAX_SKIPPED_IN_A_ROW skipped m's in a row end the
+search (a larger m is a larger search). The best plan is simulated against the limit; if the
+simulator finds it meeting the limit it is the plan to run (`proven_cheapest` when no m was
+skipped). If the simulator finds it short (the closed form is usually within ~1%), the
+search runs once more, for the limit raised by the closed form's overestimate of that plan
+(limit x flushed / simulated), over the m's that were searched in full. Otherwise (no plan, or short again) the raised-floor
+rounds of studies/replan.py run, and the round list says why.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from heterps_sim.core.plan import Plan
 from heterps_sim.core.problem import Problem
@@ -35,28 +40,89 @@ from heterps_sim.studies.replan import (
 EXACT = "exact-flushed"
 RAISED = "raised-floor"
 MAX_LABELS = 30_000
-"""Labels one search (one m) may make before it stops; the m's after it are then not
-searched. Measured on the 2-core VM under load (simulate's check, before -> after):
-nce-cpu-gpu finds its plans in 17,408 and 24,019 labels (m = 8, 12; 0.24 -> 0.24 s),
-ctr-dnn-64types in <= 9,637 (0.04 -> 0.42 s), dlrm-64types in 11,121 at m = 4 and passes the
-budget at 8 (0.27 -> 1.09 s), synthetic-64x64 passes it at 4 (1.88 -> 2.33 s); at 200,000
-labels one dlrm search took 0.4 s and one synthetic-64x64 search 15 s."""
-MICROBATCHES = (4, 8, 16)
-"""Microbatch counts searched besides the simulator's: few, small ones (a search's work grows
-with m: ~2 sqrt(m) unit counts per stage and type)."""
+"""Labels one search (one m) may make before that m is skipped (not proven there). The first m
+with a plan is searched in full, the others only below the best cost so far: 2emb-aws' plan
+at m = 7 takes 26,806 labels, nce-cpu-gpu's at m = 9 17,162, dlrm-64types' at m = 3 6,669;
+synthetic-64x64 passes it at every m."""
+MICROBATCHES = tuple(range(2, 11))
+"""Microbatch counts searched besides the simulator's. The time is mostly the searches that
+prove an m has no cheaper plan, and each grows with m (~2 sqrt(m) unit counts per stage and
+type). simulate's whole check on the 2-core VM (before: the simulator's m and 4, 8, 16, the
+search ending at the first m past the budget), with m = 2..10 / 2..12 / 2..16:
+dlrm-64types 0.54 s before -> 1.5 / 2.0 / 3.3 s (4.32 -> 3.70 USD at m = 3 in each);
+synthetic-64x64 1.5 -> 1.9 / 2.0 / 1.9 s (no plan within the budget, before or after);
+ctr-dnn-64types 0.18 -> 0.14 / 0.19 / 0.25 s (0.66 USD at m = 4). So 2..10: the 64-type
+check stays near 2 s, and every shipped scenario's cheapest m found over 2..16 is <= 9
+(2emb-aws 7: 189 -> 155 USD, nce-cpu-gpu 9: 192 -> 154, 2emb-ps-contention 7: 235 -> 211)."""
+MAX_SKIPPED_IN_A_ROW = 3
+"""Skipped m's (past MAX_LABELS) in a row that end the search: synthetic-64x64 passes the
+budget at every m (~0.1-0.4 s each, ~4.9 s over 2..16 and its own m), so it stops after
+m = 2, 3, 4 (+0.4 s); 2emb-aws skips 5 and 6 before its cheapest plan at 7, so 2 would lose
+it."""
 FLUSHED_SCHEDULES = ("gpipe", "1f1b")
 
 
 @dataclass(frozen=True, slots=True)
+class MicrobatchSearch:
+    """The exact search over microbatch counts: the cheapest plan (None: none found), the
+    m's searched in full, skipped (past the label budget) and not reached (the search
+    stopped), and the labels of the searches that finished."""
+
+    best: object | None  # schedulers.exact.flushed.FlushedOptimum
+    searched: tuple[int, ...]
+    skipped: tuple[int, ...]
+    not_reached: tuple[int, ...]
+    labels: int
+
+    @property
+    def complete(self) -> bool:
+        """Every m was searched in full (the best is the cheapest over all of them)."""
+        return not self.skipped and not self.not_reached
+
+
+def search_microbatches(problem: Problem, ms, schedule: str, *, effects: tuple[str, ...],
+                        max_labels: int, lower_bound: float | None = None) -> MicrobatchSearch:
+    """The cheapest plan under the flushed form over `ms`, smallest m first (module docstring);
+    the same search as flushed.best_over_microbatches, with its order, the per-m outcome and
+    the stop after MAX_SKIPPED_IN_A_ROW."""
+    from heterps_sim.schedulers.exact.flushed import LabelLimit, optimum, solve
+    order = sorted({int(m) for m in ms if 2 <= int(m) <= problem.batch_size})
+    best, searched, skipped, labels, in_a_row = None, [], [], 0, 0
+    for n, m in enumerate(order):
+        try:
+            if best is None:
+                got = optimum(problem, m, schedule, effects=effects, max_labels=max_labels,
+                              lower_bound=lower_bound)
+            else:
+                got = solve(problem, m, schedule, effects=effects, max_labels=max_labels,
+                            incumbent=best.cost_usd * (1 - 1e-9))
+        except LabelLimit:
+            skipped.append(m)
+            in_a_row += 1
+            if in_a_row >= MAX_SKIPPED_IN_A_ROW:
+                return MicrobatchSearch(best, tuple(searched), tuple(skipped),
+                                        tuple(order[n + 1:]), labels)
+            continue
+        in_a_row = 0
+        searched.append(m)
+        if got is not None:
+            labels += got.labels
+            if best is None or got.cost_usd < best.cost_usd:
+                best = got
+    return MicrobatchSearch(best, tuple(searched), tuple(skipped), (), labels)
+
+
+@dataclass(frozen=True, slots=True)
 class ExactTry:
-    """The exact rounds (one per m searched), and the plan the simulator confirmed, if any."""
+    """The exact rounds (the search, and the search at the raised limit if it ran), and the
+    plan the simulator confirmed, if any."""
 
     rounds: tuple[ReplanRound, ...]
     plan: Plan | None = None
     simulated: RunResult | None = None
     proven: bool = False
     """`plan` is the cheapest under the flushed form over every m in `microbatches`."""
-    microbatches: tuple[int, ...] = ()
+    microbatches: tuple[int, ...] = field(default=())
 
 
 def not_applicable(problem: Problem, sim: RunResult, effects: tuple[str, ...]) -> str:
@@ -74,10 +140,38 @@ def not_applicable(problem: Problem, sim: RunResult, effects: tuple[str, ...]) -
 
 
 def microbatch_counts(problem: Problem, sim: RunResult) -> list[int]:
-    """The m's searched, smallest first: the simulator's m of the checked plan and
-    MICROBATCHES (the closed form's optimum moves a lot with m), within 2 to the batch size."""
+    """The m's searched, smallest first: MICROBATCHES and the simulator's m of the checked
+    plan, within 2 to the batch size."""
     ms = {int(sim.extra["num_microbatches"]), *MICROBATCHES}
     return sorted(m for m in ms if 2 <= m <= problem.batch_size)
+
+
+def ms_text(ms) -> str:
+    """2, 3, 4, 7, 9, 10 -> '2-4, 7, 9-10'."""
+    runs: list[list[int]] = []
+    for m in sorted(ms):
+        if runs and m == runs[-1][1] + 1:
+            runs[-1][1] = m
+        else:
+            runs.append([m, m])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def _round(target: float, limit: float, found: MicrobatchSearch,
+           max_labels: int) -> ReplanRound:
+    """One exact search as a round: its best plan's m, cost and units; the m's in fields."""
+    head = dict(target=target, method=EXACT, labels=found.labels,
+                microbatches_searched=found.searched, microbatches_skipped=found.skipped,
+                microbatches_not_reached=found.not_reached, max_labels=max_labels,
+                limit=limit)
+    if found.best is None:
+        why = (f"no plan meets the limit under the flushed form at m = {ms_text(found.searched)}"
+               if found.searched else "no m searched in full")
+        return ReplanRound(found=False, reason=why, **head)
+    got = found.best
+    return ReplanRound(found=True, num_microbatches=got.plan.num_microbatches,
+                       flushed_throughput=got.throughput, flushed_cost_usd=got.cost_usd,
+                       units=tuple(s.num_replicas for s in got.plan.stages), **head)
 
 
 def exact_rounds(problem: Problem, sim: RunResult, effects: tuple[str, ...], *,
@@ -85,55 +179,46 @@ def exact_rounds(problem: Problem, sim: RunResult, effects: tuple[str, ...], *,
                  evaluate: Callable[[Plan], RunResult],
                  job_cost: Callable[[Plan, RunResult], float],
                  lower_bound: float | None = None) -> ExactTry:
-    """The exact optimum at each of microbatch_counts(), smallest m first (a search past
-    `max_labels` ends them: a larger m has more unit counts per stage, a larger search);
-    the plans found, cheapest first, simulated until the simulator finds one meeting the
-    limit. `lower_bound`: the searches' first cost ceiling (any value
-    gives the same optimum; one near it, e.g. the stage model's optimum, is fastest)."""
-    from heterps_sim.schedulers.exact.flushed import EFFECTS, LabelLimit, optimum
+    """The exact search over microbatch_counts() (search_microbatches), its plan simulated;
+    if the simulator finds it short, once more for the limit raised by the shortfall.
+    `lower_bound`: the first search's first cost ceiling (any value gives the same optimum;
+    one near it, e.g. the stage model's optimum, is fastest)."""
+    from heterps_sim.schedulers.exact.flushed import EFFECTS
     schedule = str(sim.extra["schedule"])
     priced = tuple(e for e in EFFECTS if e in effects)
     bound = lower_bound if lower_bound is not None and math.isfinite(lower_bound) \
         and lower_bound > 0 else None
-    rounds: dict[int, ReplanRound] = {}
-    found = []
+    limit = problem.throughput_limit
     ms = microbatch_counts(problem, sim)
-    for m in ms:
-        head = dict(target=problem.throughput_limit, method=EXACT, num_microbatches=m)
-        try:
-            got = optimum(problem, m, schedule, effects=priced, max_labels=max_labels,
-                          lower_bound=bound)
-        except LabelLimit:
-            rounds[m] = ReplanRound(found=False, reason=(
-                f"past its budget of {max_labels:,} labels (not proven optimal)"), **head)
+    rounds: list[ReplanRound] = []
+    found = search_microbatches(problem, ms, schedule, effects=priced, max_labels=max_labels,
+                                lower_bound=bound)
+    target, proven = limit, found.complete
+    while True:
+        rounds.append(_round(target, limit, found, max_labels))
+        if found.best is None:
             break
-        if got is None:
-            rounds[m] = ReplanRound(found=False, reason=(
-                "no plan meets the limit under the flushed form at this m"), **head)
-            continue
-        rounds[m] = ReplanRound(found=True, flushed_throughput=got.throughput,
-                                flushed_cost_usd=got.cost_usd, labels=got.labels,
-                                units=tuple(s.num_replicas for s in got.plan.stages), **head)
-        found.append(got)
-    searched = len(rounds) == len(ms) and all(r.found or "budget" not in r.reason
-                                              for r in rounds.values())
-    accepted = None
-    for got in sorted(found, key=lambda g: (g.cost_usd, g.plan.num_microbatches)):
-        m, new = got.plan.num_microbatches, simulate(got.plan)
+        plan = found.best.plan
+        new = simulate(plan)
         meets = bool(new.feasible)
-        rounds[m] = replace(
-            rounds[m], analytic_throughput=evaluate(got.plan).throughput,
-            simulated_throughput=new.throughput, simulated_cost_usd=job_cost(got.plan, new),
+        rounds[-1] = replace(
+            rounds[-1], analytic_throughput=evaluate(plan).throughput,
+            simulated_throughput=new.throughput, simulated_cost_usd=job_cost(plan, new),
             meets_limit=meets, reason="" if meets else (
-                f"the simulator finds it "
-                f"{100 * (1 - new.throughput / problem.throughput_limit):.1f}% short"))
+                f"the simulator finds it {100 * (1 - new.throughput / limit):.1f}% short"))
         if meets:
-            accepted = (got.plan, new)
+            return ExactTry(tuple(rounds), plan, new, proven=proven and target == limit,
+                            microbatches=tuple(ms))
+        if target != limit or not found.searched or new.throughput <= 0:
             break
-    cheapest = bool(accepted) and searched and accepted[0].num_microbatches == min(
-        found, key=lambda g: (g.cost_usd, g.plan.num_microbatches)).plan.num_microbatches
-    return ExactTry(tuple(rounds.values()), *(accepted or (None, None)), proven=cheapest,
-                    microbatches=tuple(ms))
+        # once more, for the limit raised by the closed form's overestimate of this plan
+        # (flushed / simulated), over the m's that were searched in full (the skipped ones
+        # would pass the budget again); this plan's flushed throughput is then below it
+        target = limit * found.best.throughput / new.throughput
+        found = search_microbatches(problem.with_limit(target), found.searched, schedule,
+                                    effects=priced, max_labels=max_labels,
+                                    lower_bound=found.best.cost_usd)
+    return ExactTry(tuple(rounds), microbatches=tuple(ms))
 
 
 def replan(problem: Problem, plan: Plan, sim: RunResult, replan_fn: Replan | None,
@@ -161,12 +246,27 @@ def replan(problem: Problem, plan: Plan, sim: RunResult, replan_fn: Replan | Non
 
 def exact_line(r: ReplanRound) -> str:
     """One exact round as the commands print it."""
-    head = f"  exact under the flushed form at {r.num_microbatches} microbatches: "
+    head = "  exact under the flushed form"
+    if r.limit is not None and r.target > r.limit * (1 + 1e-12):
+        head += f" for {r.target:,.0f} samples/s"
+    tried = sorted((*r.microbatches_searched, *r.microbatches_skipped,
+                    *r.microbatches_not_reached))
+    head += f", m = {ms_text(tried)}" if tried else f" at {r.num_microbatches} microbatches"
+    notes = []
+    if r.microbatches_skipped:
+        notes.append(f"past its budget of {r.max_labels or 0:,} labels at m = "
+                     f"{ms_text(r.microbatches_skipped)}")
+    if r.microbatches_not_reached:
+        notes.append(f"m = {ms_text(r.microbatches_not_reached)} not searched: "
+                     f"{len(r.microbatches_skipped[-MAX_SKIPPED_IN_A_ROW:])} skipped in a row")
     if not r.found:
-        return head + r.reason
+        return head + ": " + r.reason + (f" ({'; '.join(notes)})" if notes else "")
     units = "-".join(str(k) for k in r.units)
-    body = f"{r.flushed_cost_usd:,.6g} USD, flushed {r.flushed_throughput:,.0f}"
-    if r.simulated_throughput is None:  # a cheaper m's plan met the limit first
-        return head + body + f" (units {units}), not simulated"
-    body += f", simulated {r.simulated_throughput:,.0f} (units {units}"
-    return head + body + (", meets the limit)" if r.meets_limit else f"; {r.reason})")
+    body = (f": {r.flushed_cost_usd:,.6g} USD at m = {r.num_microbatches}, flushed "
+            f"{r.flushed_throughput:,.0f}")
+    if r.simulated_throughput is None:
+        notes.insert(0, "not simulated")
+    else:
+        body += f", simulated {r.simulated_throughput:,.0f}"
+        notes.insert(0, "meets the limit" if r.meets_limit else r.reason)
+    return head + body + f" (units {units}; {'; '.join(notes)})"

@@ -13,7 +13,7 @@ the plan's own schedule and microbatch count.
 
 Re-planning (`reprovision=True` with a `replan` callable), first: where the problem uses the
 default cost model and the check a flushed schedule, the cheapest plan whose flushed closed
-form meets the limit at the simulator's microbatch count (studies/replan_flushed.py, exact,
+form meets the limit over several microbatch counts (studies/replan_flushed.py, exact, each
 within `exact_max_labels` labels) is simulated, and run if it meets the limit. Otherwise
 (studies/replan.py) the scenario's scheduler runs again with its throughput floor raised by the shortfall the flushed
 closed form (cost/flush.py) predicts, at most `max_replan_rounds` times; the first re-planned
@@ -577,9 +577,10 @@ def check_lines(check: Verification) -> list[str]:
                      "raise the simulated throughput; verify.json lists them)")
     verdict = VERDICTS[check.status]
     if check.status == "replanned" and check.replan_method == replan_flushed.EXACT:
-        ms = sorted(r.num_microbatches for r in check.rounds if r.method == "exact-flushed")
+        ms = next((r.microbatches_searched for r in check.rounds
+                   if r.method == replan_flushed.EXACT), ())
         verdict += (f" (exact under the flushed form: the cheapest plan that meets the limit "
-                    f"at m = {', '.join(map(str, ms))})" if check.replan_proven_cheapest else
+                    f"at m = {replan_flushed.ms_text(ms)})" if check.replan_proven_cheapest else
                     " (exact under the flushed form at "
                     f"{check.final_simulated.extra.get('num_microbatches')} microbatches)")
     lines.append(verdict + (f": {check.reason}" if check.reason and check.status in

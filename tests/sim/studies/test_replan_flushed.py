@@ -1,6 +1,7 @@
-"""Re-planning tries the exact optimum of the flushed closed form first
-(studies/replan_flushed.py): checked against direct `optimum` calls (the oracle: exact per m),
-the raised-floor re-plan on the same problem, and its fallback past the label budget."""
+"""Re-planning tries the exact optimum of the flushed closed form first, over several
+microbatch counts (studies/replan_flushed.py): checked against direct `optimum` calls at each
+m (the oracle: exact per m) and flushed.best_over_microbatches, the raised-floor re-plan on the
+same problem, the search once more at a raised limit, and the fallback past the label budget."""
 
 import json
 
@@ -8,9 +9,18 @@ import numpy as np
 
 from heterps_sim.cost import evaluate_plan
 from heterps_sim.schedulers.base import run_scheduler
-from heterps_sim.schedulers.exact.flushed import optimum
+from heterps_sim.schedulers.exact.flushed import best_over_microbatches, optimum
 from heterps_sim.schedulers.registry import make_scheduler
-from heterps_sim.studies.replan_flushed import EXACT, RAISED, microbatch_counts, not_applicable
+from heterps_sim.studies.replan_flushed import (
+    EXACT,
+    MAX_SKIPPED_IN_A_ROW,
+    MICROBATCHES,
+    RAISED,
+    microbatch_counts,
+    ms_text,
+    not_applicable,
+    search_microbatches,
+)
 from heterps_sim.studies.verify import VerifySettings, check_lines, verify_plan
 from heterps_sim.testing import chain_problem, random_default_problem
 
@@ -36,65 +46,73 @@ def _check(problem, max_labels):
                        reprovision=True, replan=_scheduler)
 
 
-def test_exact_plan_is_accepted_and_is_the_optimum_no_dearer_than_raising_the_floor():
+def _oracle(problem, ms):
+    """The cheapest optimum over `ms` (exact at each m), the smallest m among ties."""
+    optima = [o for o in (optimum(problem, m, "gpipe", effects=()) for m in ms) if o]
+    low = min(o.cost_usd for o in optima)
+    return next(o for o in optima if o.cost_usd <= low * (1 + 1e-9))
+
+
+def test_exact_plan_is_the_cheapest_over_every_m_searched():
     p = _problem()
     check = _check(p, 30_000)
     assert not check.simulated.feasible
     assert check.status == "replanned" and check.meets_limit
     assert check.replan_method == EXACT and check.replan_proven_cheapest
-    exact = [r for r in check.rounds if r.method == EXACT]
-    assert [r.num_microbatches for r in exact] == microbatch_counts(p, check.simulated) \
-        == [4, 8, 16]
+    ms = microbatch_counts(p, check.simulated)
+    assert ms == sorted({8, *MICROBATCHES}) == list(range(2, 11))
+    [exact] = [r for r in check.rounds if r.method == EXACT]  # one round for the search
     assert not any(r.method == RAISED for r in check.rounds)  # not needed
+    assert exact.microbatches_searched == tuple(ms) and not exact.microbatches_skipped
     # the oracle: the cheapest optimum over the m's searched is the plan run, at its cost
-    optima = [optimum(p, m, "gpipe", effects=()) for m in (4, 8, 16)]
-    best = min((o for o in optima if o is not None), key=lambda o: o.cost_usd)
+    best = _oracle(p, ms)
     m = check.final_plan.num_microbatches
-    assert check.final_plan == best.plan and m == best.plan.num_microbatches
-    accepted = next(r for r in exact if r.meets_limit)
-    assert accepted.flushed_cost_usd == best.cost_usd == optimum(p, m, "gpipe",
-                                                                 effects=()).cost_usd
-    assert accepted.units == tuple(s.num_replicas for s in best.plan.stages)
+    assert m == exact.num_microbatches == best.plan.num_microbatches
+    assert exact.flushed_cost_usd == best.cost_usd
+    assert check.final_plan == best.plan
+    assert exact.units == tuple(s.num_replicas for s in best.plan.stages)
+    # no dearer than the old m set (the simulator's 8 and 4, 16)
+    assert best.cost_usd <= _oracle(p, (4, 8, 16)).cost_usd
     # the raised-floor re-plan (exact off) ends dearer here: it keeps the stage model's cuts
     # and grows units, where the flushed optimum runs one 8-unit stage (no fill and drain)
     fallback = _check(p, 0)
     assert fallback.meets_limit and all(r.method == RAISED for r in fallback.rounds)
     usd = check.extra["final_simulated_cost_usd"]
-    assert usd == accepted.simulated_cost_usd
+    assert usd == exact.simulated_cost_usd
     assert usd <= fallback.extra["final_simulated_cost_usd"]
     assert abs(usd / best.cost_usd - 1) < 1e-9  # one stage: the closed form is the simulator
     lines = "\n".join(check_lines(check))
-    assert f"exact under the flushed form at {m} microbatches: " in lines
-    assert "the cheapest plan that meets the limit at m = 4, 8, 16" in lines
+    assert f"exact under the flushed form, m = 2-10: {best.cost_usd:,.6g} USD at m = {m}" \
+        in lines
+    assert "the cheapest plan that meets the limit at m = 2-10)" in lines
     out = json.loads(json.dumps(check.to_json_dict()))
     assert out["replanned"]["method"] == EXACT and out["replanned"]["proven_cheapest"] is True
-    row = out["replan_rounds"][[r.num_microbatches for r in exact].index(m)]
+    [row] = out["replan_rounds"]
     assert row["method"] == EXACT and row["meets_limit"] and row["num_microbatches"] == m
-    assert row["flushed_cost_usd"] == best.cost_usd and row["labels"] == best.labels
+    assert row["flushed_cost_usd"] == best.cost_usd
+    assert row["microbatches_searched"] == ms and row["microbatches_skipped"] == []
     # the older fields are kept
-    assert {"target", "found", "reason", "units", "simulated_throughput"} <= set(row)
+    assert {"target", "found", "reason", "units", "simulated_throughput", "labels"} <= set(row)
 
 
 def _random_problem():
-    # 6 layers x 4 types (seed 6): the stage model's optimum misses in the simulator, and the
-    # flushed optimum at m = 8 needs 115 labels
+    # 6 layers x 4 types (seed 6): the stage model's optimum misses in the simulator; the
+    # searches at m = 5, 6, 7 make more than 50 labels, at 6, 7, 8 more than 200
     return random_default_problem(np.random.default_rng(6), 6, 4)
 
 
-def test_past_the_label_budget_the_raised_floor_rounds_run_and_say_why():
+def test_past_the_label_budget_m_is_skipped_and_three_in_a_row_end_the_search():
     p = _random_problem()
     check = _check(p, 50)
     assert not check.simulated.feasible
-    exact = [r for r in check.rounds if r.method == EXACT]
-    # smallest m first: none at 4, past the budget at 8, which ends the search (16, the
-    # simulator's m, is not searched)
-    assert microbatch_counts(p, check.simulated) == [4, 8, 16]
-    assert [r.num_microbatches for r in exact] == [4, 8]
-    assert [r.reason for r in exact] == [
-        "no plan meets the limit under the flushed form at this m",
-        "past its budget of 50 labels (not proven optimal)"]
-    assert not any(r.found for r in exact)
-    raised = check.rounds[len(exact):]
+    assert microbatch_counts(p, check.simulated) == [*range(2, 11), 16]
+    [exact] = [r for r in check.rounds if r.method == EXACT]
+    assert exact.microbatches_searched == (2, 3, 4)
+    assert exact.microbatches_skipped == (5, 6, 7) and MAX_SKIPPED_IN_A_ROW == 3
+    assert exact.microbatches_not_reached == (8, 9, 10, 16)
+    assert not exact.found and exact.max_labels == 50
+    assert all(optimum(p, m, "gpipe", effects=()) is None for m in (2, 3, 4))  # oracle
+    raised = check.rounds[1:]
     assert raised and all(r.method == RAISED for r in raised)
     assert check.replan_method != EXACT and not check.replan_proven_cheapest
     # then everything runs as without the exact search
@@ -102,12 +120,74 @@ def test_past_the_label_budget_the_raised_floor_rounds_run_and_say_why():
     assert check.final_plan == off.final_plan and check.status == off.status
     assert [r.target for r in raised] == [r.target for r in off.rounds]
     lines = "\n".join(check_lines(check))
-    assert "exact under the flushed form at 8 microbatches: past its budget" in lines
+    assert ("exact under the flushed form, m = 2-10, 16: no plan meets the limit under the "
+            "flushed form at m = 2-4 (past its budget of 50 labels at m = 5-7; m = 8-10, 16 "
+            "not searched: 3 skipped in a row)") in lines
     out = check.to_json_dict()["replan_rounds"]
-    assert [r["method"] for r in out] == [EXACT] * 2 + [RAISED] * len(raised)
-    # with the budget its search needs, the exact plan is found at m = 8
-    assert _check(p, 30_000).rounds[1].labels == optimum(
-        p, 8, "gpipe", effects=(), lower_bound=_scheduler(p).result.cost_usd).labels
+    assert [r["method"] for r in out] == [EXACT] + [RAISED] * len(raised)
+    assert json.loads(json.dumps(out))[0]["microbatches_not_reached"] == [8, 9, 10, 16]
+    # a budget that finds a plan past skipped m's: the cheapest over the m's searched, not
+    # proven the cheapest over all
+    mid = _check(p, 200)
+    [exact] = [r for r in mid.rounds if r.method == EXACT]
+    assert exact.microbatches_skipped == (6, 7, 8) and exact.found
+    assert exact.flushed_cost_usd == _oracle(p, exact.microbatches_searched).cost_usd
+    assert mid.replan_method == EXACT and not mid.replan_proven_cheapest
+    # with the budget every m needs, the plan is the cheapest over all of them
+    full = _check(p, 30_000)
+    [exact] = [r for r in full.rounds if r.method == EXACT]
+    assert exact.microbatches_searched == tuple(microbatch_counts(p, full.simulated))
+    assert exact.flushed_cost_usd == _oracle(p, exact.microbatches_searched).cost_usd
+    assert full.replan_proven_cheapest
+
+
+def test_a_plan_short_in_the_simulator_searches_once_more_for_a_raised_limit():
+    # 5 layers x 3 types (seed 2): the flushed optimum (m = 24) simulates 3.3% short
+    p = random_default_problem(np.random.default_rng(2), 5, 3)
+    check = _check(p, 30_000)
+    first, again = [r for r in check.rounds if r.method == EXACT]
+    ms = microbatch_counts(p, check.simulated)
+    assert first.target == p.throughput_limit and not first.meets_limit
+    assert first.flushed_cost_usd == _oracle(p, ms).cost_usd
+    assert first.flushed_throughput >= p.throughput_limit > first.simulated_throughput
+    assert first.reason.startswith("the simulator finds it")
+    # the limit raised by the closed form's overestimate of that plan
+    target = p.throughput_limit * first.flushed_throughput / first.simulated_throughput
+    assert again.target == target and again.limit == p.throughput_limit
+    raised = p.with_limit(target)
+    assert again.flushed_cost_usd == _oracle(raised, first.microbatches_searched).cost_usd
+    assert again.meets_limit and check.status == "replanned" and check.meets_limit
+    assert check.replan_method == EXACT and not check.replan_proven_cheapest
+    assert check.final_simulated.throughput == again.simulated_throughput
+    lines = "\n".join(check_lines(check))
+    assert f"exact under the flushed form for {target:,.0f} samples/s, m = " in lines
+    assert "after re-planning (exact under the flushed form at 24 microbatches)" in lines
+
+
+def test_search_microbatches_is_best_over_microbatches_with_a_stop():
+    for seed in range(4):
+        p = random_default_problem(np.random.default_rng(seed), 5, 3)
+        ms = range(2, 13)
+        got = search_microbatches(p, ms, "gpipe", effects=(), max_labels=2_000_000)
+        ref = best_over_microbatches(p, ms, "gpipe", effects=(), max_labels=2_000_000)
+        assert got.complete and got.searched == ref.searched and not ref.skipped
+        if ref.best is None:
+            assert got.best is None
+        else:
+            assert abs(got.best.cost_usd / ref.best.cost_usd - 1) < 1e-9
+            assert got.best.cost_usd == _oracle(p, ms).cost_usd
+    # one label: m = 2, 3 prove they have no plan without one; three skipped in a row, the
+    # rest not reached
+    p = _random_problem()
+    got = search_microbatches(p, range(2, 11), "gpipe", effects=(), max_labels=1)
+    assert got.best is None and got.searched == (2, 3) and got.skipped == (4, 5, 6)
+    assert optimum(p, 2, "gpipe", effects=()) is None is optimum(p, 3, "gpipe", effects=())
+    assert got.not_reached == tuple(range(7, 11)) and not got.complete
+
+
+def test_ms_text():
+    assert ms_text([9, 2, 3, 4, 7, 10, 45]) == "2-4, 7, 9-10, 45"
+    assert ms_text([5]) == "5" and ms_text([]) == ""
 
 
 def test_the_exact_search_applies_to_flushed_default_model_checks_only():
