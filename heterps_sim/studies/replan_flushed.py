@@ -51,9 +51,10 @@ type). simulate's whole check on the 2-core VM (before: the simulator's m and 4,
 search ending at the first m past the budget), with m = 2..10 / 2..12 / 2..16:
 dlrm-64types 0.54 s before -> 1.5 / 2.0 / 3.3 s (4.32 -> 3.70 USD at m = 3 in each);
 synthetic-64x64 1.5 -> 1.9 / 2.0 / 1.9 s (no plan within the budget, before or after);
-ctr-dnn-64types 0.18 -> 0.14 / 0.19 / 0.25 s (0.66 USD at m = 4). So 2..10: the 64-type
+ctr-dnn-64types 0.18 -> 0.28 s at 2..10 (0.66 USD at m = 4). So 2..10: the 64-type
 check stays near 2 s, and every shipped scenario's cheapest m found over 2..16 is <= 9
-(2emb-aws 7: 189 -> 155 USD, nce-cpu-gpu 9: 192 -> 154, 2emb-ps-contention 7: 235 -> 211)."""
+(the built-in scenario 7: 235 -> 211 USD, 2emb-aws 7: 189 -> 155, nce-cpu-gpu 9: 192 -> 154,
+2emb-ps-contention 7: 235 -> 211)."""
 MAX_SKIPPED_IN_A_ROW = 3
 """Skipped m's (past MAX_LABELS) in a row that end the search: synthetic-64x64 passes the
 budget at every m (~0.1-0.4 s each, ~4.9 s over 2..16 and its own m), so it stops after
@@ -85,7 +86,7 @@ def search_microbatches(problem: Problem, ms, schedule: str, *, effects: tuple[s
     """The cheapest plan under the flushed form over `ms`, smallest m first (module docstring);
     the same search as flushed.best_over_microbatches, with its order, the per-m outcome and
     the stop after MAX_SKIPPED_IN_A_ROW."""
-    from heterps_sim.schedulers.exact.flushed import LabelLimit, optimum, solve
+    from heterps_sim.schedulers.exact.flushed import LabelLimit, optimum
     order = sorted({int(m) for m in ms if 2 <= int(m) <= problem.batch_size})
     best, searched, skipped, labels, in_a_row = None, [], [], 0, 0
     for n, m in enumerate(order):
@@ -94,8 +95,8 @@ def search_microbatches(problem: Problem, ms, schedule: str, *, effects: tuple[s
                 got = optimum(problem, m, schedule, effects=effects, max_labels=max_labels,
                               lower_bound=lower_bound)
             else:
-                got = solve(problem, m, schedule, effects=effects, max_labels=max_labels,
-                            incumbent=best.cost_usd * (1 - 1e-9))
+                got = _cheaper(problem, m, schedule, effects, max_labels, lower_bound,
+                               best.cost_usd * (1 - 1e-9))
         except LabelLimit:
             skipped.append(m)
             in_a_row += 1
@@ -110,6 +111,25 @@ def search_microbatches(problem: Problem, ms, schedule: str, *, effects: tuple[s
             if best is None or got.cost_usd < best.cost_usd:
                 best = got
     return MicrobatchSearch(best, tuple(searched), tuple(skipped), (), labels)
+
+
+def _cheaper(problem: Problem, m: int, schedule: str, effects: tuple[str, ...],
+             max_labels: int, lower_bound: float | None, ceiling: float):
+    """The cheapest plan at m below `ceiling` (None: none), as optimum() finds one: under
+    ceilings rising from `lower_bound` by RAISE while they are below ceiling / RAISE, then
+    under `ceiling` itself. A search under a loose ceiling keeps many partial plans: on the
+    built-in scenario m = 7..9 pass 30,000 labels under m = 6's best cost (356 USD), while
+    m = 7's 211 USD plan is found from below; a ceiling within RAISE of the bound is searched
+    at once (each round costs about as much as the last: dlrm-64types)."""
+    from heterps_sim.schedulers.exact.flushed import RAISE, solve
+    kw = dict(effects=effects, max_labels=max_labels)
+    c = lower_bound if lower_bound is not None and 0 < lower_bound else ceiling
+    while c * RAISE < ceiling:
+        got = solve(problem, m, schedule, incumbent=c, **kw)
+        if got is not None:
+            return got
+        c *= RAISE
+    return solve(problem, m, schedule, incumbent=ceiling, **kw)
 
 
 @dataclass(frozen=True, slots=True)

@@ -97,7 +97,7 @@ def test_exact_plan_is_the_cheapest_over_every_m_searched():
 
 def _random_problem():
     # 6 layers x 4 types (seed 6): the stage model's optimum misses in the simulator; the
-    # searches at m = 5, 6, 7 make more than 50 labels, at 6, 7, 8 more than 200
+    # searches at m = 5, 6, 7 make more than 50 labels, at 5 and 16 more than 150
     return random_default_problem(np.random.default_rng(6), 6, 4)
 
 
@@ -128,16 +128,20 @@ def test_past_the_label_budget_m_is_skipped_and_three_in_a_row_end_the_search():
     assert json.loads(json.dumps(out))[0]["microbatches_not_reached"] == [8, 9, 10, 16]
     # a budget that finds a plan past skipped m's: the cheapest over the m's searched, not
     # proven the cheapest over all
-    mid = _check(p, 200)
+    mid = _check(p, 150)
     [exact] = [r for r in mid.rounds if r.method == EXACT]
-    assert exact.microbatches_skipped == (6, 7, 8) and exact.found
+    assert exact.microbatches_skipped == (5, 16) and exact.found
+    assert exact.microbatches_searched == (2, 3, 4, 6, 7, 8, 9, 10)
     assert exact.flushed_cost_usd == _oracle(p, exact.microbatches_searched).cost_usd
     assert mid.replan_method == EXACT and not mid.replan_proven_cheapest
-    # with the budget every m needs, the plan is the cheapest over all of them
+    assert "past its budget of 150 labels at m = 5, 16)" in "\n".join(check_lines(mid))
+    # with the budget every m needs, the plan is the cheapest over all of them (here at the
+    # simulator's m = 16, which the budget of 150 skipped: a cheaper plan)
     full = _check(p, 30_000)
-    [exact] = [r for r in full.rounds if r.method == EXACT]
-    assert exact.microbatches_searched == tuple(microbatch_counts(p, full.simulated))
-    assert exact.flushed_cost_usd == _oracle(p, exact.microbatches_searched).cost_usd
+    [best] = [r for r in full.rounds if r.method == EXACT]
+    assert best.microbatches_searched == tuple(microbatch_counts(p, full.simulated))
+    assert best.flushed_cost_usd == _oracle(p, best.microbatches_searched).cost_usd
+    assert best.flushed_cost_usd < exact.flushed_cost_usd and best.num_microbatches == 16
     assert full.replan_proven_cheapest
 
 
