@@ -4,7 +4,7 @@ The schedulers optimise the stage model (a steady pipeline); the simulator runs 
 schedule, whose step time cost/flush.py gives in closed form. When the checked plan misses
 the limit in the simulator, the problem uses the default cost model and the check runs a
 flushed schedule (gpipe or 1f1b, `bubbles` on), the plan to try first is the cheapest one
-whose flushed throughput meets the limit over a set of microbatch counts m (MICROBATCHES and
+whose flushed throughput meets the limit over a set of microbatch counts m (2 up to MAX_WORK and
 the simulator's m): a stage of k units runs ceil(m / k) microbatches per unit, so the
 cheapest m is often an odd one (nce-cpu-gpu: m = 9, 2emb-aws: m = 7), not a round number.
 schedulers/exact/flushed.py is exact for one m; the m's are searched smallest first as its
@@ -44,17 +44,22 @@ MAX_LABELS = 30_000
 with a plan is searched in full, the others only below the best cost so far: 2emb-aws' plan
 at m = 7 takes 26,806 labels, nce-cpu-gpu's at m = 9 17,162, dlrm-64types' at m = 3 6,669;
 synthetic-64x64 passes it at every m."""
-MICROBATCHES = tuple(range(2, 11))
-"""Microbatch counts searched besides the simulator's. The time is mostly the searches that
-prove an m has no cheaper plan, and each grows with m (~2 sqrt(m) unit counts per stage and
-type). simulate's whole check on the 2-core VM (before: the simulator's m and 4, 8, 16, the
-search ending at the first m past the budget), with m = 2..10 / 2..12 / 2..16:
-dlrm-64types 0.54 s before -> 1.5 / 2.0 / 3.3 s (4.32 -> 3.70 USD at m = 3 in each);
-synthetic-64x64 1.5 -> 1.9 / 2.0 / 1.9 s (no plan within the budget, before or after);
-ctr-dnn-64types 0.18 -> 0.28 s at 2..10 (0.66 USD at m = 4). So 2..10: the 64-type
-check stays near 2 s, and every shipped scenario's cheapest m found over 2..16 is <= 9
-(the built-in scenario 7: 235 -> 211 USD, 2emb-aws 7: 189 -> 155, nce-cpu-gpu 9: 192 -> 154,
-2emb-ps-contention 7: 235 -> 211)."""
+MAX_MICROBATCHES = 64
+"""The largest m searched besides the simulator's (the exact-flushed scheduler's range)."""
+MAX_WORK = 180_000
+"""The m's searched besides the simulator's are 2..m_hi, the most for which the sum over m of
+layers x types x m stays within this: a deterministic measure of the searches' time, which
+grows about linearly with m and with the problem's size (measured per m on the 2-core VM:
+dlrm-64types, 36 x 64, 0.34 s at m = 16; ctr-dnn-64types, 8 x 64, 0.05 s at 16, 0.1 s at 44).
+Small problems get every m to MAX_MICROBATCHES or far up (the built-in scenario 2..49,
+nce-cpu-gpu 2..42, the worked example 2..64), the 64-type ones few. simulate's whole check
+(before: the simulator's m and 4, 8, 16, the search ending at the first m past the budget):
+dlrm-64types (m = 2..12) 0.54 -> 2.0 s, 4.32 -> 3.70 USD at m = 3 (2..10: 1.5 s, 2..16:
+3.3 s, the same plan); synthetic-64x64 (2..8; 3 skipped in a row end it at 4) 1.5 -> 1.8 s,
+no plan within the label budget before or after; ctr-dnn-64types (2..26) 0.18 -> 1.1 s,
+0.66 -> 0.633 USD at m = 24 (2..28 finds 0.617 at 28 in 1.25 s of search, 2..48 3.3 s).
+The built-in scenario 235 -> 211 USD (m = 7), 2emb-aws 189 -> 155 (7), nce-cpu-gpu
+192 -> 154 (9), 2emb-ps-contention 235 -> 211 (7), the worked example 0.133 (11, was 16)."""
 MAX_SKIPPED_IN_A_ROW = 3
 """Skipped m's (past MAX_LABELS) in a row that end the search: synthetic-64x64 passes the
 budget at every m (~0.1-0.4 s each, ~4.9 s over 2..16 and its own m), so it stops after
@@ -160,9 +165,14 @@ def not_applicable(problem: Problem, sim: RunResult, effects: tuple[str, ...]) -
 
 
 def microbatch_counts(problem: Problem, sim: RunResult) -> list[int]:
-    """The m's searched, smallest first: MICROBATCHES and the simulator's m of the checked
-    plan, within 2 to the batch size."""
-    ms = {int(sim.extra["num_microbatches"]), *MICROBATCHES}
+    """The m's searched, smallest first: 2..m_hi (MAX_WORK) and the simulator's m of the
+    checked plan, within 2 to the batch size."""
+    per_m = problem.num_layers * problem.num_types
+    hi, work = 1, 0
+    while hi < MAX_MICROBATCHES and work + per_m * (hi + 1) <= MAX_WORK:
+        hi += 1
+        work += per_m * hi
+    ms = {int(sim.extra["num_microbatches"]), *range(2, hi + 1)}
     return sorted(m for m in ms if 2 <= m <= problem.batch_size)
 
 
