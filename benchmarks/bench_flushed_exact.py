@@ -7,8 +7,12 @@ it (studies/verify.py: deterministic effects, the plan's m, seed 0) and its clos
 throughput is compared with the simulated one. Beside it, the stage model's exact optimum
 (the `exact` scheduler) simulated the same way: how far short of the limit it falls.
 
-Usage: python benchmarks/bench_flushed_exact.py [--sizes 8x8,12x8,16x16,24x16]
+Then, per scenario, the scheduler's own search over every m from 2 to --over-m
+(best_over_microbatches): the cheapest m, its cost, the m's past the label budget, wall time.
+
+Usage: python benchmarks/bench_flushed_exact.py [--sizes 8x8,12x8,16x16,24x16,32x32]
        [--scenarios nce-cpu-gpu,ctr-dnn-64types] [--m 4,16] [--max-labels 2000000]
+       [--over-m 64]
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from heterps_sim.des import simulate
 from heterps_sim.des.options import DesOptions
 from heterps_sim.inputs.load import load_input
 from heterps_sim.schedulers.base import run_scheduler
-from heterps_sim.schedulers.exact.flushed import LabelLimit, optimum
+from heterps_sim.schedulers.exact.flushed import LabelLimit, best_over_microbatches, optimum
 from heterps_sim.schedulers.registry import make_scheduler
 from heterps_sim.studies.verify import VerifySettings
 from heterps_sim.testing import random_default_problem
@@ -73,12 +77,27 @@ def case(name: str, problem, ms: list[int], max_labels: int) -> list[float]:
     return errors
 
 
+def over_microbatches(name: str, problem, top: int, max_labels: int) -> None:
+    start = time.perf_counter()
+    got = best_over_microbatches(problem, range(2, top + 1), max_labels=max_labels)
+    wall = time.perf_counter() - start
+    head = f"{name}: m = 2..{top} in {wall:.2f} s, {len(got.skipped)} m's past the labels"
+    if got.best is None:
+        print(f"{head}; no plan")
+        return
+    units = "-".join(str(s.num_replicas) for s in got.best.plan.stages)
+    print(f"{head}; cheapest at m={got.best.plan.num_microbatches}: {got.best.cost_usd:.4g} USD "
+          f"({units}); simulated {simulated(problem, got.best.plan):,.0f} "
+          f"against the limit {problem.throughput_limit:,.0f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", default="8x8,12x8,16x16,24x16")
+    ap.add_argument("--sizes", default="8x8,12x8,16x16,24x16,32x32")
     ap.add_argument("--scenarios", default="nce-cpu-gpu,ctr-dnn-64types,2emb-ps-contention")
     ap.add_argument("--m", default="4,16")
     ap.add_argument("--max-labels", type=int, default=2_000_000)
+    ap.add_argument("--over-m", type=int, default=64)
     args = ap.parse_args()
     ms = [int(x) for x in args.m.split(",")]
     print(f"machine: {platform.machine()}, {platform.system()}, python {platform.python_version()}")
@@ -91,6 +110,9 @@ def main() -> None:
     for name in filter(None, args.scenarios.split(",")):
         problem = load_input(str(ROOT / "scenarios" / f"{name}.yaml")).problem
         errors += case(name, problem, ms, args.max_labels)
+    for name in filter(None, args.scenarios.split(",")):
+        problem = load_input(str(ROOT / "scenarios" / f"{name}.yaml")).problem
+        over_microbatches(name, problem, args.over_m, args.max_labels)
     if errors:
         print(f"closed form vs simulator over {len(errors)} optima: MAPE "
               f"{100 * sum(errors) / len(errors):.2f}%, worst {100 * max(errors):.2f}%")

@@ -55,6 +55,12 @@ EFFECTS = ("allreduce", "transfers", "contention", "ps")
 """The closed form's terms the search prices (cost/flush.flushed_throughput's switches)."""
 
 
+WORK_PER_LABEL = 100
+"""The compiled search also stops past max_labels x this many stage options tried: under a
+near cost ceiling most options are pruned before they become labels, and trying them is
+then where the time goes (64 x 64: over a minute at a few thousand labels)."""
+
+
 class LabelLimit(RuntimeError):
     """The search made more labels than allowed (its answer would not be proven optimal)."""
 
@@ -204,7 +210,7 @@ class _Search:
         return D + max(PF, self.pulls_q if lab[8] else 0.0) + PB + Z
 
     # ---- the sweep -----------------------------------------------------------------------
-    def run(self, incumbent: float, max_labels: int, beam: int):
+    def run(self, incumbent: float, max_labels: int):
         """(cost, label) of the cheapest plan below `incumbent`, or None.
 
         labels[i]: the suffixes starting at layer i, whatever their first stage's type: a
@@ -240,12 +246,6 @@ class _Search:
                             if count > max_labels:
                                 raise LabelLimit(f"more than {max_labels} labels")
             kept = _pareto(new)
-            if beam > 0:  # the heuristic pass: the `beam` of least f x T per first type
-                kept.sort(key=lambda x: x[1] * self.step_time(x))
-                per_type: dict[int, int] = {}
-                kept = [x for x in kept
-                        if per_type.setdefault(x[11], 0) < beam
-                        and not per_type.__setitem__(x[11], per_type[x[11]] + 1)]
             labels[i] = kept
         for lab in labels[0]:  # complete plans: their exact cost
             c = self.cost(lab[1], lab[7], self.step_time(lab))
@@ -325,23 +325,23 @@ def _dominates(a, b) -> bool:
 
 def solve(problem: Problem, m: int, schedule: str = "gpipe", *,
           effects: tuple[str, ...] = EFFECTS, incumbent: float = math.inf,
-          max_labels: int = 2_000_000, beam: int = 0, types: tuple[int, ...] | None = None,
+          max_labels: int = 2_000_000, types: tuple[int, ...] | None = None,
           ends: frozenset[int] | None = None, beta: float = BACKWARD_FRACTION,
           forward_share: float = FORWARD_BOUNDARY_SHARE,
           compiled: bool = True) -> FlushedOptimum | None:
     """The plan of least cost whose flushed throughput (cost/flush.flushed_throughput with
     `effects`, m microbatches) meets the limit; None when no plan does (or none costs less
-    than `incumbent`). Raises LabelLimit past max_labels. beam > 0 keeps only that many labels
-    per state (least f x T first): a heuristic whose plan is a good incumbent for `optimum`.
-    `types` (type indices) and `ends` (layers a stage may end at; the last always) restrict
+    than `incumbent`). Raises LabelLimit past max_labels (the compiled search also past
+    max_labels x WORK_PER_LABEL stage options tried). `types` (type indices) and `ends` (layers a stage may end at; the last always) restrict
     the plans searched: the answer is then the cheapest among those. `compiled`: the numba
-    sweep (flushed_kernel.py; the same search, no beam) instead of this module's Python one."""
+    sweep (flushed_kernel.py: the same optimum, with more bounds) instead of this module's
+    Python one (the reference)."""
     search = _Search(problem, m, tuple(effects), beta, forward_share, types, ends)
     if search.cap < problem.throughput_limit * (1 - 1e-12):
         return None
-    if compiled and beam == 0:
+    if compiled:
         return _solve_compiled(search, schedule, incumbent, max_labels)
-    found = search.run(incumbent, max_labels, beam)
+    found = search.run(incumbent, max_labels)
     if found is None:
         return None
     cost, lab = found
@@ -377,9 +377,10 @@ def _solve_compiled(search: _Search, schedule: str, incumbent: float,
         np.asarray(p.boundary_bytes, np.float64), sparse_cum,
         np.asarray(search.starts, np.float64), slot, avail, search.t_max, search.cap,
         search.N, float(p.unit_costs.billing_granularity_s), ends, types, incumbent,
-        max_labels)
+        max_labels, max_labels * WORK_PER_LABEL)
     if status == TOO_MANY:
-        raise LabelLimit(f"more than {max_labels} labels")
+        raise LabelLimit(f"more than {max_labels} labels or {max_labels * WORK_PER_LABEL} "
+                         "stage options tried")
     if best < 0:
         return None
     stages, first, x = [], 0, int(best)
@@ -466,16 +467,22 @@ class OverMicrobatches:
 def best_over_microbatches(problem: Problem, ms, schedule: str = "gpipe", *,
                            effects: tuple[str, ...] = EFFECTS, max_labels: int = 2_000_000,
                            types: tuple[int, ...] | None = None,
-                           ends: frozenset[int] | None = None) -> OverMicrobatches:
+                           ends: frozenset[int] | None = None,
+                           max_skipped: int | None = None) -> OverMicrobatches:
     """The cheapest plan over every m in `ms`, each m searched exactly: optimum() at the first
     m, then each other m only for a plan cheaper than the best so far (solve() with that
     ceiling: none found proves there is none at that m, and the ceiling keeps it fast). A
     unit count k makes ceil(m / k) jump between neighbouring m's, so the cheapest m is not
-    where a few round numbers would look (nce-cpu-gpu: 192 USD at m = 12, 251 at m = 16)."""
+    where a few round numbers would look (nce-cpu-gpu: 192 USD at m = 12, 251 at m = 16).
+    `max_skipped`: once that many m's ran past max_labels, the rest are skipped unsearched
+    (a problem too large for the budget at one m mostly is at the others)."""
     ms = tuple(sorted({int(m) for m in ms if 2 <= int(m) <= problem.batch_size}))
     first = sorted(ms, key=lambda m: (abs(m - 8), m))  # a middling m first: a good ceiling
     best, skipped, labels = None, [], 0
     for m in first:
+        if max_skipped is not None and len(skipped) >= max_skipped:
+            skipped.append(m)
+            continue
         try:
             if best is None:
                 got = optimum(problem, m, schedule, effects=effects, max_labels=max_labels,

@@ -1,5 +1,8 @@
 """The label sweep of schedulers/exact/flushed.py compiled by numba (same numbers, same
-dominance, same bounds; the module docstring there says what they are).
+dominance; the module docstring there says what they are), with bounds the Python reference
+does not have (_prefix_bounds: a prefix's least price within the time a suffix leaves it, its
+least fill and drain; suffixes scanned cheapest first with a break). They only drop what
+cannot beat the incumbent, so both find the same optimum (tested).
 
 Labels live in flat arrays, layer after layer from the last: FL[x] = (D, f, PF, PB, Z,
 r_first, n_first, startup, pulls, -net of the first type), IL[x] = (first type, units, last
@@ -49,8 +52,10 @@ def _dominates(FL, UL, a, b):
 def search(oct_t, odt_t, aoct_t, run_t, ext, lvl, lev, price, kmax, batch, par,
            flag, step_oh, layer_oh, net, capm, cum_p, cum_s, cum_a, lat2, k_batch,
            m, beta, fs, allreduce, transfers, contention, pulls_q, latency, bytes_, sparse_cum,
-           starts, slot, avail, t_max, cap, samples, gran, ends, types, incumbent, max_labels):
-    """(status, best label or -1, its cost, FL, IL, UL, labels made)."""
+           starts, slot, avail, t_max, cap, samples, gran, ends, types, incumbent, max_labels,
+           max_work):
+    """(status, best label or -1, its cost, FL, IL, UL, labels made); TOO_MANY past
+    max_labels labels made or max_work stage options tried."""
     M, L = oct_t.shape
     C = avail.shape[0]
     size = 1024
@@ -69,6 +74,7 @@ def search(oct_t, odt_t, aoct_t, run_t, ext, lvl, lev, price, kmax, batch, par,
         cum_p, cum_s, cum_a, lat2, k_batch, m, beta, allreduce, price, t_max, ends, types,
         starts_at)
     count = 0
+    work = 0  # stage options tried: what bounds the time when few of them become labels
     pos = 0
     best = -1
     for i in range(L - 1, -1, -1):
@@ -126,6 +132,9 @@ def search(oct_t, odt_t, aoct_t, run_t, ext, lvl, lev, price, kmax, batch, par,
                         if nn == prev_n:
                             continue
                         prev_n = nn
+                        work += 1
+                        if work > max_work:
+                            return TOO_MANY, -1, np.inf, FL, IL, UL, count
                         sl = slot[j]
                         if sl >= 0:
                             used = k if par_ < 0 else UL[par_, sl] + k

@@ -33,7 +33,10 @@ class FlushedExactScheduler:
         schedule: str = Field(default="gpipe", pattern="^(gpipe|1f1b)$")
         """The flushed schedule the plan runs with (both have the same closed form)."""
         max_labels: int = Field(default=2_000_000, ge=1)
-        """Labels one search may make; past it that m is skipped (not proven optimal)."""
+        """Labels one search may make (and 100x as many stage options tried); past it that m
+        is skipped (not proven optimal)."""
+        max_skipped: int = Field(default=3, ge=1)
+        """After this many skipped m's, the rest are skipped unsearched."""
 
     def __init__(self, config: Config | None = None) -> None:
         self.config = config or self.Config()
@@ -58,7 +61,8 @@ class FlushedExactScheduler:
             raise NoFeasiblePlan("exact-flushed: no microbatch count between 2 and the batch "
                                  f"size ({problem.batch_size})")
         got = best_over_microbatches(problem, ms, self.config.schedule,
-                                     max_labels=self.config.max_labels)
+                                     max_labels=self.config.max_labels,
+                                     max_skipped=self.config.max_skipped)
         skipped, best = list(got.skipped), got.best
         self.notes = {"proven_optimal": not skipped, "microbatches_searched": _span(ms),
                       "microbatches_skipped": skipped, "labels": got.labels}

@@ -344,3 +344,25 @@ def test_best_over_microbatches_is_the_least_optimum_over_its_counts():
         m = got.best.plan.num_microbatches
         assert brute_force(p, m)[0] == pytest.approx(want, rel=1e-9)
     assert found >= 2
+
+
+def test_searches_past_the_budget_are_skipped_and_said():
+    """An m whose search passes max_labels is skipped; past max_skipped of them the rest go
+    unsearched; the scheduler's notes then say its plan is not proven optimal."""
+    from dataclasses import replace
+
+    from heterps_sim.schedulers.base import run_scheduler
+    from heterps_sim.schedulers.exact.flushed import best_over_microbatches
+    from heterps_sim.schedulers.registry import make_scheduler
+
+    p = random_default_problem(np.random.default_rng(50), 4, 3)
+    p = replace(p, costs=replace(p.unit_costs, num_microbatches=1))
+    full = best_over_microbatches(p, (2, 3, 4, 5))
+    assert full.best is not None and full.skipped == ()
+    tight = best_over_microbatches(p, (2, 3, 4, 5), max_labels=1, max_skipped=2)
+    assert tight.best is None and tight.skipped == (2, 3, 4, 5) and tight.labels == 0
+    sched = make_scheduler("exact-flushed", microbatches=[2, 3, 4, 5], max_labels=1,
+                           max_skipped=2)
+    assert run_scheduler(sched, p, "least").plan is None
+    notes = sched.notes
+    assert notes["proven_optimal"] is False and notes["microbatches_skipped"] == [2, 3, 4, 5]
