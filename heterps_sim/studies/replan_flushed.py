@@ -212,7 +212,8 @@ def exact_rounds(problem: Problem, sim: RunResult, effects: tuple[str, ...], *,
                  job_cost: Callable[[Plan, RunResult], float],
                  lower_bound: float | None = None) -> ExactTry:
     """The exact search over microbatch_counts() (search_microbatches), its plan simulated;
-    if the simulator finds it short, once more for the limit raised by the shortfall.
+    if the simulator finds it short, once more for the limit raised by the closed form's
+    overestimate of that plan (flushed / simulated).
     `lower_bound`: the first search's first cost ceiling (any value gives the same optimum;
     one near it, e.g. the stage model's optimum, is fastest)."""
     from heterps_sim.schedulers.exact.flushed import EFFECTS
