@@ -12,7 +12,10 @@ Then, per scenario, the scheduler's own search over every m from 2 to --over-m
 
 Usage: python benchmarks/bench_flushed_exact.py [--sizes 8x8,12x8,16x16,24x16,32x32]
        [--scenarios nce-cpu-gpu,ctr-dnn-64types] [--m 4,16] [--max-labels 2000000]
-       [--over-m 64]
+       [--over-m 64] [--scale 48x48,64x64]
+
+--scale: for each size, optimum at m = 8 on ten random problems (seeds 1000-1009) within
+--max-labels (default here 1,000,000 for it): how many are proven, and the times.
 """
 
 from __future__ import annotations
@@ -91,6 +94,25 @@ def over_microbatches(name: str, problem, top: int, max_labels: int) -> None:
           f"against the limit {problem.throughput_limit:,.0f}")
 
 
+def scale(size: str, max_labels: int) -> None:
+    layers, types = (int(x) for x in size.split("x"))
+    times, proven = [], []
+    for seed in range(1000, 1010):
+        problem = random_default_problem(np.random.default_rng(seed), layers, types)
+        start = time.perf_counter()
+        try:
+            optimum(problem, 8, max_labels=max_labels)
+            done = True
+        except LabelLimit:
+            done = False
+        times.append(time.perf_counter() - start)
+        if done:
+            proven.append(times[-1])
+    print(f"{size}: {len(proven)} of 10 proven within {max_labels:,} labels (times "
+          f"{', '.join(f'{t:.2f}' for t in sorted(proven)) or '-'} s); median of all ten "
+          f"{float(np.median(times)):.2f} s, slowest {max(times):.2f} s")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="8x8,12x8,16x16,24x16,32x32")
@@ -98,6 +120,7 @@ def main() -> None:
     ap.add_argument("--m", default="4,16")
     ap.add_argument("--max-labels", type=int, default=2_000_000)
     ap.add_argument("--over-m", type=int, default=64)
+    ap.add_argument("--scale", default="")
     args = ap.parse_args()
     ms = [int(x) for x in args.m.split(",")]
     print(f"machine: {platform.machine()}, {platform.system()}, python {platform.python_version()}")
@@ -113,6 +136,8 @@ def main() -> None:
     for name in filter(None, args.scenarios.split(",")):
         problem = load_input(str(ROOT / "scenarios" / f"{name}.yaml")).problem
         over_microbatches(name, problem, args.over_m, args.max_labels)
+    for size in filter(None, args.scale.split(",")):
+        scale(size, args.max_labels)
     if errors:
         print(f"closed form vs simulator over {len(errors)} optima: MAPE "
               f"{100 * sum(errors) / len(errors):.2f}%, worst {100 * max(errors):.2f}%")
