@@ -278,7 +278,7 @@ def test_a_dominated_suffix_is_never_better_for_any_completion(seed):
         search = _Search(p, m, effects, 2.0 / 3.0, 0.5)
         cut = int(rng.integers(1, layers))  # suffixes start at layer `cut`
 
-        def build(parts, types_, lab=None, nxt=-1):
+        def build(parts, types_, lab=None, nxt=-1, search=search, p=p):
             for (a, b), j in zip(reversed(parts), reversed(types_)):
                 opts = search.options(a, b, j, nxt)
                 if not opts:
