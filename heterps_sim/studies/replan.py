@@ -172,10 +172,8 @@ def replan_rounds(problem: Problem, plan: Plan, sim: RunResult, replan: Replan,
 
 
 def round_line(r: ReplanRound) -> str:
-    """One round as the commands print it."""
-    if r.method != "raised-floor":
-        from heterps_sim.studies.replan_flushed import exact_line
-        return exact_line(r)
+    """One raised-floor round as the commands print it (replan_flushed.any_round_line prints
+    either kind)."""
     head = f"  re-planned for {r.target:,.0f} samples/s: "
     if not r.found:
         return head + ("the scheduler finds no plan that meets this target"

@@ -35,6 +35,7 @@ from heterps_sim.studies.replan import (
     Replanned,
     ReplanRound,
     replan_rounds,
+    round_line,
 )
 
 EXACT = "exact-flushed"
@@ -275,6 +276,11 @@ def replan(problem: Problem, plan: Plan, sim: RunResult, replan_fn: Replan | Non
     got = replan_rounds(problem, plan, sim, replan_fn, evaluate, simulate, effects, job_cost,
                         max_rounds)
     return replace(got, rounds=tuple(rounds) + got.rounds)
+
+
+def any_round_line(r: ReplanRound) -> str:
+    """One round of either kind as the commands print it."""
+    return round_line(r) if r.method == RAISED else exact_line(r)
 
 
 def exact_line(r: ReplanRound) -> str:

@@ -55,7 +55,6 @@ from heterps_sim.studies.replan import (
     Replan,
     ReplanRound,
     flushed_or_none,
-    round_line,
 )
 
 DETERMINISTIC_EFFECTS: tuple[str, ...] = tuple(e for e in EFFECTS if e not in VARIABILITY)
@@ -566,7 +565,7 @@ def check_lines(check: Verification) -> list[str]:
         cost = f"{usd:,.6g}" if math.isfinite(usd) else "-"
         units = "-".join(str(s.num_replicas) for s in r.stages)
         lines.append(f"  {label:15}{r.throughput:>13,.0f} {vs:>9} {cost:>12}  {units}")
-    lines.extend(round_line(r) for r in check.rounds)
+    lines.extend(replan_flushed.any_round_line(r) for r in check.rounds)
     kept = [g for g in check.growths if g.kept]
     for n, g in enumerate(kept, 1):
         lines.append(f"  step {n}: stage {g.stage} ({g.resource}) "
