@@ -26,8 +26,10 @@ from tests.exec.procs import (
     worker_pids,
 )
 
-STOP_LIMIT_S = 10.0
-"""A stopped run's last process must be gone this soon (measured here: 0.2-4 s)."""
+STOP_LIMIT_S = 30.0
+"""A stopped run's last process must be gone this soon (measured here: 0.2-4 s alone; over
+10 s once with the whole suite on the 2 cores: a limit that catches a process left running,
+not a slow machine)."""
 
 
 def _stop_by(sig: int, tmp_path, check=None) -> tuple[int, float, str]:
