@@ -4,6 +4,7 @@ read from /proc (no psutil), and `heterps-exec run` started as a real child proc
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -92,7 +93,10 @@ def start_run(tmp_path: Path, *extra: str, replicas=(1, 1)) -> tuple[subprocess.
     proc = subprocess.Popen(
         [sys.executable, "-m", "heterps_exec.cli", "run", str(plan), "--scenario", SCENARIO,
          "--steps", "1000000", "--out", str(run_dir), "--num-samples", "1024", *extra],
-        stdout=subprocess.DEVNULL, stderr=log, cwd=tmp_path)
+        stdout=subprocess.DEVNULL, stderr=log, cwd=tmp_path,
+        # as a shell starts a foreground job: Ctrl-C not ignored, whatever the test process
+        # inherited (a child started with SIGINT ignored keeps ignoring it)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     proc.stderr_path = tmp_path / "launcher.err"
     return proc, run_dir
 
