@@ -101,7 +101,8 @@ class _Search:
 
     def __init__(self, problem: Problem, m: int, effects: tuple[str, ...], beta: float,
                  forward_share: float, types: tuple[int, ...] | None = None,
-                 ends: frozenset[int] | None = None) -> None:
+                 ends: frozenset[int] | None = None,
+                 stage_types: dict[int, int] | None = None, fixed_cuts: bool = False) -> None:
         if problem.cost_model != "default":
             raise ValueError("flushed optimum: the default cost model only")
         if m < 2:
@@ -130,9 +131,16 @@ class _Search:
             self.pulls_q = (self.B * float(self.sparse.sum()) / spec.num_shards
                             * spec.seconds_per_byte * (1.0 - 1.0 / m))
         self.types = tuple(range(self.M)) if types is None else tuple(sorted(set(types)))
+        # allowed[i]: the types a stage starting at layer i may use
+        self.allowed = [self.types if stage_types is None or i not in stage_types
+                        else tuple(j for j in self.types if j == stage_types[i])
+                        for i in range(self.L)]
         ends = frozenset(range(self.L)) if ends is None else frozenset(ends) | {self.L - 1}
         self.ends = sorted(e for e in ends if 0 <= e < self.L)
         self.starts_at = [0] + [e + 1 for e in self.ends if e + 1 < self.L]
+        self.fixed_cuts = fixed_cuts
+        # next_end[a]: the end a stage from layer a takes when the cuts are fixed
+        self.next_end = [min(e for e in self.ends if e >= a) for a in range(self.L)]
         self._cache: dict = {}
 
     # ---- stage options -------------------------------------------------------------------
@@ -185,9 +193,10 @@ class _Search:
         self.min_fill[0] = self.min_price[0] = 0.0
         for e in self.ends:
             for a in self.starts_at:
-                if a > e or self.min_fill[a] == math.inf:
+                if a > e or self.min_fill[a] == math.inf or (
+                        self.fixed_cuts and self.next_end[a] != e):
                     continue
-                for j in self.types:
+                for j in self.allowed[a]:
                     opts = self.options(a, e, j, -1)
                     if not opts:
                         continue
@@ -228,11 +237,11 @@ class _Search:
             rest_fill, rest_price = self.min_fill[i], self.min_price[i]
             new: list = []
             for e in self.ends:
-                if e < i:
+                if e < i or (self.fixed_cuts and e != self.next_end[i]):
                     continue
                 for lab in labels[e + 1]:
                     nj = -1 if lab is None else lab[11]
-                    for j in self.types:
+                    for j in self.allowed[i]:
                         for o in self.options(i, e, j, nj):
                             made = self.prepend(lab, o, j)
                             if made is None:
@@ -326,17 +335,21 @@ def _dominates(a, b) -> bool:
 def solve(problem: Problem, m: int, schedule: str = "gpipe", *,
           effects: tuple[str, ...] = EFFECTS, incumbent: float = math.inf,
           max_labels: int = 2_000_000, types: tuple[int, ...] | None = None,
-          ends: frozenset[int] | None = None, beta: float = BACKWARD_FRACTION,
-          forward_share: float = FORWARD_BOUNDARY_SHARE,
+          ends: frozenset[int] | None = None, stage_types: dict[int, int] | None = None,
+          fixed_cuts: bool = False, beta: float = BACKWARD_FRACTION, forward_share: float = FORWARD_BOUNDARY_SHARE,
           compiled: bool = True) -> FlushedOptimum | None:
     """The plan of least cost whose flushed throughput (cost/flush.flushed_throughput with
     `effects`, m microbatches) meets the limit; None when no plan does (or none costs less
     than `incumbent`). Raises LabelLimit past max_labels (the compiled search also past
-    max_labels x WORK_PER_LABEL stage options tried). `types` (type indices) and `ends` (layers a stage may end at; the last always) restrict
-    the plans searched: the answer is then the cheapest among those. `compiled`: the numba
+    max_labels x WORK_PER_LABEL stage options tried). `types` (type indices), `ends` (layers a
+    stage may end at; the last always) and `stage_types` ({first layer of a stage: the one type
+    it may use}) restrict the plans searched: the answer is then the cheapest among those.
+    `fixed_cuts`: every stage ends at the first of `ends` at or after its first layer (with
+    `stage_types`, the units of one given plan: cost/flushed_provision.py). `compiled`: the numba
     sweep (flushed_kernel.py: the same optimum, with more bounds) instead of this module's
     Python one (the reference)."""
-    search = _Search(problem, m, tuple(effects), beta, forward_share, types, ends)
+    search = _Search(problem, m, tuple(effects), beta, forward_share, types, ends, stage_types,
+                     fixed_cuts)
     if search.cap < problem.throughput_limit * (1 - 1e-12):
         return None
     if compiled:
@@ -365,8 +378,9 @@ def _solve_compiled(search: _Search, schedule: str, incumbent: float,
     avail = np.array([int(p.available[j]) for j in search.capped], np.int64)
     ends = np.zeros(search.L, np.bool_)
     ends[list(search.ends)] = True
-    types = np.zeros(search.M, np.bool_)
-    types[list(search.types)] = True
+    types = np.zeros((search.L, search.M), np.bool_)
+    for i, allowed in enumerate(search.allowed):
+        types[i, list(allowed)] = True
     sparse_cum = np.concatenate(([0.0], np.cumsum(search.sparse > 0)))
     status, best, cost, FL, IL, _, count = sweep(
         t.oct_t, t.odt_t, t.aoct_t, t.run_t, t.ext, t.lvl,
@@ -376,8 +390,8 @@ def _solve_compiled(search: _Search, schedule: str, incumbent: float,
         search.contention, search.pulls_q, float(p.latency_s) if search.transfers else 0.0,
         np.asarray(p.boundary_bytes, np.float64), sparse_cum,
         np.asarray(search.starts, np.float64), slot, avail, search.t_max, search.cap,
-        search.N, float(p.unit_costs.billing_granularity_s), ends, types, incumbent,
-        max_labels, max_labels * WORK_PER_LABEL)
+        search.N, float(p.unit_costs.billing_granularity_s), ends, types, search.fixed_cuts,
+        incumbent, max_labels, max_labels * WORK_PER_LABEL)
     if status == TOO_MANY:
         raise LabelLimit(f"more than {max_labels} labels or {max_labels * WORK_PER_LABEL} "
                          "stage options tried")

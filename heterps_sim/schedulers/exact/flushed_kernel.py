@@ -52,10 +52,11 @@ def _dominates(FL, UL, a, b):
 def search(oct_t, odt_t, aoct_t, run_t, ext, lvl, lev, price, kmax, batch, par,
            flag, step_oh, layer_oh, net, capm, cum_p, cum_s, cum_a, lat2, k_batch,
            m, beta, fs, allreduce, transfers, contention, pulls_q, latency, bytes_, sparse_cum,
-           starts, slot, avail, t_max, cap, samples, gran, ends, types, incumbent, max_labels,
-           max_work):
+           starts, slot, avail, t_max, cap, samples, gran, ends, types, fixed_cuts, incumbent,
+           max_labels, max_work):
     """(status, best label or -1, its cost, FL, IL, UL, labels made); TOO_MANY past
-    max_labels labels made or max_work stage options tried."""
+    max_labels labels made or max_work stage options tried. fixed_cuts: a stage ends at the
+    first end at or after its first layer (the plan's own cuts, no two stages merged)."""
     M, L = oct_t.shape
     C = avail.shape[0]
     size = 1024
@@ -69,10 +70,13 @@ def search(oct_t, odt_t, aoct_t, run_t, ext, lvl, lev, price, kmax, batch, par,
     for e in range(L - 1):
         if ends[e]:
             starts_at[e + 1] = True
+    next_end = np.full(L + 1, L - 1, np.int64)
+    for e in range(L - 2, -1, -1):
+        next_end[e] = e if ends[e] else next_end[e + 1]
     min_fill, min_fd, level_price = _prefix_bounds(
         oct_t, odt_t, aoct_t, run_t, kmax, batch, par, flag, step_oh, layer_oh, net, capm,
         cum_p, cum_s, cum_a, lat2, k_batch, m, beta, allreduce, price, t_max, ends, types,
-        starts_at)
+        starts_at, next_end, fixed_cuts)
     count = 0
     work = 0  # stage options tried: what bounds the time when few of them become labels
     pos = 0
@@ -87,14 +91,14 @@ def search(oct_t, odt_t, aoct_t, run_t, ext, lvl, lev, price, kmax, batch, par,
         rest_fd = min_fd[i]
         t_least = min_fd[L]  # no plan's step is shorter than the whole model's least fill+drain
         for e in range(i, L):
-            if not (ends[e] or e == L - 1):
+            if not (ends[e] or e == L - 1) or (fixed_cuts and e != next_end[i]):
                 continue
             last = e == L - 1
             p_lo = 0 if last else lo[e + 1]
             p_hi = 1 if last else hi[e + 1]
             sparse = sparse_cum[e + 1] - sparse_cum[i] > 0.0
             for j in range(M):
-                if not types[j] or not _runs(run_t, j, i, e):
+                if not types[i, j] or not _runs(run_t, j, i, e):
                     continue
                 so, sd, alpha, dm, k_lo, k_hi = _stage(
                     j, i, e, oct_t, odt_t, aoct_t, flag, step_oh, layer_oh, net, capm, cum_p,
@@ -237,7 +241,7 @@ def _level(budget, t_max, slack):
 @njit(cache=True)
 def _prefix_bounds(oct_t, odt_t, aoct_t, run_t, kmax, batch, par, flag, step_oh, layer_oh, net,
                    capm, cum_p, cum_s, cum_a, lat2, k_batch, m, beta, allreduce, price, t_max,
-                   ends, types, starts_at):
+                   ends, types, starts_at, next_end, fixed_cuts):
     """Bounds on how a prefix of layers 0..i-1 completes a suffix (boundaries left out: they
     only add time).
 
@@ -260,10 +264,10 @@ def _prefix_bounds(oct_t, odt_t, aoct_t, run_t, kmax, batch, par, flag, step_oh,
         if not (ends[e] or e == L - 1):
             continue
         for a in range(e + 1):
-            if not starts_at[a] or min_fill[a] == np.inf:
+            if not starts_at[a] or min_fill[a] == np.inf or (fixed_cuts and next_end[a] != e):
                 continue
             for j in range(M):
-                if not types[j] or not _runs(run_t, j, a, e):
+                if not types[a, j] or not _runs(run_t, j, a, e):
                     continue
                 so, sd, alpha, dm, k_lo, k_hi = _stage(
                     j, a, e, oct_t, odt_t, aoct_t, flag, step_oh, layer_oh, net, capm, cum_p,

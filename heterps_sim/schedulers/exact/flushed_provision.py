@@ -1,0 +1,94 @@
+"""One plan under the flushed closed form (cost/flush.py): its cheapest units and microbatch
+count, exactly, and its RunResult.
+
+A scheduler chooses where the cuts fall and which type runs each stage; the stage model
+(cost/reference.py) then gives each stage its units as if the pipeline never flushed. Here the
+same cuts and types are provisioned as the plan runs: flushed.solve with the plan's cuts and
+types fixed searches every unit count of every stage at each m (the label search over one
+path: a few labels per stage), so the answer is the cheapest provisioning of that plan whose
+flushed throughput meets the limit.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from heterps_sim.core.plan import Plan
+from heterps_sim.core.problem import Problem
+from heterps_sim.core.result import RunResult
+from heterps_sim.cost.flush import FLUSHED, flushed_throughput
+from heterps_sim.cost.reference import evaluate_plan, job_cost, plan_stages, plan_startup_s
+from heterps_sim.schedulers.exact.flushed import EFFECTS, FlushedOptimum, LabelLimit, solve
+
+MAX_MICROBATCHES = 64
+"""Microbatch counts searched when the plan and the scenario leave m open: 2..this."""
+
+
+def applies(problem: Problem, plan: Plan) -> bool:
+    """Whether the flushed form prices this plan: the default model, a flushed schedule and
+    single-type stages (a mixed stage's finish-together split has no unit options here)."""
+    return (problem.cost_model == "default" and plan.schedule in FLUSHED
+            and all(not s.replicas for s in plan.stages))
+
+
+def microbatch_counts(problem: Problem, plan: Plan, max_m: int = MAX_MICROBATCHES) -> list[int]:
+    """The plan's own m when it sets one, else the scenario's, else 2..max_m (within B)."""
+    for m in (plan.num_microbatches, problem.unit_costs.num_microbatches):
+        if m > 1:
+            return [m]
+    return [m for m in range(2, max_m + 1) if m <= problem.batch_size]
+
+
+def provision_flushed(problem: Problem, plan: Plan, ms: list[int] | None = None, *,
+                      effects: tuple[str, ...] = EFFECTS,
+                      max_labels: int = 200_000) -> FlushedOptimum | None:
+    """The cheapest units and m for `plan`'s cuts and types whose flushed throughput meets the
+    limit (None: none does at any m in `ms`, default microbatch_counts). Units the plan already
+    gives are not kept: every stage is provisioned afresh."""
+    if not applies(problem, plan):
+        raise ValueError("provision_flushed: a default-model plan with a flushed schedule and "
+                         "single-type stages")
+    index = {name: i for i, name in enumerate(problem.layer_names)}
+    types = {name: j for j, name in enumerate(problem.type_names)}
+    ends, stage_types = set(), {}
+    for stage in plan.stages:
+        stage_types[index[stage.layers[0]]] = types[stage.resource]
+        ends.add(index[stage.layers[-1]])
+    best = None
+    for m in ms if ms is not None else microbatch_counts(problem, plan):
+        try:
+            got = solve(problem, m, plan.schedule, effects=effects, ends=frozenset(ends),
+                        stage_types=stage_types, fixed_cuts=True, max_labels=max_labels,
+                        incumbent=best.cost_usd * (1 - 1e-9) if best else math.inf)
+        except LabelLimit:  # one path has few labels; a budget this large is never reached
+            continue
+        if got is not None:
+            best = got
+    return best
+
+
+def flushed_result(problem: Problem, plan: Plan, provisioning: str = "fixed") -> RunResult:
+    """The RunResult of a provisioned plan (every stage's units and m set) under the flushed
+    closed form with the deterministic effects: throughput and cost as the plan runs. Memory,
+    unit ranges and caps are checked as evaluate_plan checks them; per-stage rows keep each
+    stage's own time alone (its utilisation then shows what the flush costs it)."""
+    base = evaluate_plan(problem, plan, "least")
+    if base.reason and not base.reason.startswith("throughput"):
+        return replace(base, provisioning=provisioning)
+    m = plan.num_microbatches
+    thr = flushed_throughput(problem, plan, m if m > 1 else None, allreduce=True,
+                             transfers=True, contention=True, ps=True)
+    per_hour = base.cost_per_hour
+    cost = job_cost(problem, per_hour, thr, plan_startup_s(problem, plan_stages(problem, plan)))
+    feasible = thr >= problem.throughput_limit * (1 - 1e-12)
+    reason = "" if feasible else (
+        f"throughput {thr:.6g} samples/s as the pipeline flushes (m = {m}) is below the limit "
+        f"{problem.throughput_limit:.6g}")
+    stages = tuple(replace(s, utilisation=thr / s.throughput if s.throughput > 0 else 0.0)
+                   for s in base.stages)
+    return replace(base, feasible=feasible, reason=reason, throughput=thr,
+                   step_time_s=problem.batch_size / thr, cost_usd=cost if feasible else math.inf,
+                   hours=problem.num_samples / thr / 3600.0 if feasible else math.inf,
+                   provisioning=provisioning, stages=stages,
+                   extra={**base.extra, "model": "flushed", "num_microbatches": m})
