@@ -86,7 +86,7 @@ def run_scheduler(problem, name: str, mode: str, seed: int, options: dict, *,
         raise UserFileError(validation_message(f"scheduler {name} options", exc)) from None
     from heterps_sim.core import progress
     progress.phase(f"scheduling: {name} ({mode} provisioning)")
-    outcome = run(scheduler, problem, mode)
+    outcome = run(scheduler, problem, mode, objective="flushed")
     if not note_cuts:
         return outcome
     if options.get("allow_same_type_cuts") and outcome.result is not None:

@@ -419,14 +419,17 @@ none at all), ~14x the first ceiling."""
 def optimum(problem: Problem, m: int, schedule: str = "gpipe", *,
             effects: tuple[str, ...] = EFFECTS, max_labels: int = 2_000_000,
             types: tuple[int, ...] | None = None, ends: frozenset[int] | None = None,
-            lower_bound: float | None = None) -> FlushedOptimum | None:
+            lower_bound: float | None = None,
+            top: float = math.inf) -> FlushedOptimum | None:
     """solve(), exact, in rounds under a rising cost ceiling X: a search told to keep only
     plans cheaper than X drops every partial plan that cannot be, so it is fast when X is
     close to the optimum, and whatever X is, a round that finds a plan has found the optimum
     (every cheaper plan was searched). X starts at `lower_bound` (default: the stage model's
     exact optimum, a plan's flushed step time being never below its slowest stage's time)
     and grows by RAISE until a round finds a plan or X passes the cheapest one-stage plan,
-    which then is the last round's ceiling. `labels` counts every round."""
+    which then is the last round's ceiling. `top`: a known plan's cost (at any m); then only
+    plans cheaper than it are sought, and None means there is none at this m. `labels` counts
+    every round."""
     kw = dict(effects=effects, max_labels=max_labels, types=types, ends=ends)
     try:  # every layer on one stage: the last ceiling
         one = solve(problem, m, schedule, effects=effects, types=types, ends=frozenset())
@@ -434,7 +437,9 @@ def optimum(problem: Problem, m: int, schedule: str = "gpipe", *,
         one = None
     made = one.labels if one else 0
     ceiling = lower_bound if lower_bound is not None else _stage_model_bound(problem)
-    top = one.cost_usd * (1 + 1e-9) if one else math.inf
+    if one is not None and one.cost_usd >= top:
+        one = None
+    top = min(one.cost_usd * (1 + 1e-9) if one else math.inf, top)
     for round_ in range(MAX_ROUNDS + 1):
         if not math.isfinite(ceiling) or ceiling <= 0.0 or ceiling >= top \
                 or round_ == MAX_ROUNDS:
@@ -454,6 +459,14 @@ def optimum(problem: Problem, m: int, schedule: str = "gpipe", *,
 def _stage_model_bound(problem: Problem) -> float:
     """The stage model's exact optimum cost (over every plan, same-type cuts included, and
     every unit count), or 0."""
+    return stage_model_optimum(problem)[0]
+
+
+def stage_model_optimum(problem: Problem) -> tuple[float, Plan | None]:
+    """(bound, plan): the stage model's exact optimum over every plan (same-type cuts
+    included) and every unit count, and its cost a hair below, a lower bound on every plan's
+    flushed cost (a flushed step is never shorter than its slowest stage's); (0, None) when
+    the stage model has no plan."""
     from heterps_sim.cost.reference import evaluate_plan
     from heterps_sim.schedulers.base import NoFeasiblePlan
     from heterps_sim.schedulers.exact.sweep import ExactScheduler
@@ -462,9 +475,11 @@ def _stage_model_bound(problem: Problem) -> float:
         plan = ExactScheduler(ExactScheduler.Config(allow_same_type_cuts=True))._sweep(
             problem, "exact")
     except NoFeasiblePlan:
-        return 0.0
+        return 0.0, None
     result = evaluate_plan(problem, plan, "exact")
-    return float(result.cost_usd) * (1 - 1e-9) if result.feasible else 0.0
+    if not result.feasible:
+        return 0.0, None
+    return float(result.cost_usd) * (1 - 1e-9), plan
 
 
 @dataclass(frozen=True, slots=True)
@@ -482,25 +497,31 @@ def best_over_microbatches(problem: Problem, ms, schedule: str = "gpipe", *,
                            effects: tuple[str, ...] = EFFECTS, max_labels: int = 2_000_000,
                            types: tuple[int, ...] | None = None,
                            ends: frozenset[int] | None = None,
-                           max_skipped: int | None = None) -> OverMicrobatches:
+                           max_skipped: int | None = None,
+                           upper: FlushedOptimum | None = None,
+                           lower_bound: float | None = None) -> OverMicrobatches:
     """The cheapest plan over every m in `ms`, each m searched exactly: optimum() at the first
     m, then each other m only for a plan cheaper than the best so far (solve() with that
     ceiling: none found proves there is none at that m, and the ceiling keeps it fast). A
     unit count k makes ceil(m / k) jump between neighbouring m's, so the cheapest m is not
     where a few round numbers would look (nce-cpu-gpu: 192 USD at m = 12, 251 at m = 16).
     `max_skipped`: once that many m's ran past max_labels, the rest are skipped unsearched
-    (a problem too large for the budget at one m mostly is at the others)."""
+    (a problem too large for the budget at one m mostly is at the others). `upper`: a known
+    plan (e.g. another planner's, provisioned under this form), the answer when nothing
+    searched is cheaper; `lower_bound`: optimum()'s first ceiling."""
     ms = tuple(sorted({int(m) for m in ms if 2 <= int(m) <= problem.batch_size}))
     first = sorted(ms, key=lambda m: (abs(m - 8), m))  # a middling m first: a good ceiling
-    best, skipped, labels = None, [], 0
+    best, skipped, labels, seeded = upper, [], 0, upper is not None
     for m in first:
         if max_skipped is not None and len(skipped) >= max_skipped:
             skipped.append(m)
             continue
         try:
-            if best is None:
+            if best is None or seeded:  # the first m: rising ceilings up to the known plan
+                seeded = False
                 got = optimum(problem, m, schedule, effects=effects, max_labels=max_labels,
-                              types=types, ends=ends)
+                              types=types, ends=ends, lower_bound=lower_bound,
+                              top=best.cost_usd * (1 - 1e-9) if best else math.inf)
             else:
                 got = solve(problem, m, schedule, effects=effects, max_labels=max_labels,
                             types=types, ends=ends, incumbent=best.cost_usd * (1 - 1e-9))

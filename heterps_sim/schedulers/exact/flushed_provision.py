@@ -92,3 +92,31 @@ def flushed_result(problem: Problem, plan: Plan, provisioning: str = "fixed") ->
                    hours=problem.num_samples / thr / 3600.0 if feasible else math.inf,
                    provisioning=provisioning, stages=stages,
                    extra={**base.extra, "model": "flushed", "num_microbatches": m})
+
+
+def as_it_runs(problem: Problem, plan: Plan, stage_result: RunResult
+               ) -> tuple[Plan, RunResult, dict]:
+    """(plan, result, notes) of a scheduler's plan provisioned as it runs: its cuts and types
+    with the cheapest units and m under the flushed form, or, when none meets the limit, the
+    stage model's units priced as they would run (infeasible, saying so). The notes keep the
+    stage model's numbers for comparison."""
+    notes = {"objective": "flushed", "stage_model_throughput": stage_result.throughput,
+             "stage_model_cost_usd": stage_result.cost_usd}
+    got = provision_flushed(problem, plan)
+    if got is not None:
+        return got.plan, flushed_result(problem, got.plan, "flushed"), notes
+    ks = [s.num_replicas or stat.num_replicas or 1
+          for s, stat in zip(plan.stages, stage_result.stages or [None] * len(plan.stages))] \
+        if stage_result.stages else [s.num_replicas or 1 for s in plan.stages]
+    ms = microbatch_counts(problem, plan)
+    fixed = Plan(stages=tuple(replace(s, num_replicas=k) for s, k in zip(plan.stages, ks)),
+                 num_microbatches=ms[0] if len(ms) == 1 else plan.num_microbatches,
+                 schedule=plan.schedule)
+    result = flushed_result(problem, fixed, "flushed")
+    if result.feasible or not result.reason.startswith("throughput"):
+        return fixed, result, notes
+    span = f"{ms[0]}-{ms[-1]}" if len(ms) > 1 else str(ms[0])
+    why = (f"no units for these stages meet the limit {problem.throughput_limit:.6g} samples/s "
+           f"as the pipeline flushes (m = {span}); the stage model, which ignores the flush, "
+           f"gives {stage_result.throughput:.6g}")
+    return fixed, replace(result, reason=why), notes

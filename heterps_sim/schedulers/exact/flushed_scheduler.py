@@ -16,7 +16,8 @@ from pydantic import Field
 from heterps_sim.core.plan import Plan
 from heterps_sim.core.problem import Problem
 from heterps_sim.schedulers.base import Evaluator, NoFeasiblePlan, SchedulerConfig
-from heterps_sim.schedulers.exact.flushed import best_over_microbatches
+from heterps_sim.schedulers.exact.flushed import best_over_microbatches, stage_model_optimum
+from heterps_sim.schedulers.exact.flushed_provision import provision_flushed
 
 
 class FlushedExactScheduler:
@@ -60,12 +61,23 @@ class FlushedExactScheduler:
         if not ms:
             raise NoFeasiblePlan("exact-flushed: no microbatch count between 2 and the batch "
                                  f"size ({problem.batch_size})")
+        # the stage model's optimum: a lower bound on every plan's cost, and its cuts and
+        # types provisioned as they run, the plan to beat
+        bound, stage_plan = stage_model_optimum(problem)
+        upper = None
+        if stage_plan is not None:
+            stage_plan = Plan(stages=stage_plan.stages, schedule=self.config.schedule)
+            upper = provision_flushed(problem, stage_plan, ms)
         got = best_over_microbatches(problem, ms, self.config.schedule,
                                      max_labels=self.config.max_labels,
-                                     max_skipped=self.config.max_skipped)
+                                     max_skipped=self.config.max_skipped, upper=upper,
+                                     lower_bound=bound)
         skipped, best = list(got.skipped), got.best
         self.notes = {"proven_optimal": not skipped, "microbatches_searched": _span(ms),
                       "microbatches_skipped": skipped, "labels": got.labels}
+        if skipped and best is not None and bound > 0:
+            # not proven: how far the plan can be from the optimum at most
+            self.notes.update(lower_bound_usd=bound, gap_bound=best.cost_usd / bound - 1.0)
         if best is None:
             why = (f"past {self.config.max_labels} labels at m = {skipped}" if skipped else
                    "no plan meets the limit under the flushed schedule at m = " + _span(ms))

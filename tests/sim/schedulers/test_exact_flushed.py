@@ -363,6 +363,13 @@ def test_searches_past_the_budget_are_skipped_and_said():
     assert tight.best is None and tight.skipped == (2, 3, 4, 5) and tight.labels == 0
     sched = make_scheduler("exact-flushed", microbatches=[2, 3, 4, 5], max_labels=1,
                            max_skipped=2)
-    assert run_scheduler(sched, p, "least").plan is None
+    # the scheduler still answers with the plan it starts from (the stage model's optimum,
+    # provisioned as it runs), never cheaper than the optimum, and bounds how far it may be
+    plan = run_scheduler(sched, p, "least").plan
     notes = sched.notes
     assert notes["proven_optimal"] is False and notes["microbatches_skipped"] == [2, 3, 4, 5]
+    if plan is not None:
+        assert notes["flushed_cost_usd"] >= full.best.cost_usd * (1 - 1e-9)
+        assert notes["lower_bound_usd"] <= full.best.cost_usd
+        assert notes["gap_bound"] == pytest.approx(
+            notes["flushed_cost_usd"] / notes["lower_bound_usd"] - 1)
