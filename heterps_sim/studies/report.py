@@ -66,7 +66,7 @@ def _usd(x: float) -> str:
 def _outcomes(problem):
     from heterps_sim.schedulers.base import run_scheduler
     from heterps_sim.schedulers.registry import make_scheduler
-    return {name: run_scheduler(make_scheduler(name), problem, "least")
+    return {name: run_scheduler(make_scheduler(name), problem, "least", objective="flushed")
             for name in ("exact", "homogeneous", "paddle-heuristic")}
 
 

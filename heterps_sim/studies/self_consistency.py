@@ -66,11 +66,15 @@ class ConsistencyCase:
 
 
 def consistency_case(name: str, problem: Problem, *, attribute: bool = True,
-                     settings: VerifySettings | None = None) -> ConsistencyCase | None:
+                     settings: VerifySettings | None = None,
+                     objective: str = "stage") -> ConsistencyCase | None:
     """The exact optimum of `problem` checked as `schedule` checks it; None when the problem
-    has no feasible plan."""
+    has no feasible plan. `objective`: run_scheduler's ("flushed": the plan and prediction
+    the commands print, provisioned as the plan runs)."""
     start = time.perf_counter()
-    outcome = run_scheduler(make_scheduler("exact"), problem, "least")
+    outcome = run_scheduler(make_scheduler("exact"), problem, "least", objective=objective)
+    if outcome.result is None or not outcome.result.feasible:
+        outcome = type(outcome)(outcome.scheduler, None, None, 0, 0.0)
     if outcome.plan is None:
         return None
     settings = settings or VerifySettings()

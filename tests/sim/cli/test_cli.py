@@ -6,8 +6,8 @@ import pytest
 
 from heterps_sim.cli import main
 from heterps_sim.core.plan import plan_from_dict
-from heterps_sim.cost.reference import evaluate_plan
 from heterps_sim.inputs.load import load_input
+from heterps_sim.schedulers.exact.flushed_provision import flushed_result
 from heterps_sim.schedulers.registry import scheduler_names
 
 
@@ -46,9 +46,11 @@ def test_schedule_out_then_evaluate_agree(capsys, tmp_path):
     code, out, _ = run(["evaluate", "heterps_sim/inputs/data/default.yaml", str(plan_path), "--mode", "exact", "--json"], capsys)
     evaluated = json.loads(out)
     assert evaluated["cost_usd"] == pytest.approx(scheduled["result"]["cost_usd"], rel=1e-12)
+    # both price the plan as it runs: its units and m under the flushed closed form
     problem = load_input(None).problem
-    direct = evaluate_plan(problem, plan_from_dict(json.loads(plan_path.read_text())), "exact")
+    direct = flushed_result(problem, plan_from_dict(json.loads(plan_path.read_text())))
     assert direct.cost_usd == pytest.approx(evaluated["cost_usd"], rel=1e-12)
+    assert evaluated["extra"]["model"] == "flushed"
 
 
 def test_evaluate_with_fixed_replicas(capsys, tmp_path):

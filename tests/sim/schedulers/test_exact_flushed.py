@@ -368,8 +368,8 @@ def test_searches_past_the_budget_are_skipped_and_said():
     plan = run_scheduler(sched, p, "least").plan
     notes = sched.notes
     assert notes["proven_optimal"] is False and notes["microbatches_skipped"] == [2, 3, 4, 5]
-    if plan is not None:
-        assert notes["flushed_cost_usd"] >= full.best.cost_usd * (1 - 1e-9)
-        assert notes["lower_bound_usd"] <= full.best.cost_usd
-        assert notes["gap_bound"] == pytest.approx(
-            notes["flushed_cost_usd"] / notes["lower_bound_usd"] - 1)
+    assert plan is not None
+    assert notes["flushed_cost_usd"] >= full.best.cost_usd * (1 - 1e-9)
+    assert notes["lower_bound_usd"] <= full.best.cost_usd
+    assert notes["gap_bound"] == pytest.approx(
+        notes["flushed_cost_usd"] / notes["lower_bound_usd"] - 1)
