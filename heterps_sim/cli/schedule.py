@@ -205,15 +205,14 @@ def add_evaluate(p) -> None:
 
 
 def cmd_evaluate(args) -> int:
-    from heterps_sim.cost.reference import evaluate_plan
     from heterps_sim.inputs.load import load_plan
+    from heterps_sim.schedulers.exact.flushed_provision import price_plan
     if getattr(args, "trace", None):
         check_target(args.trace)  # before the simulation
     loaded = load(args.input, args.model)
     try:
         plan = load_plan(args.plan)
-        result = evaluate_plan(loaded.problem, plan, args.mode)  # checks the plan fits
-        plan, result = _as_it_runs(loaded.problem, plan, result)
+        plan, result = price_plan(loaded.problem, plan, args.mode)  # checks the plan fits
     except UserFileError as exc:  # PlanError included: named after the plan file
         msg = str(exc)
         raise UserFileError(msg if msg.startswith(str(args.plan)) else f"{args.plan}: {msg}") \
@@ -227,19 +226,6 @@ def cmd_evaluate(args) -> int:
         from heterps_sim.plots.tables import result_table
         print(result_table(result))
     return 0 if result.feasible else EXIT_INFEASIBLE
-
-
-def _as_it_runs(problem, plan, result):
-    """Under the default model a flushed plan is priced as it runs (as `schedule` prices it):
-    its own units when it gives them all (and its m, else the simulator's default for its
-    units), else its cheapest units and m."""
-    from heterps_sim.schedulers.exact import flushed_provision as fp
-    if not fp.applies(problem, plan):
-        return plan, result
-    if all(s.num_replicas is not None for s in plan.stages):
-        return plan, fp.flushed_result(problem, plan)
-    plan, result, _ = fp.as_it_runs(problem, plan, result)
-    return plan, result
 
 
 def add_convert_plan(p) -> None:

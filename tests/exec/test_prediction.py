@@ -24,9 +24,9 @@ from heterps_exec.prediction import (
 )
 from heterps_exec.request import RunRequest
 from heterps_sim.core.plan import plan_from_dict
-from heterps_sim.cost import evaluate_plan
 from heterps_sim.des import DesOptions, simulate
 from heterps_sim.inputs.load import load_input
+from heterps_sim.schedulers.exact.flushed_provision import price_plan
 from heterps_sim.studies.verify import DETERMINISTIC_EFFECTS
 from tests.exec.helpers import SCENARIO, run_exec, tiny_plan
 
@@ -46,7 +46,8 @@ def test_without_a_profile_the_roofline_predicts(tmp_path):
     pred = predict(spec, problem, dirs=[tmp_path / "none"])
     plan = plan_from_dict(spec.plan)
     assert pred.source == "roofline" and pred.profile == ""
-    assert pred.analytic.throughput == evaluate_plan(problem, plan).throughput
+    assert pred.analytic.throughput == price_plan(problem, plan)[1].throughput
+    assert pred.analytic.extra["model"] == "flushed"  # the engine's gpipe, as it runs
     options = DesOptions.with_effects(DETERMINISTIC_EFFECTS, num_steps=spec.steps,
                                       warmup_steps=spec.warmup_steps,
                                       num_microbatches=plan.num_microbatches)
@@ -75,7 +76,7 @@ def test_the_hosts_profile_is_used_when_it_exists(tmp_path):
     calibrated = calibrated_problem(problem, graph_for(spec), plan, fit,
                                     [b.slowdown for b in spec.bindings], links["latency_s"],
                                     links["bytes_per_s"], for_des=False)
-    assert pred.analytic.throughput == evaluate_plan(calibrated, plan).throughput
+    assert pred.analytic.throughput == price_plan(calibrated, plan)[1].throughput
     assert "cores" in pred.effects and "bubbles" in pred.effects
     # another model's profile (here: none of its rows) falls back to the roofline, saying so
     (profiles / "myhost-cpu-tiny-ctr.csv").write_text(PROFILE.read_text().splitlines()[0] + "\n")

@@ -120,3 +120,16 @@ def as_it_runs(problem: Problem, plan: Plan, stage_result: RunResult
            f"as the pipeline flushes (m = {span}); the stage model, which ignores the flush, "
            f"gives {stage_result.throughput:.6g}")
     return fixed, replace(result, reason=why), notes
+
+
+def price_plan(problem: Problem, plan: Plan, mode: str = "least") -> tuple[Plan, RunResult]:
+    """(plan, result) of a plan as it runs: under the default model with a flushed schedule,
+    its own units when it gives them all (at its m, else the simulator's default for its
+    units), else its cheapest units and m (as_it_runs); otherwise evaluate_plan's."""
+    result = evaluate_plan(problem, plan, mode)  # also checks the plan fits the problem
+    if not applies(problem, plan):
+        return plan, result
+    if all(s.num_replicas is not None for s in plan.stages):
+        return plan, flushed_result(problem, plan)
+    plan, result, _ = as_it_runs(problem, plan, result)
+    return plan, result
