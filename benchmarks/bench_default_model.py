@@ -67,7 +67,7 @@ def bench_exact(repeats: int, instances: int) -> None:
         paper = p.with_model("paper")
         run(), run(paper)  # warm-up (numba)
         t, cpu, (s, plan) = median_time(run, repeats)
-        t_paper, _, _ = median_time(lambda: run(paper), repeats)
+        t_paper, _, _ = median_time(lambda q=paper: run(q), repeats)
         cost = evaluate_plan(p, plan).cost_usd if plan is not None else float("inf")
         n = s.notes
         print(f"| {label} | {p.num_samples:.0e} | {p.unit_costs.billing_granularity_s:g} | "
@@ -89,7 +89,7 @@ def bench_batch(repeats: int) -> None:
         for model in ("paper", "default"):
             q = p.with_model(model)
             evaluate_assignments(q, rows[:10])
-            t, _, out = median_time(lambda: evaluate_assignments(q, rows), repeats)
+            t, _, out = median_time(lambda q=q, rows=rows: evaluate_assignments(q, rows), repeats)
             rates[model] = len(rows) / t
             ratio = f"{rates['default'] / rates['paper']:.2f}" if model == "default" else ""
             print(f"| {label} | {model} | {t:.3f} | {rates[model]:,.0f} | {ratio} | "

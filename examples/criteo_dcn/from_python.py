@@ -5,13 +5,13 @@ root after `python examples/make_criteo_sample.py runs/criteo-dcn.tsv --rows 300
 from heterps_exec import run_plan
 from heterps_sim.des import DesOptions, simulate
 from heterps_sim.inputs.load import load_input
-from heterps_sim.schedulers.base import run_scheduler
+from heterps_sim.schedulers.as_it_runs import plan_as_it_runs
 from heterps_sim.schedulers.registry import make_scheduler
 
 SCENARIO = "examples/criteo_dcn/scenario.yaml"
 
 problem = load_input(SCENARIO).problem  # the module captured, its layer chain, the roofline
-outcome = run_scheduler(make_scheduler("exact"), problem, "least")
+outcome = plan_as_it_runs(make_scheduler("exact"), problem)  # the plan `schedule` prints
 plan = outcome.plan.with_replicas([s.num_replicas for s in outcome.result.stages])
 effects = DesOptions.with_effects("bubbles,allreduce,transfers,contention,ps")
 simulated = simulate(problem, plan, seed=0, options=effects).result

@@ -71,10 +71,12 @@ def scheduler_name(args, loaded) -> str:
 
 def run_scheduler(problem, name: str, mode: str, seed: int, options: dict, *,
                   note_cuts: bool = True):
-    """Make the scheduler with its validated options and run it -> ScheduleOutcome
-    (`note_cuts`: with allow_same_type_cuts, also say what the cuts save)."""
+    """Make the scheduler with its validated options and run it as the commands answer
+    (schedulers/as_it_runs.py) -> ScheduleOutcome (`note_cuts`: with allow_same_type_cuts,
+    also say what the cuts save, unless the plan was replaced by the flushed search's)."""
     from pydantic import ValidationError
 
+    from heterps_sim.schedulers.as_it_runs import plan_as_it_runs
     from heterps_sim.schedulers.base import run_scheduler as run
     from heterps_sim.schedulers.registry import make_scheduler
     try:
@@ -86,11 +88,11 @@ def run_scheduler(problem, name: str, mode: str, seed: int, options: dict, *,
         raise UserFileError(validation_message(f"scheduler {name} options", exc)) from None
     from heterps_sim.core import progress
     progress.phase(f"scheduling: {name} ({mode} provisioning)")
-    outcome = run(scheduler, problem, mode, objective="flushed")
-    outcome = _flushed_fallback(problem, name, mode, outcome)
+    outcome = plan_as_it_runs(scheduler, problem, mode)
     if not note_cuts:
         return outcome
-    if options.get("allow_same_type_cuts") and outcome.result is not None:
+    if (options.get("allow_same_type_cuts") and outcome.result is not None
+            and "replaced_by" not in outcome.notes):
         # Say what cutting a run of one type into several stages saves (the paper's stages
         # are maximal runs).
         plain = make_scheduler(name, seed=seed, **{**options, "allow_same_type_cuts": False})
@@ -100,32 +102,6 @@ def run_scheduler(problem, name: str, mode: str, seed: int, options: dict, *,
             outcome.notes["cost_without_same_type_cuts_usd"] = base.cost_usd
             outcome.notes["same_type_cuts_save_pct"] = 100.0 * saved / base.cost_usd
     return outcome
-
-
-FALLBACK_MAX_LABELS = 200_000
-"""Labels per microbatch count of the flushed search that replaces a plan whose cuts and types
-cannot meet the limit as the pipeline flushes (a few seconds at 64 x 64)."""
-
-
-def _flushed_fallback(problem, name: str, mode: str, outcome):
-    """When the scheduler's cuts and types meet the limit only in the stage model (no units
-    for them do as the pipeline flushes), search the plans that do (exact-flushed, budgeted)
-    and answer with its plan; the notes say so. Otherwise the outcome as it is."""
-    from heterps_sim.schedulers.base import run_scheduler as run
-    from heterps_sim.schedulers.registry import make_scheduler
-    if (outcome.plan is None or outcome.result is None or outcome.result.feasible
-            or outcome.notes.get("objective") != "flushed" or name == "exact-flushed"):
-        return outcome
-    searched = run(make_scheduler("exact-flushed", max_labels=FALLBACK_MAX_LABELS), problem,
-                   mode, objective="flushed")
-    if searched.result is None or not searched.result.feasible:
-        return outcome
-    notes = {**outcome.notes, **searched.notes,
-             "replaced_by": "exact-flushed (the scheduler's cuts and types miss the limit as "
-                            "the pipeline flushes)"}
-    return type(outcome)(outcome.scheduler, searched.plan, searched.result,
-                         outcome.evaluations + searched.evaluations,
-                         outcome.wall_s + searched.wall_s, notes)
 
 
 def add_verify(p) -> None:

@@ -21,7 +21,12 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from heterps_sim.core.unit_costs import BILLING_GRANULARITY_S, KIND_DEFAULTS, MEMORY_HEADROOM, CostParams
+from heterps_sim.core.unit_costs import (
+    BILLING_GRANULARITY_S,
+    KIND_DEFAULTS,
+    MEMORY_HEADROOM,
+    CostParams,
+)
 
 
 class _Strict(BaseModel):

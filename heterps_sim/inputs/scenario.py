@@ -28,8 +28,8 @@ from heterps_sim.core.limits import MAX_BATCH, MAX_SYNTHETIC_TYPES, MAX_UNITS
 from heterps_sim.core.problem import Problem
 from heterps_sim.core.spec import Cluster, ProfileOptions, Workload
 from heterps_sim.inputs import catalog, custom_types, model_source
-from heterps_sim.inputs.data_section import DataSection, SyntheticData
 from heterps_sim.inputs.cost_section import CostsSection, unknown_types
+from heterps_sim.inputs.data_section import DataSection, SyntheticData
 from heterps_sim.inputs.ps_section import PsSection, build_ps, with_ps
 from heterps_sim.inputs.roofline import DEFAULT_ALPHA, DEFAULT_EFFICIENCY, build_problem, load_trace
 from heterps_sim.inputs.torch_model.section import TorchModelSection, model_kind

@@ -23,7 +23,6 @@ from pydantic.json_schema import WithJsonSchema
 from heterps_sim.core.files import UserFileError
 from heterps_sim.inputs import zoo
 
-
 ZooParam = Annotated[Any, WithJsonSchema({
     "anyOf": [{"type": "number"}, {"type": "string"}, {"type": "null"},
               {"type": "array", "items": {"type": "number"}}]})]

@@ -31,8 +31,6 @@ def check_plans(problem, outcomes) -> dict:
     """Scheduler name -> Verification (re-planned and re-provisioned as `simulate` does),
     for each CHECKED scheduler with a feasible plan."""
     from heterps_sim.cost import evaluate_plan
-    from heterps_sim.schedulers.base import run_scheduler
-    from heterps_sim.schedulers.registry import make_scheduler
     from heterps_sim.studies.verify import verify_plan
     checks = {}
     for name, _ in CHECKED:
@@ -41,10 +39,19 @@ def check_plans(problem, outcomes) -> dict:
             continue
         checks[name] = verify_plan(
             problem, o.plan, o.result, lambda plan: evaluate_plan(problem, plan, "least"),
-            reprovision=True,
-            replan=lambda raised, name=name: run_scheduler(make_scheduler(name), raised, "least",
-                                                           objective="flushed"))
+            reprovision=True, replan=lambda raised, name=name: _replan(name, raised))
     return checks
+
+
+def _replan(name: str, raised):
+    """The scheduler run again at a raised floor: ours as `simulate` answers, the single type
+    as itself (never replaced by another scheduler's plan)."""
+    from heterps_sim.schedulers.as_it_runs import plan_as_it_runs
+    from heterps_sim.schedulers.base import run_scheduler
+    from heterps_sim.schedulers.registry import make_scheduler
+    if name == "exact":
+        return plan_as_it_runs(make_scheduler(name), raised, "least")
+    return run_scheduler(make_scheduler(name), raised, "least", objective="flushed")
 
 
 def confirmed_usd(check) -> float:
