@@ -124,7 +124,10 @@ def cmd_simulate(args) -> int:
         print(f"scenario {label}: {p.num_layers} layers, {p.num_types} resource types, batch "
               f"{p.batch_size}, limit {p.throughput_limit:,.0f} samples/s, "
               f"{p.num_samples:,.0f} samples")
-        print(f"scheduler {name} ({mode} provisioning), {outcome.wall_s:.3f} s\n")
+        print(f"scheduler {name} ({mode} provisioning), {outcome.wall_s:.3f} s")
+        if "replaced_by" in outcome.notes:
+            print(f"plan from {outcome.notes['replaced_by']}")
+        print()
         if outcome.plan is None:
             print(f"no feasible plan: {outcome.notes.get('reason', '')}")
         else:

@@ -10,17 +10,19 @@ import numpy as np
 from heterps_sim.cost import evaluate_plan
 from heterps_sim.schedulers.base import run_scheduler
 from heterps_sim.schedulers.exact.flushed import best_over_microbatches, optimum
-from heterps_sim.schedulers.registry import make_scheduler
-from heterps_sim.studies.replan_flushed import (
-    EXACT,
+from heterps_sim.schedulers.exact.flushed_search import (
     MAX_MICROBATCHES,
     MAX_SKIPPED_IN_A_ROW,
     MAX_WORK,
+    search_microbatches,
+)
+from heterps_sim.schedulers.registry import make_scheduler
+from heterps_sim.studies.replan_flushed import (
+    EXACT,
     RAISED,
     microbatch_counts,
     ms_text,
     not_applicable,
-    search_microbatches,
 )
 from heterps_sim.studies.verify import VerifySettings, check_lines, verify_plan
 from heterps_sim.testing import chain_problem, random_default_problem
