@@ -37,6 +37,7 @@ def effects_rows(problem: Problem, plan: Plan, options: DesOptions | None = None
 
     from heterps_sim.cost.reference import evaluate_plan
     from heterps_sim.des import simulate
+    from heterps_sim.studies.verify import job_cost_usd
     options = options or DesOptions()
     analytic = evaluate_plan(problem, plan, mode)
     rows = [_row("analytic", analytic, analytic)]
@@ -44,13 +45,16 @@ def effects_rows(problem: Problem, plan: Plan, options: DesOptions | None = None
                                disable=None if progress is None else not progress):
         run = simulate(problem, plan, seed=seed, options=options.with_effects(effects),
                        record_spans=False)
-        rows.append(_row(label, run.result, analytic))
+        # billed as the cost model bills the analytic row (startup, whole billing periods)
+        rows.append(_row(label, run.result, analytic, job_cost_usd(problem, plan, run.result)))
     return rows
 
 
-def _row(label: str, result: RunResult, analytic: RunResult) -> dict:
+def _row(label: str, result: RunResult, analytic: RunResult,
+         cost_usd: float | None = None) -> dict:
     ref = analytic.throughput
     return {"configuration": label, "feasible": result.feasible, "throughput": result.throughput,
             "vs analytic %": 100.0 * (result.throughput / ref - 1.0) if ref > 0 else float("nan"),
-            "step ms": result.step_time_s * 1e3, "cost USD": result.cost_usd,
+            "step ms": result.step_time_s * 1e3,
+            "cost USD": result.cost_usd if cost_usd is None else cost_usd,
             "bubble": result.extra.get("bubble_fraction", 0.0)}
