@@ -69,10 +69,15 @@ def consistency_case(name: str, problem: Problem, *, attribute: bool = True,
                      settings: VerifySettings | None = None,
                      objective: str = "stage") -> ConsistencyCase | None:
     """The exact optimum of `problem` checked as `schedule` checks it; None when the problem
-    has no feasible plan. `objective`: run_scheduler's ("flushed": the plan and prediction
-    the commands print, provisioned as the plan runs)."""
+    has no feasible plan. `objective`: run_scheduler's ("flushed": exact's cuts provisioned as
+    the plan runs), or "answer": the plan and prediction the commands print
+    (schedulers/as_it_runs.plan_as_it_runs)."""
     start = time.perf_counter()
-    outcome = run_scheduler(make_scheduler("exact"), problem, "least", objective=objective)
+    if objective == "answer":
+        from heterps_sim.schedulers.as_it_runs import plan_as_it_runs
+        outcome = plan_as_it_runs(make_scheduler("exact"), problem, "least")
+    else:
+        outcome = run_scheduler(make_scheduler("exact"), problem, "least", objective=objective)
     if outcome.result is None or not outcome.result.feasible:
         outcome = type(outcome)(outcome.scheduler, None, None, 0, 0.0)
     if outcome.plan is None:
