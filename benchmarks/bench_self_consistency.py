@@ -115,7 +115,7 @@ def main() -> None:
         s = summary(group)
         for model in ("analytic", "flushed"):
             r, w = s[model], s[model]["worst"]
-            name = ("printed" if OBJECTIVE == "flushed" else "stage model") \
+            name = ("printed" if OBJECTIVE != "stage" else "stage model") \
                 if model == "analytic" else "flushed"
             got = w.analytic if model == "analytic" else w.flushed
             print(f"{label:10} {name:12} cases {s['cases']:4}  MAPE {r['mape_pct']:6.2f}%  median "
