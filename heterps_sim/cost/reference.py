@@ -130,12 +130,21 @@ def plan_startup_s(problem: Problem, terms) -> float:
     return float(max(starts[j] for t in terms for j in stage_type_indices(t)))
 
 
+def fixed_price_per_hour(problem: Problem) -> float:
+    """USD per hour a plan pays whatever its stages: the parameter-server hosts the problem
+    prices (0 when it prices none). Every plan of the problem pays it, so job_cost adds it and
+    every search adds it to each plan's stage prices."""
+    ps = getattr(problem, "ps", None)
+    return float(getattr(ps, "price_per_hour", 0.0) or 0.0)
+
+
 def job_cost(problem: Problem, per_hour: float, thr: float, startup_s: float) -> float:
     """Default model: USD of the job: every unit billed from launch (startup) to the end of
-    N samples at thr, rounded up to the billing granularity."""
+    N samples at thr, rounded up to the billing granularity; `per_hour` is the stages' price,
+    the fixed price (fixed_price_per_hour: the parameter-server hosts) is added here."""
     run_s = problem.num_samples / thr
-    return per_hour * dominant.billed_hours(startup_s + run_s,
-                                            problem.unit_costs.billing_granularity_s)
+    return (per_hour + fixed_price_per_hour(problem)) * dominant.billed_hours(
+        startup_s + run_s, problem.unit_costs.billing_granularity_s)
 
 
 def _stage_price(problem: Problem, t, k: int) -> float:
