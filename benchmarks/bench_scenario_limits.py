@@ -38,10 +38,10 @@ from heterps_sim.cost.flush import flushed_throughput
 from heterps_sim.des import simulate
 from heterps_sim.des.options import DesOptions
 from heterps_sim.inputs.scenario import parse_scenario, scenario_problem
+from heterps_sim.planner.check import VerifySettings
 from heterps_sim.schedulers.base import run_scheduler
 from heterps_sim.schedulers.exact.flushed import LabelLimit, optimum
 from heterps_sim.schedulers.registry import make_scheduler
-from heterps_sim.studies.verify import VerifySettings
 
 ROOT = Path(__file__).resolve().parents[1]
 FORMER = {"dlrm-64types": {"batch_size": 8192},

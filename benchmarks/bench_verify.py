@@ -20,9 +20,9 @@ from pathlib import Path
 
 from heterps_sim.cost import evaluate_plan
 from heterps_sim.inputs.load import load_input
+from heterps_sim.planner.check import verify_plan
 from heterps_sim.schedulers.base import run_scheduler
 from heterps_sim.schedulers.registry import make_scheduler
-from heterps_sim.studies.verify import verify_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ("dlrm-64types", "ctr-dnn-64types", "synthetic-64x64")

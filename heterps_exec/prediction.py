@@ -121,7 +121,7 @@ def _from_profile(spec: RunSpec, problem, plan: Plan, graph, csv_path: Path,
     from heterps_exec.calibration.calibrate import LayerFit, calibrated_problem
     from heterps_exec.calibration.validate import simulator_options
     from heterps_sim.des import DesOptions, simulate
-    from heterps_sim.schedulers.exact.flushed_provision import price_plan
+    from heterps_sim.planner import Pricing
     rows = _profile_rows(csv_path, graph.name)
     if not rows:
         raise ValueError(f"no rows for model {graph.name!r}")
@@ -137,7 +137,8 @@ def _from_profile(spec: RunSpec, problem, plan: Plan, graph, csv_path: Path,
     calibrated = {mode: calibrated_problem(problem, graph, plan, fit, slow, links["latency_s"],
                                            links["bytes_per_s"], for_des=mode == "des")
                   for mode in ("analytic", "des")}
-    analytic = price_plan(calibrated["analytic"], plan)[1]
+    analytic = Pricing.of(calibrated["analytic"], schedule=plan.schedule).price(
+        calibrated["analytic"], plan)[1]
     simulated = simulate(calibrated["des"], plan, seed=spec.seed, options=options,
                          record_spans=False).result
     return Prediction(source="profile", analytic=analytic, simulated=simulated,
@@ -147,13 +148,13 @@ def _from_profile(spec: RunSpec, problem, plan: Plan, graph, csv_path: Path,
 
 def _from_roofline(spec: RunSpec, problem, plan: Plan, notes: tuple[str, ...]) -> Prediction:
     from heterps_sim.des import DesOptions, simulate
-    from heterps_sim.schedulers.exact.flushed_provision import price_plan
-    from heterps_sim.studies.verify import DETERMINISTIC_EFFECTS
+    from heterps_sim.planner import Pricing
+    from heterps_sim.planner.check import DETERMINISTIC_EFFECTS
     hps, more = _hps_fields(spec)
     options = DesOptions.with_effects(DETERMINISTIC_EFFECTS, num_steps=spec.steps,
                                       warmup_steps=spec.warmup_steps,
                                       num_microbatches=plan.num_microbatches, **hps)
-    analytic = price_plan(problem, plan)[1]
+    analytic = Pricing.of(problem, schedule=plan.schedule).price(problem, plan)[1]
     simulated = simulate(problem, plan, seed=spec.seed, options=options,
                          record_spans=False).result
     return Prediction(source="roofline", analytic=analytic, simulated=simulated,

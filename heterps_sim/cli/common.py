@@ -69,39 +69,38 @@ def scheduler_name(args, loaded) -> str:
     return args.scheduler or (sched.scheduler if sched else "exact")
 
 
-def run_scheduler(problem, name: str, mode: str, seed: int, options: dict, *,
-                  note_cuts: bool = True):
-    """Make the scheduler with its validated options and run it as the commands answer
-    (schedulers/as_it_runs.py) -> ScheduleOutcome (`note_cuts`: with allow_same_type_cuts,
-    also say what the cuts save, unless the plan was replaced by the flushed search's)."""
+def make_planner(name: str, mode: str, seed: int, options: dict):
+    """The planner of the commands (planner/planner.py): the search `name` with its validated
+    options, the problem's pricing under provisioning `mode`."""
     from pydantic import ValidationError
 
-    from heterps_sim.schedulers.as_it_runs import plan_as_it_runs
-    from heterps_sim.schedulers.base import run_scheduler as run
+    from heterps_sim.planner import Planner
     from heterps_sim.schedulers.registry import make_scheduler
     try:
-        scheduler = make_scheduler(name, seed=seed, **options)
+        make_scheduler(name, seed=seed, **options)  # validates the name and options
     except KeyError as exc:
         raise UserFileError(f"--scheduler: {exc.args[0]}") from None
     except ValidationError as exc:
         from heterps_sim.core.files import validation_message
         raise UserFileError(validation_message(f"scheduler {name} options", exc)) from None
+    return Planner(search=name, options=dict(options), seed=seed, provisioning=mode)
+
+
+def run_scheduler(problem, name: str, mode: str, seed: int, options: dict, *,
+                  check: bool = False, repair: bool = False):
+    """The planner's answer for `problem` (planner.Answer), as every command prints it; with
+    `check` its simulator check (answer.check), with `repair` a short plan repaired."""
     from heterps_sim.core import progress
-    progress.phase(f"scheduling: {name} ({mode} provisioning)")
-    outcome = plan_as_it_runs(scheduler, problem, mode)
-    if not note_cuts:
-        return outcome
-    if (options.get("allow_same_type_cuts") and outcome.result is not None
-            and "replaced_by" not in outcome.notes):
-        # Say what cutting a run of one type into several stages saves (the paper's stages
-        # are maximal runs).
-        plain = make_scheduler(name, seed=seed, **{**options, "allow_same_type_cuts": False})
-        base = run(plain, problem, mode, objective="flushed").result
-        if base is not None and base.feasible:
-            saved = base.cost_usd - outcome.result.cost_usd
-            outcome.notes["cost_without_same_type_cuts_usd"] = base.cost_usd
-            outcome.notes["same_type_cuts_save_pct"] = 100.0 * saved / base.cost_usd
-    return outcome
+    planner = make_planner(name, mode, seed, options)
+    progress.phase(f"planning: {name} ({planner.pricing_for(problem).describe()})")
+    try:
+        answer = planner.plan(problem)
+    except ValueError as exc:
+        raise UserFileError(f"--scheduler {name}: {exc}") from None
+    if (check or repair) and answer.feasible:
+        progress.phase("checking the plan in the simulator (--verify none skips it)")
+        answer.check = planner.check(answer, repair=repair)
+    return answer
 
 
 def add_verify(p) -> None:
@@ -112,19 +111,3 @@ def add_verify(p) -> None:
                    "print its throughput and cost beside the model's; simulate also "
                    "re-provisions a plan the simulator finds short (studies/verify.py). "
                    "none: skip the check")
-
-
-def verify_outcome(problem, outcome, mode: str, args, *, reprovision: bool, replan=None):
-    """The simulator's check of a scheduled plan (studies.verify), or None when --verify
-    none or there is no feasible plan to check; `replan(problem)` runs the same scheduler
-    again (studies/replan.py: a raised throughput floor)."""
-    if getattr(args, "verify", "none") == "none" or outcome.plan is None \
-            or outcome.result is None or not outcome.result.feasible:
-        return None
-    from heterps_sim.core import progress
-    from heterps_sim.cost import evaluate_plan
-    from heterps_sim.studies.verify import verify_plan
-    progress.phase("checking the plan in the simulator (--verify none skips it)")
-    return verify_plan(problem, outcome.plan, outcome.result,
-                       lambda plan: evaluate_plan(problem, plan, mode), reprovision=reprovision,
-                       replan=replan)

@@ -21,7 +21,6 @@ from heterps_sim.cli.common import (
     run_scheduler,
     schedule_settings,
     scheduler_name,
-    verify_outcome,
 )
 from heterps_sim.core.files import UserFileError, new_run_folder
 from heterps_sim.core.outputs import atomic_write, check_target
@@ -78,21 +77,23 @@ def cmd_schedule(args) -> int:
         check_target(args.out)  # before the search, not after it
     loaded = load(args.input, args.model)
     name, mode, seed, options = schedule_settings(args, loaded)
-    outcome = run_scheduler(loaded.problem, name, mode, seed, options)
-    check = verify_outcome(loaded.problem, outcome, mode, args, reprovision=False)
+    outcome = run_scheduler(loaded.problem, name, mode, seed, options,
+                            check=args.verify != "none")
+    check = outcome.check
     if outcome.plan is not None and args.out:
         atomic_write(Path(args.out), dump(outcome.plan.to_json_dict()))
     if args.json:
         print(dump({**outcome.to_json_dict(), "verify": check and check.to_json_dict()}))
     elif outcome.plan is None:
         print(f"{name}: no feasible plan: {outcome.notes.get('reason', '')}")
+        print(outcome.optimality())
     else:
         from heterps_sim.plots.tables import result_table
-        print(f"scheduler {name} ({mode} provisioning): {outcome.evaluations} evaluations, "
-              f"{outcome.wall_s:.3f} s" + (f"; {_notes(outcome.notes)}" if outcome.notes else ""))
+        print(f"planner: {name} under the {outcome.pricing.describe()}, "
+              f"{outcome.wall_s:.3f} s; {outcome.optimality()}")
         print(result_table(outcome.result))
         if check is not None:
-            from heterps_sim.studies.verify import check_lines
+            from heterps_sim.planner.check import check_lines
             print("\n" + "\n".join(check_lines(check)))
         if args.out:
             print(f"plan written to {args.out}")
@@ -110,10 +111,9 @@ def cmd_simulate(args) -> int:
     label = loaded.problem.name or "run"
     # the folder is made (or cleared of an earlier run's files) before the search
     out = prepare_run_folder(Path(args.out)) if args.out else new_run_folder(label)
-    outcome = run_scheduler(loaded.problem, name, mode, seed, options)
-    check = verify_outcome(loaded.problem, outcome, mode, args, reprovision=True,
-                           replan=lambda raised: run_scheduler(raised, name, mode, seed, options,
-                                                               note_cuts=False))
+    outcome = run_scheduler(loaded.problem, name, mode, seed, options,
+                            repair=args.verify != "none")
+    check = outcome.check
     write_run_folder(out, loaded.problem, outcome, scenario=loaded.scenario, seed=seed,
                      verification=check)
     if args.json:
@@ -124,17 +124,16 @@ def cmd_simulate(args) -> int:
         print(f"scenario {label}: {p.num_layers} layers, {p.num_types} resource types, batch "
               f"{p.batch_size}, limit {p.throughput_limit:,.0f} samples/s, "
               f"{p.num_samples:,.0f} samples")
-        print(f"scheduler {name} ({mode} provisioning), {outcome.wall_s:.3f} s")
-        if "replaced_by" in outcome.notes:
-            print(f"plan from {outcome.notes['replaced_by']}")
+        print(f"planner: {name} under the {outcome.pricing.describe()}, "
+              f"{outcome.wall_s:.3f} s; {outcome.optimality()}")
         print()
         if outcome.plan is None:
             print(f"no feasible plan: {outcome.notes.get('reason', '')}")
         else:
             print(result_table(outcome.result))
-            print(_versus_single_type(loaded.problem, mode, outcome.result))
+            print(_versus_one_type(outcome))
             if check is not None:
-                from heterps_sim.studies.verify import check_lines
+                from heterps_sim.planner.check import check_lines
                 print("\n" + "\n".join(check_lines(check)))
         print(f"\nrun folder: {out}")
     if check is not None:
@@ -147,16 +146,11 @@ def _notes(notes: dict) -> str:
                      for k, v in notes.items())
 
 
-def _versus_single_type(problem, mode: str, result) -> str:
-    """How the plan compares with the best plan that uses one type for every layer."""
-    from heterps_sim.schedulers.base import run_scheduler as run
-    from heterps_sim.schedulers.registry import make_scheduler
-    base = run(make_scheduler("homogeneous"), problem, mode).result
-    if base is None or not base.feasible:
-        return "best single-type plan: none meets the limit"
-    ratio = base.cost_usd / result.cost_usd
-    return (f"best single-type plan: {base.stages[0].resource} x{base.stages[0].num_replicas}, "
-            f"{base.cost_usd:,.6g} USD ({ratio:.2f}x this plan's cost)")
+def _versus_one_type(answer) -> str:
+    """What mixing types and pipelining each save, against the best one-type plans under the
+    same pricing (planner/baseline.py)."""
+    from heterps_sim.planner.baseline import effects_lines, one_type_baselines
+    return "\n".join(effects_lines(answer, one_type_baselines(answer.problem, answer.pricing)))
 
 
 def add_compare(p) -> None:
@@ -209,13 +203,14 @@ def add_evaluate(p) -> None:
 
 def cmd_evaluate(args) -> int:
     from heterps_sim.inputs.load import load_plan
-    from heterps_sim.schedulers.exact.flushed_provision import price_plan
+    from heterps_sim.planner import Pricing
     if getattr(args, "trace", None):
         check_target(args.trace)  # before the simulation
     loaded = load(args.input, args.model)
     try:
         plan = load_plan(args.plan)
-        plan, result = price_plan(loaded.problem, plan, args.mode)  # checks the plan fits
+        pricing = Pricing.of(loaded.problem, schedule=plan.schedule, provisioning=args.mode)
+        plan, result = pricing.price(loaded.problem, plan)  # checks the plan fits
     except UserFileError as exc:  # PlanError included: named after the plan file
         msg = str(exc)
         raise UserFileError(msg if msg.startswith(str(args.plan)) else f"{args.plan}: {msg}") \

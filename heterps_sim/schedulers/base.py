@@ -118,18 +118,10 @@ class ScheduleOutcome:
                 "result": self.result.to_json_dict() if self.result else None}
 
 
-OBJECTIVES = ("flushed", "stage")
-"""run_scheduler's final provisioning under the default model: "flushed" gives the chosen
-cuts and types their cheapest units and microbatch count as a flushed schedule (gpipe, 1f1b)
-runs them (schedulers/exact/flushed_provision.py); "stage" keeps the stage model's."""
-
-
-def run_scheduler(scheduler, problem: Problem, mode: str = "least", *,
-                  objective: str = "stage") -> ScheduleOutcome:
-    """Run one scheduler and evaluate its plan with the same evaluator; under the default
-    model a plan that flushes is then provisioned and priced as it runs (`objective`)."""
-    if objective not in OBJECTIVES:
-        raise ValueError(f"objective must be one of {OBJECTIVES}")
+def run_scheduler(scheduler, problem: Problem, mode: str = "least") -> ScheduleOutcome:
+    """Run one scheduler and evaluate its plan with the same evaluator (the stage model).
+    What the commands answer (a plan priced as it runs) is the planner's:
+    heterps_sim.planner.Planner."""
     evaluate = Evaluator(problem, mode)
     start = time.perf_counter()
     notes: dict = {}
@@ -140,10 +132,5 @@ def run_scheduler(scheduler, problem: Problem, mode: str = "least", *,
                                time.perf_counter() - start, {"reason": str(exc)})
     notes.update(getattr(scheduler, "notes", {}) or {})
     result = evaluate(plan)
-    if objective == "flushed":
-        from heterps_sim.schedulers.exact.flushed_provision import applies, as_it_runs
-        if applies(problem, plan):
-            plan, result, more = as_it_runs(problem, plan, result)
-            notes.update(more)
     wall = time.perf_counter() - start
     return ScheduleOutcome(scheduler.name, plan, result, evaluate.count - 1, wall, notes)

@@ -1,6 +1,7 @@
 """Compare schedulers on one problem: cost, throughput, gap to the exact optimum, effort.
 
-Every scheduler runs through the same provisioning and evaluator, so only the search differs.
+Every scheduler runs through the one planner (planner/planner.py) and its plan is priced by the
+same pricing as the exact answer, so only the search differs.
 `budget` (evaluations) goes to every scheduler whose Config has a `budget` field, so searches
 are compared at equal effort; the exact optimum is always run as the yardstick.
 """
@@ -12,11 +13,11 @@ import math
 import pandas as pd
 
 from heterps_sim.core.problem import Problem
-from heterps_sim.schedulers.base import run_scheduler
-from heterps_sim.schedulers.registry import make_scheduler, scheduler_class, scheduler_names
+from heterps_sim.planner import Planner
+from heterps_sim.schedulers.registry import scheduler_class, scheduler_names
 
-COLUMNS = ["scheduler", "feasible", "cost_usd", "gap_pct", "throughput", "num_stages",
-           "units", "evaluations", "wall_s", "reason"]
+COLUMNS = ["scheduler", "feasible", "cost_usd", "gap_pct", "proven", "throughput",
+           "num_stages", "units", "evaluations", "wall_s", "reason"]
 
 
 def scheduler_options(name: str, budget: int | None, seed: int) -> dict:
@@ -35,19 +36,21 @@ def compare(problem: Problem, names: list[str] | None = None, *, mode: str = "le
     names = list(names or scheduler_names())
     for name in names:
         scheduler_class(name)  # unknown names fail before anything runs
-    exact = run_scheduler(make_scheduler("exact", seed=seed), problem, mode)
-    best = exact.result.cost_usd if exact.result and exact.result.feasible else math.inf
+    exact = Planner(search="exact", seed=seed, provisioning=mode).plan(problem)
+    best = exact.cost_usd
     rows = []
     for name in tqdm(names, desc="schedulers", unit="scheduler", disable=not progress or None,
                      leave=False):
-        outcome = exact if name == "exact" else run_scheduler(
-            make_scheduler(name, **scheduler_options(name, budget, seed)), problem, mode)
+        outcome = exact if name == "exact" else Planner(
+            search=name, options=scheduler_options(name, budget, seed), seed=seed,
+            provisioning=mode).plan(problem)
         r = outcome.result
         feasible = bool(r is not None and r.feasible)
         cost = r.cost_usd if feasible else math.inf
         rows.append({
             "scheduler": name, "feasible": feasible, "cost_usd": cost,
             "gap_pct": 100.0 * (cost / best - 1.0) if math.isfinite(best) else math.nan,
+            "proven": outcome.proven,
             "throughput": r.throughput if r is not None else 0.0,
             "num_stages": len(r.stages) if r is not None else 0,
             "units": ", ".join(f"{k} x{v}" for k, v in r.units_per_type.items()) if r else "",

@@ -37,7 +37,7 @@ def effects_rows(problem: Problem, plan: Plan, options: DesOptions | None = None
 
     from heterps_sim.cost.reference import evaluate_plan
     from heterps_sim.des import simulate
-    from heterps_sim.studies.verify import job_cost_usd
+    from heterps_sim.planner.check import job_cost_usd
     options = options or DesOptions()
     analytic = evaluate_plan(problem, plan, mode)
     rows = [_row("analytic", analytic, analytic)]

@@ -64,15 +64,19 @@ def _usd(x: float) -> str:
 
 
 def _outcomes(problem):
-    """Ours is the plan `simulate` answers with; the baselines keep their own plans (a
-    single-type plan that misses the limit is not replaced), provisioned as they run."""
-    from heterps_sim.schedulers.as_it_runs import plan_as_it_runs
-    from heterps_sim.schedulers.base import run_scheduler
-    from heterps_sim.schedulers.registry import make_scheduler
-    outcomes = {"exact": plan_as_it_runs(make_scheduler("exact"), problem, "least")}
-    return outcomes | {name: run_scheduler(make_scheduler(name), problem, "least",
-                                           objective="flushed")
-                       for name in ("homogeneous", "paddle-heuristic")}
+    """Ours is the planner's answer (what `simulate` answers with); "homogeneous" is the best
+    one-type plan under the same pricing (planner/baseline.py, pipelines of one type
+    allowed), and Paddle's heuristic keeps its own plan, priced as it runs."""
+    from heterps_sim.planner import Planner
+    from heterps_sim.planner.answer import Answer
+    from heterps_sim.planner.baseline import one_type_baselines
+    ours = Planner().plan(problem)
+    one = one_type_baselines(ours.problem, ours.pricing).one_type
+    if one is None:
+        one = Answer(scheduler="homogeneous", plan=None, result=None, pricing=ours.pricing,
+                     problem=ours.problem, notes={"reason": "no single type meets the limit"})
+    return {"exact": ours, "homogeneous": one,
+            "paddle-heuristic": Planner(search="paddle-heuristic").plan(problem)}
 
 
 def headline_row(name: str, problem, outcomes, checks: dict | None = None) -> dict:

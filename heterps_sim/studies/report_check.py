@@ -2,7 +2,7 @@
 
 The headline compares analytic costs; a plan the simulator cannot run at the limit does not
 deliver them. So our plan and the best single-type plan are each checked as `heterps-sim
-simulate` checks a plan (studies/verify.py: the deterministic effects on, seed 0, the plan's
+simulate` checks a plan (planner/check.py: the deterministic effects on, seed 0, the plan's
 own schedule and microbatches; a plan that misses the limit is re-planned by the same
 scheduler and re-provisioned, within the same bounds), and the report prints the model's and
 the simulator's numbers side by side, and the cost ratio of the two plans the simulator
@@ -29,29 +29,22 @@ def _changes(check) -> str:
 
 def check_plans(problem, outcomes) -> dict:
     """Scheduler name -> Verification (re-planned and re-provisioned as `simulate` does),
-    for each CHECKED scheduler with a feasible plan."""
-    from heterps_sim.cost import evaluate_plan
-    from heterps_sim.studies.verify import verify_plan
+    for each CHECKED plan that meets the limit: ours re-planned by the planner's exact
+    search, the best one-type plan by the one-type search (never by another type's plan)."""
+    from heterps_sim.planner import Planner
+    from heterps_sim.planner.baseline import one_type_baselines
+    planner = Planner()
     checks = {}
     for name, _ in CHECKED:
         o = outcomes[name]
         if o.plan is None or o.result is None or not o.result.feasible:
             continue
-        checks[name] = verify_plan(
-            problem, o.plan, o.result, lambda plan: evaluate_plan(problem, plan, "least"),
-            reprovision=True, replan=lambda raised, name=name: _replan(name, raised))
+        replan = None
+        if name != "exact":
+            def replan(raised, pricing=o.pricing):
+                return one_type_baselines(raised, pricing).one_type or planner.plan(raised)
+        checks[name] = planner.check(o, repair=True, replan=replan)
     return checks
-
-
-def _replan(name: str, raised):
-    """The scheduler run again at a raised floor: ours as `simulate` answers, the single type
-    as itself (never replaced by another scheduler's plan)."""
-    from heterps_sim.schedulers.as_it_runs import plan_as_it_runs
-    from heterps_sim.schedulers.base import run_scheduler
-    from heterps_sim.schedulers.registry import make_scheduler
-    if name == "exact":
-        return plan_as_it_runs(make_scheduler(name), raised, "least")
-    return run_scheduler(make_scheduler(name), raised, "least", objective="flushed")
 
 
 def confirmed_usd(check) -> float:

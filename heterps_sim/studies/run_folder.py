@@ -69,7 +69,7 @@ def write_run_folder(out: Path, problem: Problem, outcome, *, scenario=None, see
         if verification is not None:
             from dataclasses import replace
 
-            from heterps_sim.studies.verify import summary
+            from heterps_sim.planner.check import summary
             plan, result = verification.final_plan, verification.final_analytic
             result = replace(result, extra={**result.extra, "simulated": {
                 **summary(verification.final_simulated,

@@ -31,9 +31,9 @@ from heterps_sim.core.problem import Problem
 from heterps_sim.cost.flush import FLUSHED, flushed_throughput
 from heterps_sim.des import simulate
 from heterps_sim.des.options import DesOptions
+from heterps_sim.planner.check import DETERMINISTIC_EFFECTS, VerifySettings
 from heterps_sim.schedulers.base import run_scheduler
 from heterps_sim.schedulers.registry import make_scheduler
-from heterps_sim.studies.verify import DETERMINISTIC_EFFECTS, VerifySettings
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,18 +69,20 @@ def consistency_case(name: str, problem: Problem, *, attribute: bool = True,
                      settings: VerifySettings | None = None,
                      objective: str = "stage") -> ConsistencyCase | None:
     """The exact optimum of `problem` checked as `schedule` checks it; None when the problem
-    has no feasible plan. `objective`: run_scheduler's ("flushed": exact's cuts provisioned as
-    the plan runs), or "answer": the plan and prediction the commands print
-    (schedulers/as_it_runs.plan_as_it_runs)."""
+    has no feasible plan. `objective`: "stage" (the stage model's optimum and units), "flushed"
+    (its cuts provisioned as the plan runs) or "answer": the plan and prediction the commands
+    print (the planner's)."""
     start = time.perf_counter()
-    if objective == "answer":
-        from heterps_sim.schedulers.as_it_runs import plan_as_it_runs
-        outcome = plan_as_it_runs(make_scheduler("exact"), problem, "least")
+    if objective == "answer":  # the plan and prediction the commands print: the planner's
+        from heterps_sim.planner import Planner
+        outcome = Planner().plan(problem)
     else:
-        outcome = run_scheduler(make_scheduler("exact"), problem, "least", objective=objective)
-    if outcome.result is None or not outcome.result.feasible:
-        outcome = type(outcome)(outcome.scheduler, None, None, 0, 0.0)
-    if outcome.plan is None:
+        outcome = run_scheduler(make_scheduler("exact"), problem, "least")
+        if objective == "flushed" and outcome.plan is not None:  # exact's cuts as they run
+            from heterps_sim.planner import Pricing
+            plan, result = Pricing.of(problem).price(problem, outcome.plan.with_replicas(None))
+            outcome = type(outcome)(outcome.scheduler, plan, result, 0, 0.0)
+    if outcome.plan is None or outcome.result is None or not outcome.result.feasible:
         return None
     settings = settings or VerifySettings()
     plan = outcome.plan.with_replicas([s.num_replicas for s in outcome.result.stages])

@@ -141,20 +141,24 @@ def log_limits(lo: float, hi: float, num_points: int) -> tuple[float, ...]:
     return tuple(float(x) for x in np.geomspace(lo, hi, num_points))
 
 
+def _answer(problem: Problem, name: str, mode: str, options: dict | None = None,
+            seed: int = 0):
+    """The planner's answer (planner.Answer) of scheduler `name` on `problem`."""
+    from heterps_sim.planner import Planner
+    return Planner(search=name, options=dict(options or {}), seed=seed,
+                   provisioning=mode).plan(problem)
+
+
 def _exact_throughput(problem: Problem, limit: float, mode: str) -> float | None:
-    from heterps_sim.schedulers.base import run_scheduler
-    from heterps_sim.schedulers.registry import make_scheduler
-    result = run_scheduler(make_scheduler("exact"), problem.with_limit(limit), mode).result
-    return result.throughput if result is not None and result.feasible else None
+    answer = _answer(problem.with_limit(limit), "exact", mode)
+    return answer.result.throughput if answer.feasible else None
 
 
 def reachable_range(problem: Problem, mode: str = "exact", rel_tol: float = 1e-3) -> tuple[float, float]:
     """(cheapest plan's throughput, highest reachable limit), samples/s (see the module doc)."""
     lo = _exact_throughput(problem, TINY_LIMIT, mode)
     if lo is None:
-        from heterps_sim.schedulers.base import run_scheduler
-        from heterps_sim.schedulers.registry import make_scheduler
-        out = run_scheduler(make_scheduler("exact"), problem.with_limit(TINY_LIMIT), mode)
+        out = _answer(problem.with_limit(TINY_LIMIT), "exact", mode)
         raise SweepError(f"{problem.name or 'problem'}: no feasible plan at any limit: "
                          f"{out.notes.get('reason', '')}")
     good, bad = lo, lo * 2.0
@@ -210,13 +214,11 @@ def _run_point(task: tuple) -> tuple[int, dict, dict | None]:
 
 
 def _point(task: tuple) -> tuple[int, dict, dict | None]:
-    from heterps_sim.schedulers.base import run_scheduler
-    from heterps_sim.schedulers.registry import make_scheduler
     from heterps_sim.studies.compare import scheduler_options
     tid, index, name, limit, spec = task
     problem = _PROBLEM.with_limit(limit)
-    outcome = run_scheduler(make_scheduler(name, **scheduler_options(name, spec.budget, spec.seed)),
-                            problem, spec.mode)
+    outcome = _answer(problem, name, spec.mode, scheduler_options(name, spec.budget, spec.seed),
+                      spec.seed)
     result, plan = outcome.result, None
     if result is not None and outcome.plan is not None and result.stages:
         plan = outcome.plan.with_replicas([s.num_replicas for s in result.stages])
@@ -254,12 +256,15 @@ def _result_columns(problem: Problem, result) -> dict:
 
 
 def _single_type_costs(problem: Problem, limits, mode: str) -> list[float]:
-    from heterps_sim.schedulers.base import run_scheduler
-    from heterps_sim.schedulers.registry import make_scheduler
+    """The best one-type plan's cost at each limit (planner/baseline.py: the exact optimum
+    restricted to one type, pipelines of it allowed, under the same pricing)."""
+    from heterps_sim.planner import Pricing
+    from heterps_sim.planner.baseline import one_type_baselines
     costs = []
     for limit in limits:
-        r = run_scheduler(make_scheduler("homogeneous"), problem.with_limit(limit), mode).result
-        costs.append(r.cost_usd if r is not None and r.feasible else math.inf)
+        at = problem.with_limit(limit)
+        best = one_type_baselines(at, Pricing.of(at, provisioning=mode)).one_type
+        costs.append(best.cost_usd if best is not None else math.inf)
     return costs
 
 

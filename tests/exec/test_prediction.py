@@ -26,8 +26,8 @@ from heterps_exec.request import RunRequest
 from heterps_sim.core.plan import plan_from_dict
 from heterps_sim.des import DesOptions, simulate
 from heterps_sim.inputs.load import load_input
+from heterps_sim.planner.check import DETERMINISTIC_EFFECTS
 from heterps_sim.schedulers.exact.flushed_provision import price_plan
-from heterps_sim.studies.verify import DETERMINISTIC_EFFECTS
 from tests.exec.helpers import SCENARIO, run_exec, tiny_plan
 
 REPO = Path(__file__).resolve().parents[2]

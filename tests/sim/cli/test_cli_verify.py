@@ -12,7 +12,7 @@ from heterps_sim.cli import main
 from heterps_sim.core.plan import plan_from_dict
 from heterps_sim.core.problem import problem_from_dict
 from heterps_sim.des import simulate
-from heterps_sim.studies.verify import DETERMINISTIC_EFFECTS, VerifySettings
+from heterps_sim.planner.check import DETERMINISTIC_EFFECTS, VerifySettings
 from heterps_sim.testing import chain_problem
 
 

@@ -27,7 +27,7 @@ from heterps_sim.cost.flush import flushed_throughput
 from heterps_sim.cost.reference import evaluate_plan
 from heterps_sim.des.invariants import exact_window, throughput
 from heterps_sim.inputs.ps_section import with_ps
-from heterps_sim.studies.verify import DETERMINISTIC_EFFECTS
+from heterps_sim.planner.check import DETERMINISTIC_EFFECTS
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "des"))
 from test_default_effects_off import default_case, runs  # noqa: E402

@@ -141,8 +141,8 @@ def test_a_plan_the_simulator_refutes_says_so():
     simulated ratio, the shortfall stated."""
     from heterps_sim.core.plan import plan_from_dict
     from heterps_sim.cost import evaluate_plan
+    from heterps_sim.planner.check import verify_plan
     from heterps_sim.studies.report_check import headline_cells, verdict
-    from heterps_sim.studies.verify import verify_plan
     problem = dlrm_at_8192()
     names = list(problem.layer_names)
     cuts = [("mi100", 4, 1), ("mi210", 2, 2), ("mi100", 1, 2), ("mi325x", 4, 1), ("mi300x", 3, 1),

@@ -11,7 +11,7 @@ import pytest
 
 from heterps_sim.cost import evaluate_plan
 from heterps_sim.des import simulate
-from heterps_sim.studies.verify import (
+from heterps_sim.planner.check import (
     DETERMINISTIC_EFFECTS,
     VerifySettings,
     check_lines,

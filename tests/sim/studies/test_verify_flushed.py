@@ -3,7 +3,7 @@ beside the stage model and the simulator, and keeps it in verify.json."""
 
 from heterps_sim.cost import evaluate_plan
 from heterps_sim.cost.flush import flushed_throughput
-from heterps_sim.studies.verify import VerifySettings, check_lines, verify_plan
+from heterps_sim.planner.check import VerifySettings, check_lines, verify_plan
 from heterps_sim.testing import chain_plan, chain_problem
 
 

@@ -8,9 +8,9 @@ import pytest
 
 from heterps_sim.cost import evaluate_plan
 from heterps_sim.des import simulate
+from heterps_sim.planner.check import VerifySettings, check_lines, verify_plan
 from heterps_sim.schedulers.base import run_scheduler
 from heterps_sim.schedulers.registry import make_scheduler
-from heterps_sim.studies.verify import VerifySettings, check_lines, verify_plan
 from heterps_sim.testing import chain_problem
 
 EFFECTS = ("bubbles",)

@@ -1,0 +1,91 @@
+"""The one path from a problem to the answer every command prints.
+
+    planner = Planner(search="exact", pricing=Pricing.of(problem))
+    answer = planner.plan(problem)                  # search -> pricing
+    answer = planner.plan(problem, check=True)      # ... -> the simulator's check
+    answer = planner.plan(problem, repair=True)     # ... -> repair where the simulator is short
+    plan, result = planner.price(problem, plan)     # any plan, priced the same way
+
+Roles passed in, as TorchRec's planner takes them: the search (the exact optimum under the
+pricing's own objective, or a registered scheduler), the pricing (planner/pricing.py), the
+check (planner/check.py, the SimPy simulator with the deterministic effects) and the repair
+(planner/replan.py, then planner/repair.py). `schedule`, `simulate`, `evaluate`, `compare`,
+`tradeoff`, `report`, the headline, the Python API, the RL schedulers' reference and
+`heterps-exec run`'s prediction all call it, so one plan has one price everywhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from heterps_sim.core.plan import Plan
+from heterps_sim.core.problem import Problem
+from heterps_sim.core.result import RunResult
+from heterps_sim.planner import searches
+from heterps_sim.planner.answer import Answer
+from heterps_sim.planner.pricing import Pricing
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Planner:
+    search: str = "exact"
+    """"exact" (the optimum under the pricing, proven or with a certified gap) or a
+    registered scheduler's name (its cuts and types, priced as they run)."""
+    pricing: Pricing | None = None
+    """How plans are priced; None: Pricing.of(problem) (its model, gpipe, m searched)."""
+    provisioning: str = "least"
+    """The stage model's unit rule when `pricing` is None (least | exact)."""
+    options: dict = field(default_factory=dict)
+    """The scheduler's Config fields."""
+    seed: int = 0
+    max_work: int | None = None
+    """The exact flushed search's deterministic budget (None: its default); past it the
+    answer carries a certified gap instead of a proof."""
+
+    def pricing_for(self, problem: Problem) -> Pricing:
+        if self.pricing is not None:
+            return self.pricing
+        return Pricing.of(problem, provisioning=self.provisioning)
+
+    def price(self, problem: Problem, plan: Plan) -> tuple[Plan, RunResult]:
+        """`plan` as it runs under this planner's pricing (units and m filled in)."""
+        return self.pricing_for(problem).price(problem, plan)
+
+    def plan(self, problem: Problem, *, check: bool = False, repair: bool = False,
+             settings=None) -> Answer:
+        """The answer for `problem`: searched and priced; with `check` (or `repair`) run in
+        the simulator; with `repair`, re-planned or re-provisioned where it is short."""
+        pricing = self.pricing_for(problem)
+        answer = self._search(problem, pricing)
+        if (check or repair) and answer.feasible:
+            answer.check = self.check(answer, repair=repair, settings=settings)
+        return answer
+
+    def _search(self, problem: Problem, pricing: Pricing) -> Answer:
+        if self.search in searches.EXACT_NAMES:
+            options = {k: v for k, v in self.options.items() if k != "seed"}
+            if self.search == "exact-flushed" and not pricing.flushed:
+                raise ValueError("exact-flushed prices the default model's flushed schedule; "
+                                 "this problem uses the " + pricing.describe())
+            return searches.exact(problem, pricing, options=options, max_work=self.max_work)
+        return searches.scheduler(problem, pricing, self.search, self.options, self.seed)
+
+    def check(self, answer: Answer, *, repair: bool = False, settings=None, replan=None):
+        """The simulator's check of `answer` (planner/check.py); with `repair`, re-planned at
+        raised floors (by `replan(problem) -> Answer`, default this planner's search), then
+        re-provisioned."""
+        from heterps_sim.planner.check import verify_plan
+        problem, pricing = answer.problem, answer.pricing
+
+        def evaluate(plan: Plan) -> RunResult:
+            return pricing.price(problem, plan)[1]
+
+        def search_again(raised: Problem) -> Answer:
+            return self._search(raised, pricing)
+
+        return verify_plan(problem, answer.plan, answer.result, evaluate, settings,
+                           reprovision=repair,
+                           replan=(replan or search_again) if repair else None)
+
+    def with_search(self, search: str, **options) -> Planner:
+        return replace(self, search=search, options=options)

@@ -1,0 +1,157 @@
+"""The planner's searches: the exact optimum under the pricing's own objective, or a
+registered scheduler's cuts and types priced as they run.
+
+    exact under the flushed form   schedulers/exact/certified.certified_optimum: units, m,
+                                   cuts and types, proven optimal or with a certified gap,
+                                   over every parameter-server host choice the problem prices
+    exact under the stage model    the stage model's dynamic program (schedulers/exact/sweep)
+    any other scheduler            its search under the stage model's batched evaluator (the
+                                   fast one every scheduler shares), then its plan priced by
+                                   the pricing: a heuristic never proves anything
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import replace
+
+from heterps_sim.core.plan import Plan, Stage
+from heterps_sim.core.problem import Problem
+from heterps_sim.planner.answer import Answer
+from heterps_sim.planner.pricing import Pricing
+
+EXACT_NAMES = ("exact", "exact-flushed")
+"""Names that mean "the exact optimum under the pricing" (exact-flushed: the flushed one)."""
+STAGE_OPTIONS = ("allow_same_type_cuts", "max_labels", "seed")
+"""Options of the stage model's exact scheduler the certified flushed search subsumes (it
+always allows same-type cuts; its own budget is max_work)."""
+
+
+def ps_variants(problem: Problem) -> list[tuple[Problem, str]]:
+    """(problem, label) per parameter-server host choice the problem prices; [(problem, "")]
+    when its parameter server is free or given (cost/ps_hosts.py)."""
+    try:
+        from heterps_sim.cost import ps_hosts
+    except ImportError:  # no priced hosts in this build
+        return [(problem, "")]
+    choices = ps_hosts.ps_choices(problem)
+    if not choices:
+        return [(problem, "")]
+    return [(ps_hosts.with_ps(problem, c), str(c)) for c in choices]
+
+
+def exact(problem: Problem, pricing: Pricing, *, options: dict | None = None,
+          types: tuple[int, ...] | None = None, max_work: int | None = None) -> Answer:
+    """The exact optimum under `pricing` (module docstring); `types` restricts the types."""
+    options = dict(options or {})
+    if pricing.flushed and set(options) <= set(STAGE_OPTIONS):
+        return _exact_flushed(problem, pricing, types, max_work)
+    return _exact_stage(problem, pricing, options, types)
+
+
+def _exact_flushed(problem: Problem, pricing: Pricing, types, max_work) -> Answer:
+    from heterps_sim.schedulers.exact.certified import certified_optimum
+    start = time.perf_counter()
+    ms = tuple(pricing.microbatch_counts(problem))
+    best = None  # (cost, problem, certified, label)
+    bound, proven, work, per_host = math.inf, True, 0, []
+    kw = {} if max_work is None else {"max_work": max_work}
+    for variant, label in ps_variants(problem):
+        got = certified_optimum(variant, schedule=pricing.schedule, microbatches=ms,
+                                types=types,
+                                incumbent=best[0] if best is not None else None, **kw)
+        work += got.work
+        # a search told to beat an incumbent proves only that nothing cheaper exists
+        bound = min(bound, got.lower_bound_usd if got.best is not None or not got.proven
+                    else math.inf)
+        proven = proven and got.proven
+        if got.best is not None and (best is None or got.best.cost_usd < best[0]):
+            best = (got.best.cost_usd, variant, got, label)
+        per_host.append({"ps": label, "cost_usd": got.best.cost_usd if got.best else None,
+                         "proven": got.proven, "lower_bound_usd": got.lower_bound_usd})
+    wall = time.perf_counter() - start
+    notes = {"search": "exact (flushed closed form)", "work": work,
+             "microbatches_searched": _span(ms)}
+    if len(per_host) > 1:
+        notes["ps_hosts"] = per_host
+    if best is None:
+        notes["reason"] = ("no plan meets the limit under the flushed closed form at m = "
+                           f"{_span(ms)}" + ("" if proven else " within the search's budget"))
+        return Answer(scheduler="exact", plan=None, result=None, pricing=pricing,
+                      problem=problem, proven=proven, lower_bound_usd=None, wall_s=wall,
+                      notes=notes)
+    cost, variant, got, label = best
+    plan, result = pricing.price(variant, got.best.plan)
+    result = replace(result, provisioning="flushed")  # units and m chosen by the search
+    if label:
+        notes["ps"] = label
+    lower = min(bound, cost)
+    return Answer(scheduler="exact", plan=plan, result=result, pricing=pricing,
+                  problem=variant, proven=proven and cost <= lower * (1 + 1e-9),
+                  lower_bound_usd=lower if math.isfinite(lower) and lower > 0 else None,
+                  evaluations=1, wall_s=wall, notes=notes)
+
+
+def _exact_stage(problem: Problem, pricing: Pricing, options: dict, types) -> Answer:
+    problem_t = only_types(problem, types) if types is not None else problem
+    answer = scheduler(problem_t, pricing, "exact", options)
+    proven = bool(answer.notes.get("proven_optimal", False)) and not options.get("mixed")
+    answer.proven = proven
+    answer.problem = problem
+    if proven and answer.feasible:
+        answer.lower_bound_usd = answer.result.cost_usd
+    return answer
+
+
+def scheduler(problem: Problem, pricing: Pricing, name: str, options: dict | None = None,
+              seed: int = 0) -> Answer:
+    """A registered scheduler's plan, priced by `pricing` (never proven optimal, except the
+    stage model's exact scheduler under the stage model, whose notes say so)."""
+    from heterps_sim.schedulers.base import Evaluator, NoFeasiblePlan
+    from heterps_sim.schedulers.registry import make_scheduler
+    search = make_scheduler(name, **{"seed": seed, **(options or {})})
+    evaluate = Evaluator(problem, pricing.provisioning)
+    start = time.perf_counter()
+    try:
+        plan = search.schedule(problem, evaluate)
+    except NoFeasiblePlan as exc:
+        return Answer(scheduler=name, plan=None, result=None, pricing=pricing,
+                      problem=problem, evaluations=evaluate.count,
+                      wall_s=time.perf_counter() - start,
+                      notes={**(getattr(search, "notes", {}) or {}), "reason": str(exc)})
+    notes = dict(getattr(search, "notes", {}) or {})
+    plan, result = pricing.price(problem, _open_units(plan) if pricing.flushed else plan)
+    stage_model = not pricing.flushed and name == "exact"
+    return Answer(scheduler=name, plan=plan, result=result, pricing=pricing, problem=problem,
+                  proven=stage_model and bool(notes.get("proven_optimal")),
+                  evaluations=evaluate.count, wall_s=time.perf_counter() - start,
+                  notes=notes)
+
+
+def _open_units(plan: Plan) -> Plan:
+    """The plan's cuts and types with units and m left to the flushed pricing (a scheduler's
+    units are the stage model's); mixed stages keep theirs."""
+    if any(s.is_mixed for s in plan.stages):
+        return plan
+    return Plan(stages=tuple(Stage(layers=s.layers, resource=s.resource) for s in plan.stages),
+                num_microbatches=plan.num_microbatches, schedule=plan.schedule)
+
+
+def only_types(problem: Problem, types) -> Problem:
+    """The same problem where only `types` can run any layer (the others' times unknown)."""
+    import numpy as np
+    keep = np.zeros(problem.num_types, bool)
+    keep[list(types)] = True
+    fields = {f: getattr(problem, f) for f in problem.__dataclass_fields__}
+    oct_s = problem.oct_s.copy()
+    oct_s[:, ~keep] = np.nan
+    fields["oct_s"] = oct_s
+    return type(problem)(**fields)
+
+
+def _span(ms) -> str:
+    ms = list(ms)
+    if len(ms) > 2 and ms == list(range(ms[0], ms[-1] + 1)):
+        return f"{ms[0]}-{ms[-1]}"
+    return ", ".join(map(str, ms))
