@@ -49,21 +49,97 @@ def imported_modules(path: Path, known: dict[str, Path]) -> set[str]:
     return {name for name in found if name in known}
 
 
-def test_no_module_imports_one_that_imports_it_back():
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative): every
+    import circle, of any length, lies inside one."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    found: list[list[str]] = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    top = stack.pop()
+                    on_stack.discard(top)
+                    component.append(top)
+                    if top == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def project_graph() -> dict[str, set[str]]:
     known = module_files()
-    graph = {name: imported_modules(path, known) - {name} for name, path in known.items()}
-    circles = sorted({tuple(sorted((a, b))) for a in graph for b in graph[a] if a in graph[b]})
-    assert circles == []
+    return {name: imported_modules(path, known) - {name} for name, path in known.items()}
 
 
-def test_the_circle_finder_sees_a_circle(tmp_path):
-    """The oracle above could pass by seeing nothing: on two files that import each other
-    (one lazily, inside a function), it must find the pair."""
-    (tmp_path / "a.py").write_text("import b\n")
-    (tmp_path / "b.py").write_text("def f():\n    from a import x\n")
-    known = {"a": tmp_path / "a.py", "b": tmp_path / "b.py"}
-    assert imported_modules(known["a"], known) == {"b"}
-    assert imported_modules(known["b"], known) == {"a"}
+def test_no_import_cycle_of_any_length():
+    assert import_cycles(project_graph()) == []
+
+
+def test_the_cycle_finder_sees_long_and_short_cycles():
+    """The oracle could pass by seeing nothing: a five-module circle, a two-module one and a
+    chain that is no circle."""
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"d"}, "d": {"e"}, "e": {"a"},
+             "x": {"y"}, "y": {"x", "a"}, "p": {"q"}, "q": set()}
+    assert sorted(import_cycles(graph)) == [["a", "b", "c", "d", "e"], ["x", "y"]]
+
+
+FORBIDDEN = {
+    "heterps_sim.schedulers": ("heterps_sim.planner", "heterps_sim.studies", "heterps_sim.cli"),
+    "heterps_sim.planner": ("heterps_sim.studies", "heterps_sim.cli"),
+    "heterps_sim.cost": ("heterps_sim.planner", "heterps_sim.studies", "heterps_sim.cli",
+                         "heterps_sim.schedulers"),
+}
+EXEC_MAY_USE = ("heterps_sim.core", "heterps_sim.inputs", "heterps_sim.cost",
+                "heterps_sim.tiers", "heterps_sim.planner", "heterps_sim.des")
+"""heterps_exec uses heterps_sim only through these (the simulator for its predictions)."""
+
+
+def _under(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def test_folder_rules():
+    broken = []
+    for module, imports in project_graph().items():
+        if _under(module, "heterps_sim.core"):
+            broken += [(module, m) for m in imports if not _under(m, "heterps_sim.core")]
+        for package, forbidden in FORBIDDEN.items():
+            if _under(module, package):
+                broken += [(module, m) for m in imports
+                           if any(_under(m, f) for f in forbidden)]
+        if _under(module, "heterps_exec"):
+            broken += [(module, m) for m in imports if _under(m, "heterps_sim")
+                       and m != "heterps_sim" and not any(_under(m, p) for p in EXEC_MAY_USE)]
+    assert broken == []
 
 
 def test_core_imports_neither_simpy_nor_torch_anywhere():
