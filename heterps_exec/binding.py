@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from heterps_exec.layout import StageBinding
 from heterps_sim.core.files import UserFileError, read_mapping, validation_message
+from heterps_sim.core.limits import MAX_SLOWDOWN
 from heterps_sim.core.plan import Plan
 from heterps_sim.core.spec import ResourceType
 
@@ -39,7 +40,8 @@ class TypeBinding(BaseModel):
                       "(informational with one node; multi-node runs place ranks by node).")
     emulate: bool = Field(default=False, description="Dilate compute time to the type's "
                           "relative peak speed.")
-    slowdown: float | None = Field(default=None, ge=1.0, description="Explicit dilation factor.")
+    slowdown: float | None = Field(default=None, ge=1.0, le=MAX_SLOWDOWN,
+                                   description="Explicit dilation factor.")
 
     @field_validator("device")
     @classmethod
@@ -96,7 +98,12 @@ def stage_bindings(binding: BindingFile, plan: Plan, types: dict[str, ResourceTy
         if tb.slowdown is not None:
             return tb.slowdown, True
         if tb.emulate:
-            return fastest / types[name].peak_flops_fp32, True
+            factor = fastest / types[name].peak_flops_fp32
+            if not factor <= MAX_SLOWDOWN:
+                raise BindingError(f"{source}: types.{name}.emulate: {name} is {factor:.3g}x "
+                                   "slower than the fastest emulated type, past the "
+                                   f"{MAX_SLOWDOWN:g}x an emulation may dilate by")
+            return factor, True
         return 1.0, False
 
     out = []

@@ -24,6 +24,8 @@ import torch.distributed.checkpoint as dcp
 from heterps_exec.checkpoint_trust import TrustedLoadPlanner, TrustedReader
 
 LATEST = "latest"
+LATEST_MAX_BYTES = 64
+"""`latest` holds one line, "step_00000010"; a longer file is not one of ours."""
 
 
 def _state(module: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
@@ -37,12 +39,21 @@ def latest_step(ckpt_dir: str | Path) -> int | None:
     """The step of the last complete checkpoint in ckpt_dir, or None."""
     pointer = Path(ckpt_dir) / LATEST
     try:
-        name = pointer.read_text().strip()
+        with open(pointer, "rb") as fh:
+            raw = fh.read(LATEST_MAX_BYTES + 1)
     except FileNotFoundError:
         return None
-    if not name.startswith("step_") or not (Path(ckpt_dir) / name).is_dir():
-        raise ValueError(f"{pointer}: points at {name!r}, which is not a checkpoint here")
-    return int(name.removeprefix("step_"))
+    except IsADirectoryError:
+        raise ValueError(f"{pointer}: is a folder, expected the file naming the last "
+                         "checkpoint") from None
+    except OSError as exc:
+        raise ValueError(f"{pointer}: cannot read ({exc.strerror or exc})") from None
+    name = raw.decode(errors="replace").strip()
+    digits = name.removeprefix("step_")
+    if (len(raw) > LATEST_MAX_BYTES or not name.startswith("step_") or not digits.isdigit()
+            or not digits.isascii() or not (Path(ckpt_dir) / name).is_dir()):
+        raise ValueError(f"{pointer}: points at {name[:80]!r}, which is not a checkpoint here")
+    return int(digits)
 
 
 def agreed_step(ckpt_dir: str | Path, rank: int) -> int | None:

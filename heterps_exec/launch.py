@@ -67,14 +67,17 @@ def _provisioned(plan: Plan, problem, source: str) -> Plan:
     return plan.with_replicas([s.num_replicas for s in result.stages])
 
 
-def prepare(req: RunRequest) -> tuple[RunSpec, object]:
+def prepare(req: RunRequest, nnodes: int = 1) -> tuple[RunSpec, object]:
     """Load the scenario and the plan, check the request against them, bind every stage to a
-    device and write the run folder's spec; returns (spec, problem). The request has checked
-    its own values when it was built."""
+    device, check that the ranks fit this machine (`nnodes`: the machines they share) and
+    write the run folder's spec; returns (spec, problem). The request has checked its own
+    values when it was built."""
     progress.phase("heterps-exec: loading the scenario and the plan, binding the stages")
     scn, problem, plan = _load(req)
     _check_against(req, plan)
     bindings = _bind(req, scn, plan)
+    if req.capacity_check:  # before the model is captured, data generated or a rank started
+        _check_capacity(req, scn, plan, nnodes)
     if getattr(scn.model, "module", None):  # a user's PyTorch module (not zoo or YAML layers)
         progress.phase(f"heterps-exec: capturing {scn.model.module} (torch.export) and cutting "
                        "it at the plan's stages")
@@ -157,6 +160,24 @@ def _check_against(req: RunRequest, plan: Plan) -> None:
                             f"--steps {req.steps} leaves nothing to run")
     if req.fault and not 0 <= req.fault["rank"] < world:
         raise ExecError(f"--inject-fault: rank {req.fault['rank']} outside 0..{world - 1}")
+
+
+def _check_capacity(req: RunRequest, scn, plan: Plan, nnodes: int = 1) -> None:
+    """Refuse a run whose ranks would not fit this machine's memory or cores (capacity.py)."""
+    from heterps_exec.capacity import capacity_problem, run_estimate
+    if getattr(scn.model, "module", None):  # a user's PyTorch module: captured once already
+        from heterps_sim.inputs.torch_model import scenario_model_spec
+        model = scenario_model_spec(scn.model, req.scenario, Path(req.scenario))
+    else:
+        from heterps_sim.inputs.model_source import section_graph
+        model = section_graph(scn.model, req.scenario).to_spec()
+    ranks = run_estimate(model, plan,
+                         batch_size=scn.workload.batch_size, table_scale=req.table_scale,
+                         ps_shards=req.ps_shards, ps_hot_fraction=req.ps_hot_fraction,
+                         optimizer=req.optimizer)
+    problem = capacity_problem(ranks, nnodes=nnodes)
+    if problem:
+        raise ExecError(f"{req.plan}: {problem}")
 
 
 def _bind(req: RunRequest, scn, plan: Plan) -> list:

@@ -15,6 +15,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from heterps_sim.core.files import UserFileError
 from heterps_sim.core.hps import HpsOptions
+from heterps_sim.core.limits import MAX_SEED, MAX_SLOWDOWN
 
 MAX_STEPS = 10_000_000
 """Training steps of one run; more is surely a typo (and would outlive any timeout)."""
@@ -22,6 +23,7 @@ MAX_PS_SHARDS = 16
 
 BOUNDS = {
     "steps": (lambda v: 1 <= v <= MAX_STEPS, f"1..{MAX_STEPS:,}"),
+    "seed": (lambda v: 0 <= v <= MAX_SEED, f"an integer in 0..{MAX_SEED:,}"),
     "checkpoint_every": (lambda v: 0 <= v <= MAX_STEPS, f"0..{MAX_STEPS:,} (0: none)"),
     "table_scale": (lambda v: 0 < v <= 1, "a share in (0, 1]"),
     "lr": (lambda v: v > 0, "a finite rate > 0"),
@@ -98,6 +100,9 @@ class RunRequest(HpsOptions):
     """PS hot-tier rows as a share of each table, in [0, 1]."""
     fault: dict = Field(default_factory=dict)
     """Testing: {"rank": r, "step": s, "mode": "kill" | "hang"} (RunSpec.fault)."""
+    capacity_check: bool = True
+    """Refuse a run whose ranks would not fit this machine's memory and cores before any rank
+    starts (heterps_exec.capacity); False runs it anyway (--no-capacity-check)."""
 
     def __init__(self, **fields) -> None:
         try:
@@ -111,6 +116,14 @@ class RunRequest(HpsOptions):
         ok, what = BOUNDS[info.field_name]
         if not ok(value):
             raise ValueError(f"expected {what}, got {value}")
+        return value
+
+    @field_validator("slow_replicas")
+    @classmethod
+    def _slowdown_bounded(cls, value):
+        for g, r, f in value:
+            if not 1 <= f <= MAX_SLOWDOWN:
+                raise ValueError(f"{g}:{r}:{f:g}: the factor must be in [1, {MAX_SLOWDOWN:g}]")
         return value
 
     @field_validator("quantize")

@@ -247,8 +247,16 @@ def write_outputs(spec: RunSpec, parts: list[dict]) -> None:
         state.update(p.pop("state", None) or {})
     from heterps_sim.core.outputs import atomic_write, write_via  # whole or absent, fsynced
     if spec.save_state:
-        write_via(out / "state.pt", lambda tmp: torch.save(state, tmp))
+        write_via(out / "state.pt", lambda tmp: save_state(state, tmp))
     atomic_write(out / "ranks.json", json.dumps({"finished_at": time.time(), "ranks": parts}) + "\n")
+
+
+def save_state(state: dict, path) -> None:
+    """torch.save `state` to `path` byte for byte the same for the same tensors: given a file
+    name, torch.save names the zip's records after it (a temporary name here, different every
+    run); given an open file, it names them "archive/" always."""
+    with open(path, "wb") as fh:
+        torch.save(state, fh)
 
 
 if __name__ == "__main__":

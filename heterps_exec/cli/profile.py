@@ -109,7 +109,14 @@ def run(args) -> int:
         raise ExecCliError(too_big)
     torch.set_num_threads(args.threads)
     measure = profile_user_layers if user else profile_layers
-    rows = measure(graph, batches=batches, device=args.device, repeats=args.repeats)
+    try:
+        rows = measure(graph, batches=batches, device=args.device, repeats=args.repeats)
+    except (MemoryError, RuntimeError) as exc:  # the estimate above is a planning figure
+        if not isinstance(exc, MemoryError) and "allocate" not in str(exc):
+            raise
+        raise ExecCliError(f"{args.model or args.scenario}: ran out of memory while measuring "
+                           "(nothing was written); pass a smaller --table-scale or --batch") \
+            from None
     host = os.uname().nodename
     device_tag = args.device.replace(":", "")
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -19,6 +19,7 @@ import math
 
 from heterps_exec.cli import ExecCliError
 from heterps_exec.ps.spec import POLICIES, QUANTIZE
+from heterps_sim.core.limits import seed_problem
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -58,6 +59,7 @@ def _check(args) -> None:
         (1 <= args.shards <= 8, f"--shards: must be in [1, 8], got {args.shards}"),
         (2 <= args.batches <= 1_000_000, f"--batches: must be >= 2 and <= 1000000, got {args.batches}"),
         (1 <= args.window <= 64, f"--window: must be in [1, 64], got {args.window}"),
+        (seed_problem(args.seed) is None, seed_problem(args.seed)),
     ]
     for ok, message in problems:
         if not ok:

@@ -78,6 +78,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a rank waiting longer than this on a peer fails the run")
     p.add_argument("--timeout", type=float, default=1800.0, metavar="S",
                    help="wall-clock limit of the whole run")
+    p.add_argument("--no-capacity-check", dest="capacity_check", action="store_false",
+                   help="launch even when the ranks' estimated memory exceeds what this "
+                   "machine has available or there are more than 3 ranks per core")
     p.add_argument("--inject-fault", default="", metavar="RANK:STEP[:hang]",
                    help="testing: kill (or hang) that rank at the start of that step, on the "
                    "first attempt only")
@@ -150,7 +153,8 @@ def start(args):
                      overlap=args.overlap == "on", share=args.share, slow_replicas=slow,
                      quantize=args.quantize, ps_shards=args.ps_shards,
                      ps_policy=args.ps_policy, ps_hot_fraction=args.ps_hot_fraction,
-                     fault=_fault(args.inject_fault))
+                     fault=_fault(args.inject_fault),
+                     capacity_check=args.capacity_check)
     opts = LaunchOptions(nnodes=args.nnodes, node_rank=args.node_rank,
                          rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id,
                          bind_addr=chosen_bind_addr(getattr(args, "bind_addr", ""), args.nnodes,
@@ -158,7 +162,7 @@ def start(args):
                          max_restarts=args.max_restarts, timeout_s=args.timeout)
     # one run per checkpoint directory (node 0 holds it for all the run's nodes)
     with hold(args.checkpoint_dir if args.node_rank == 0 else "") as lock:
-        spec, problem = prepare(req)
+        spec, problem = prepare(req, nnodes=args.nnodes)
         outcome = launch(spec, opts, keep_fds=lock.fds if lock else ())
     return spec, problem, outcome
 

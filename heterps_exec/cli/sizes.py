@@ -1,24 +1,30 @@
 """How much memory a benchmark or profile asks for, checked before it allocates anything.
 
 `ps-bench --batch 1000000000` or `profile` of a model with billion-row tables used to be
-killed by the kernel minutes in; now the estimate is compared with half of this machine's
-memory first and a request past it is one line naming the flag and the limit (exit 2).
-The estimates count the big arrays only (tables, id streams, activations): a floor, so a
-request refused here would surely not have fit.
+killed by the kernel minutes in; now the estimate is compared with the memory this machine
+can give now (MemAvailable) first, and a request past it is one line naming the flag and the
+limit (exit 2). The estimates count the big arrays only (tables, id streams, activations)
+with measured multipliers (PROFILE_COPIES); `heterps-exec run` asks the same question of its
+ranks (heterps_exec/capacity.py).
 """
 
 from __future__ import annotations
 
-from heterps_sim.core.limits import MAX_BATCH, gib, memory_bytes
+from heterps_sim.core.limits import MAX_BATCH, available_memory_bytes, gib
 
 FLOAT = 4
 ID = 8
-MEMORY_SHARE = 0.5
-"""Share of this machine's physical memory one benchmark may plan to use."""
+PROFILE_COPIES = 10.0
+"""Peak memory of `profile` per byte of a model's parameters and tables: measured 9.2x on
+2emb (table scale 0.05 and 0.1, peak RSS 1.44 and 2.65 GiB here): the weights, the dense
+gradient autograd accumulates over the timed backwards, the fresh one the optimizer timing
+puts back, backward's temporaries, the optimizer's; rounded up."""
+PROCESS_BYTES = 300 * 2**20
+"""Python, torch and numpy before any table (measured: ~0.25 GiB here)."""
 
 
 def _over_budget(need: float) -> float | None:
-    budget = MEMORY_SHARE * memory_bytes()
+    budget = available_memory_bytes()
     return budget if need > budget else None
 
 
@@ -39,7 +45,7 @@ def ps_bench_problem(rows: int, dim: int, batch: int, batches: int, hot_fraction
     if budget:
         return (f"--rows/--dim/--batch/--batches: the bench needs about {gib(need)} of memory "
                 f"(tables {gib(table)} x (1 + hot + warm), id stream), more than the "
-                f"{gib(budget)} limit (half of this machine's {gib(memory_bytes())})")
+                f"{gib(budget)} this machine has available now")
     return None
 
 
@@ -54,13 +60,11 @@ def profile_problem(spec, batches: list[int]) -> str | None:
     tables = sum(float(layer.table_rows) * layer.table_dim * FLOAT for layer in spec.layers)
     params = sum(float(layer.param_bytes) for layer in spec.layers)
     per_sample = sum(float(layer.input_bytes) + float(layer.output_bytes) for layer in spec.layers)
-    # weights, the dense gradient autograd accumulates, the fresh gradient the optimizer
-    # timing puts back, and backward's temporary: four copies of every table at the peak
-    need = 4 * (tables + params) + 3 * largest * per_sample
+    need = PROFILE_COPIES * (tables + params) + 3 * largest * per_sample + PROCESS_BYTES
     budget = _over_budget(need)
     if budget:
         return (f"--model {spec.name} --batch {largest:,}: needs about {gib(need)} of memory "
-                f"(tables {gib(tables)}, activations {gib(largest * per_sample)}), more than the "
-                f"{gib(budget)} limit (half of this machine's {gib(memory_bytes())}); pass a "
-                "smaller --table-scale or --batch")
+                f"(tables {gib(tables)} x {PROFILE_COPIES:g} at the peak, activations "
+                f"{gib(largest * per_sample)}), more than the {gib(budget)} this machine has "
+                "available now; pass a smaller --table-scale or --batch")
     return None

@@ -50,6 +50,8 @@ def _check_sizes(args) -> None:
               (1 <= args.steps <= MAX_STEPS, f"--steps: expected 1..{MAX_STEPS}, got {args.steps}"),
               (1 <= args.max_ranks <= MAX_RANKS,
                f"--max-ranks: expected 1..{MAX_RANKS} ranks, got {args.max_ranks}")]
+    from heterps_sim.core.limits import seed_problem
+    checks.append((seed_problem(args.seed) is None, seed_problem(args.seed)))
     for ok, message in checks:
         if not ok:
             raise ExecCliError(message)
@@ -62,20 +64,6 @@ def _check_sizes(args) -> None:
 MAX_PLANS, MAX_REPEATS, MAX_STEPS, MAX_RANKS = 1000, 100, 100_000, 64
 OWNED = ("validate.csv", "report.json", "scatter.png", "plans", "run*")
 """What a validation folder holds (an existing --out is cleared of these names only)."""
-
-
-def _profile_rows(path: str, model: str) -> list[dict]:
-    import csv
-
-    from heterps_exec.cli import ExecCliError
-    try:
-        with open(path, newline="") as fh:
-            rows = [r for r in csv.DictReader(fh) if r.get("model") == model]
-    except OSError as exc:
-        raise ExecCliError(f"{path}: cannot read ({exc.strerror})") from None
-    if not rows or "forward_s" not in rows[0]:
-        raise ExecCliError(f"{path}: no heterps-exec profile rows for model {model!r}")
-    return rows
 
 
 def run(args) -> int:
@@ -92,6 +80,8 @@ def run(args) -> int:
         raise ExecCliError(str(exc)) from None
     if loaded.scenario is None:
         raise ExecCliError(f"{args.scenario}: validate needs a scenario YAML naming a zoo model")
+    from heterps_exec.calibration.inputs import read_links, read_profile_rows
+    links = read_links(args.links) if args.links else None  # checked before any measuring
     import torch
 
     from heterps_exec.calibration.links import profile_links
@@ -105,18 +95,13 @@ def run(args) -> int:
         from heterps_exec.calibration.user_profiler import profile_user_layers, user_target
         user = user_target(model, str(args.scenario))
     if args.profile:
-        rows = _profile_rows(args.profile, user.name if user else model.name)
+        rows = read_profile_rows(args.profile, user.name if user else model.name)
     else:
         torch.set_num_threads(1)
         batches = (8, 32, 64, 128, 256)
         rows = (profile_user_layers(user, batches=batches) if user else
                 profile_layers(section_graph(model, str(args.scenario)), batches=batches))
-    if args.links:
-        try:
-            links = json.loads(Path(args.links).read_text())
-        except (OSError, ValueError) as exc:
-            raise ExecCliError(f"{args.links}: not a links JSON ({exc})") from None
-    else:
+    if links is None:
         links = profile_links(max(args.max_ranks, 2))
     from heterps_sim.core.outputs import prepare_folder
     prepare_folder(args.out, OWNED)  # checked above; cleared of an earlier run's files now

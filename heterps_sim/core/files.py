@@ -36,6 +36,10 @@ is a few MB)."""
 MAX_YAML_NODES = 1_000_000
 """Most values a YAML document may hold once its aliases are expanded: an 800-byte "billion
 laughs" document of nested aliases expands to billions and is refused before it is built."""
+MAX_NESTING = 64
+"""Deepest nesting of lists and mappings in an input file (a scenario nests 4-5 deep). YAML is
+refused as it is composed, before PyYAML's recursive composer could reach Python's recursion
+limit; JSON right after parsing, before any recursive check walks it."""
 
 
 def read_text(path: Path) -> str:
@@ -78,21 +82,71 @@ def _expanded_size(node, memo: dict, open_: set) -> int:
     return size
 
 
+class _TooDeep(Exception):
+    pass
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """SafeLoader whose composer refuses nesting deeper than MAX_NESTING as it descends (the
+    composer recurses once per level, several frames deep: a 1,000-deep document would hit
+    Python's recursion limit before any check on the finished tree could run)."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent, index):
+        self._depth += 1
+        try:
+            if self._depth > MAX_NESTING:
+                raise _TooDeep
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def _too_deep(source: str) -> UserFileError:
+    return UserFileError(f"{source}: refused: lists and mappings nested more than {MAX_NESTING} "
+                         "deep (the limit)")
+
+
+def nesting_depth(data, stop: int = MAX_NESTING) -> int:
+    """Depth of nested lists and dicts in `data` (a scalar: 0), counted without recursion and
+    at most `stop` + 1 (enough to say it is too deep)."""
+    deepest, level = 0, [data]
+    while level and deepest <= stop:
+        children = []
+        for item in level:
+            if isinstance(item, dict):
+                children += item.values()
+            elif isinstance(item, list | tuple):
+                children += item
+        if not any(isinstance(x, dict | list | tuple) for x in level):
+            break
+        deepest += 1
+        level = children
+    return deepest
+
+
 def load_yaml(text: str, source: str):
-    """Parse one YAML document safely: no Python tags (SafeLoader), and at most
-    MAX_YAML_NODES values once aliases are expanded; errors are one line naming `source`."""
+    """Parse one YAML document safely: no Python tags (SafeLoader), nesting at most
+    MAX_NESTING deep and at most MAX_YAML_NODES values once aliases are expanded; errors are
+    one line naming `source`."""
     loader = None
     try:
-        loader = yaml.SafeLoader(text)  # its reader already refuses some characters
-        node = loader.get_single_node()
+        loader = _BoundedLoader(text)  # its reader already refuses some characters
+        try:
+            node = loader.get_single_node()
+        except _TooDeep:
+            raise _too_deep(source) from None
         if node is None:
             return None
         try:
             size = _expanded_size(node, {}, set())
         except ValueError as exc:
             raise UserFileError(f"{source}: refused: {exc}") from None
-        except RecursionError:
-            raise UserFileError(f"{source}: refused: values nested too deeply") from None
+        except RecursionError:  # nesting through aliases
+            raise _too_deep(source) from None
         if size > MAX_YAML_NODES:
             raise UserFileError(f"{source}: refused: its aliases expand to more than "
                                 f"{MAX_YAML_NODES:,} values (the limit)")
@@ -145,9 +199,11 @@ def read_mapping(path: Path) -> dict:
         except ValueError as exc:
             raise UserFileError(f"{path}: {exc}") from None
         except RecursionError:
-            raise UserFileError(f"{path}: values nested too deeply") from None
+            raise _too_deep(str(path)) from None
     else:
         data = load_yaml(text, str(path))
+    if nesting_depth(data) > MAX_NESTING:  # also YAML nested deeper through its aliases
+        raise _too_deep(str(path))
     if not isinstance(data, dict):
         raise UserFileError(f"{path}: expected a mapping of fields at the top level")
     bad = non_finite_path(data)

@@ -31,6 +31,23 @@ MAX_BATCH = 1 << 22
 """Samples in one batch a benchmark or profile runs at once (about 4 M)."""
 
 
+MAX_SEED = 2**32 - 1
+"""Seeds are integers in 0..MAX_SEED on every command of both CLIs: numpy's legacy generator
+takes no more, and numpy refuses negative seeds (torch would take them, so a negative seed
+would seed the weights and not the data): one range everywhere, checked at the flag."""
+MAX_SLOWDOWN = 1000.0
+"""Largest factor an emulated slow unit (--slow-replica STAGE:REPLICA:F) or a binding's
+emulated speed may dilate compute by: a unit 1000x slower is already off any real chart, and
+1e300 overflowed time.sleep in a rank after the run had started."""
+
+
+def seed_problem(value, flag: str = "--seed") -> str | None:
+    """A line saying why `value` is not a seed (see MAX_SEED), or None."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_SEED:
+        return None
+    return f"{flag}: expected an integer in 0..{MAX_SEED:,}, got {value}"
+
+
 def memory_bytes() -> int:
     """This machine's physical memory (what a benchmark's in-memory tables must fit in)."""
     try:
@@ -41,3 +58,27 @@ def memory_bytes() -> int:
 
 def gib(n_bytes: float) -> str:
     return f"{n_bytes / 2**30:.1f} GiB"
+
+
+def available_memory_bytes() -> int:
+    """Memory this machine can give a new job now without swapping: the kernel's MemAvailable
+    (free memory plus the page cache it can drop), else free pages, else the physical memory."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    except (ValueError, OSError):
+        return memory_bytes()
+
+
+def cpu_cores() -> int:
+    """Cores this process may run on (its affinity mask: a container's or taskset's share)."""
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except (AttributeError, OSError):
+        return max(os.cpu_count() or 1, 1)
