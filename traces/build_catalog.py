@@ -37,6 +37,12 @@ net-gen          blank network_gbps of a row with no host shape (AMD Instinct, G
                  rows with the same host_link_gbps (the PCIe generation): Gen4 (31.5) -> 50,
                  Gen5 (63) -> 400.
 
+The instance-named AWS rows (r7i-8xlarge, ...) are written by hand with their sources in
+traces/aws_instances.csv (the reference columns plus price_date and price_source) and copied to
+heterps_sim/inputs/data/resource_catalog_aws.csv after a check that nothing the cost model needs
+is blank. They are not among the 64 reference types (a scenario's `types: all`): a scenario
+names them or a glob that matches them.
+
 Left blank on purpose (the cost model does not use them): host_link_gbps and
 gpu_interconnect_gbps of CPU rows (not applicable: a CPU's data is already in its RAM), tdp_w of
 the Graviton4 rows (not published), vcpus_per_unit / host_mem_gb_per_unit / region /
@@ -56,6 +62,9 @@ from heterps_sim.inputs.catalog import split_entries
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_SOURCE = REPO.parent / "shared" / "data" / "resource_catalog.csv"
 DEFAULT_OUT = REPO / "heterps_sim" / "inputs" / "data" / "resource_catalog.csv"
+AWS_SOURCE = REPO / "traces" / "aws_instances.csv"
+AWS_OUT = REPO / "heterps_sim" / "inputs" / "data" / "resource_catalog_aws.csv"
+AWS_EXTRA_COLUMNS = ("price_date", "price_source")
 
 FP32, FP16, NET = "peak_fp32_tflops", "peak_fp16_or_bf16_tensor_tflops", "network_gbps"
 GAUDI1_BF16_TFLOPS = 150.0
@@ -140,6 +149,27 @@ def build(source: Path, out: Path) -> list[dict[str, str]]:
     return rows
 
 
+def build_aws(source: Path, out: Path, reference_columns: list[str]) -> list[dict[str, str]]:
+    """Copy the instance-named AWS rows (traces/aws_instances.csv: every cell sourced or
+    marked, no blank the cost model needs) after checking they have the reference catalog's
+    columns plus price_date and price_source, each filled."""
+    columns, rows = read_rows(source)
+    want = [*reference_columns, *AWS_EXTRA_COLUMNS]
+    if columns != want:
+        raise ValueError(f"{source}: columns must be the reference catalog's plus "
+                         f"{', '.join(AWS_EXTRA_COLUMNS)}")
+    for row in rows:
+        for column in (NET, FP32, FP16, "price_per_hour_usd", *AWS_EXTRA_COLUMNS):
+            if not row[column].strip():
+                raise ValueError(f"{source}: {row['name']}: {column} is blank")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=columns, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description="Fill the sourced resource catalog's blanks by documented rules.",
@@ -155,6 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = build(args.source, args.out)
     filled = sum("(rule:" in r["estimated_fields"] for r in rows)
     print(f"wrote {len(rows)} resource types to {args.out} ({filled} rows with filled cells)")
+    if args.out == DEFAULT_OUT:  # the shipped pair; a --out trial leaves the AWS rows alone
+        aws = build_aws(AWS_SOURCE, AWS_OUT, read_rows(args.source)[0])
+        print(f"wrote {len(aws)} instance-named AWS types to {AWS_OUT}")
     return 0
 
 

@@ -12,6 +12,12 @@ and `heterps-sim convert-plan OLD.json -o NEW.json` rewrites them):
     {"layers": [...], "resource": "v100", "num_replicas": 2}              (either version)
     {"layers": [...], "replicas": [{"resource": "v100", "count": 2},
                                    {"resource": "t4", "count": 1}]}        (version 2)
+
+A plan may also say who hosts the parameter server (cost/ps_hosts.py: a priced PS is
+num_shards units of a plan type), an optional top-level entry written only when set, so a plan
+without it reads and writes as before:
+
+    "ps": {"resource": "r7i-8xlarge", "num_shards": 2}
 """
 
 from __future__ import annotations
@@ -92,10 +98,31 @@ class Stage:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PsHosts:
+    """The parameter server a plan rents: num_shards units of `resource`, one per shard."""
+
+    resource: str
+    num_shards: int
+
+    def __post_init__(self) -> None:
+        if not self.resource:
+            raise ValueError("ps.resource: the PS hosts need a resource type")
+        if self.num_shards < 1:
+            raise ValueError("ps.num_shards: must be >= 1")
+
+    @property
+    def label(self) -> str:
+        """'2 x r7i-8xlarge'."""
+        return f"{self.num_shards} x {self.resource}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Plan:
     stages: tuple[Stage, ...]
     num_microbatches: int = 1
     schedule: str = "gpipe"
+    ps: PsHosts | None = None
+    """Who hosts the parameter server (None: the problem's PS, priced or free, as it is)."""
 
     def __post_init__(self) -> None:
         if not self.stages:
@@ -124,6 +151,8 @@ class Plan:
             for r, (t, _) in enumerate(stage.replicas):
                 if t not in type_names:
                     issues.append(f"stages[{g}].replicas[{r}].resource: unknown resource type {t!r}")
+        if self.ps is not None and self.ps.resource not in type_names:
+            issues.append(f"ps.resource: unknown resource type {self.ps.resource!r}")
         return issues
 
     def with_replicas(self, replicas: list[int] | None) -> Plan:
@@ -133,7 +162,8 @@ class Plan:
         stages = tuple(s if s.is_mixed else Stage(layers=s.layers, resource=s.resource,
                                                   num_replicas=k)
                        for s, k in zip(self.stages, ks))
-        return Plan(stages=stages, num_microbatches=self.num_microbatches, schedule=self.schedule)
+        return Plan(stages=stages, num_microbatches=self.num_microbatches, schedule=self.schedule,
+                    ps=self.ps)
 
     def to_json_dict(self) -> dict:
         stages = []
@@ -146,8 +176,11 @@ class Plan:
                 if s.num_replicas is not None:
                     entry["num_replicas"] = s.num_replicas
             stages.append(entry)
-        return {"format_version": FORMAT_VERSION, "num_microbatches": self.num_microbatches,
-                "schedule": self.schedule, "stages": stages}
+        out = {"format_version": FORMAT_VERSION, "num_microbatches": self.num_microbatches,
+               "schedule": self.schedule, "stages": stages}
+        if self.ps is not None:
+            out["ps"] = {"resource": self.ps.resource, "num_shards": self.ps.num_shards}
+        return out
 
 
 def _coverage_problem(got: tuple[str, ...], want: tuple[str, ...]) -> str:
@@ -195,6 +228,12 @@ class _StageModel(BaseModel):
                      num_replicas=self.num_replicas)
 
 
+class _PsModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    resource: str = Field(min_length=1)
+    num_shards: int = Field(ge=1, le=MAX_REPLICAS)
+
+
 class PlanModel(BaseModel):
     """Validation of plan.json, format 2 (`extra="forbid"`); older formats are upgraded first."""
 
@@ -203,10 +242,13 @@ class PlanModel(BaseModel):
     num_microbatches: int = Field(default=1, ge=1, le=MAX_MICROBATCHES)
     schedule: str = Field(default="gpipe", pattern="^(gpipe|1f1b|async)$")
     stages: list[_StageModel] = Field(min_length=1)
+    ps: _PsModel | None = None
 
     def to_plan(self) -> Plan:
+        ps = None if self.ps is None else PsHosts(resource=self.ps.resource,
+                                                  num_shards=self.ps.num_shards)
         return Plan(stages=tuple(s.to_stage() for s in self.stages),
-                    num_microbatches=self.num_microbatches, schedule=self.schedule)
+                    num_microbatches=self.num_microbatches, schedule=self.schedule, ps=ps)
 
 
 def upgrade_plan_dict(data: dict) -> dict:

@@ -37,6 +37,14 @@ from heterps_sim.core.spec import RESOURCE_KINDS, ResourceType
 
 # package data: found the same way in a source checkout and in an installed wheel
 CATALOG_PATH = Path(str(resources.files("heterps_sim.inputs") / "data" / "resource_catalog.csv"))
+AWS_CATALOG_PATH = Path(str(resources.files("heterps_sim.inputs") / "data"
+                            / "resource_catalog_aws.csv"))
+"""Instance-named AWS rows (r7i-8xlarge, ...: traces/aws_instances.csv, with each price's date
+and source). Not among the 64 reference types that `types: all` means; a scenario names them,
+or a glob matching them."""
+MEMORY_OPTIMISED_FAMILIES = ("r", "x", "u-", "z")
+"""AWS instance families whose names start so are memory-optimised (r7i, r6i, x2idn, ...):
+the default candidates for hosting a parameter server (inputs/ps_section.py)."""
 
 # CSV column -> (ResourceType attribute, factor to SI)
 NUMERIC_COLUMNS = {
@@ -142,6 +150,23 @@ def load_catalog(path: str | Path | None = None) -> tuple[ResourceType, ...]:
     if not types:
         raise CatalogError(f"{path}: no resource types")
     return tuple(types)
+
+
+def load_pool() -> tuple[ResourceType, ...]:
+    """The 64 reference types, then the instance-named AWS rows: what scenarios pick from."""
+    return load_catalog() + load_catalog(AWS_CATALOG_PATH)
+
+
+def memory_optimised_names() -> frozenset[str]:
+    """Names of the shipped types rented as memory-optimised AWS instances (by family)."""
+    names = set()
+    for path in (CATALOG_PATH, AWS_CATALOG_PATH):
+        with path.open(newline="", encoding="utf-8") as f:
+            for row in csv.DictReader(f):
+                family = _cell(row, "instance_type").split(".", 1)[0]
+                if _cell(row, "cloud") == "AWS" and family.startswith(MEMORY_OPTIMISED_FAMILIES):
+                    names.add(_cell(row, "name"))
+    return frozenset(names)
 
 
 def select(types: Sequence[ResourceType], *, kind: str | None = None,

@@ -30,7 +30,7 @@ from heterps_sim.core.spec import Cluster, ProfileOptions, Workload
 from heterps_sim.inputs import catalog, custom_types, model_source
 from heterps_sim.inputs.cost_section import CostsSection, unknown_types
 from heterps_sim.inputs.data_section import DataSection, SyntheticData
-from heterps_sim.inputs.ps_section import PsSection, build_ps, with_ps
+from heterps_sim.inputs.ps_section import PsSection, build_ps, priced_ps, with_ps
 from heterps_sim.inputs.roofline import DEFAULT_ALPHA, DEFAULT_EFFICIENCY, build_problem, load_trace
 from heterps_sim.inputs.torch_model.section import TorchModelSection, model_kind
 from heterps_sim.inputs.yaml_model import YamlLayer
@@ -144,12 +144,13 @@ def load_scenario(path: str | Path | None = None) -> tuple[ScenarioModel, Path]:
 
 
 def build_cluster(section: ClusterSection, source: str) -> Cluster:
-    all_types = catalog.load_catalog()
+    names = None if section.types == "all" else section.types
+    # `all` is the 64 reference types; the instance-named AWS rows join by name or glob
+    all_types = catalog.load_catalog() if names is None else catalog.load_pool()
     mine = custom_types.user_types(section.define, section.catalog, source,
-                                   {t.name for t in all_types})
+                                   {t.name for t in catalog.load_pool()})
     all_types += tuple(u.type for u in mine)
     try:
-        names = None if section.types == "all" else section.types
         types = catalog.select(all_types, kind=section.kind, names=names)
     except KeyError as exc:
         raise ScenarioError(f"{source}: cluster.types: {exc.args[0]}") from None
@@ -230,8 +231,16 @@ def scenario_problem(scn: ScenarioModel, path: Path | None = None) -> Problem:
     bad = unknown_types(scn.costs, cluster.type_names)
     if bad:
         raise ScenarioError(f"{source}: " + "; ".join(bad))
-    return with_ps(build_problem(model, cluster, workload, options, traces, name=scn.name,
-                                 costs=scn.costs), build_ps(scn.ps))
+    try:
+        spec = build_ps(scn.ps, model=model, type_names=cluster.type_names)
+    except ValueError as exc:  # names the ps.* field
+        raise ScenarioError(f"{source}: {exc}") from None
+    problem = with_ps(build_problem(model, cluster, workload, options, traces, name=scn.name,
+                                    costs=scn.costs), spec)
+    try:
+        return priced_ps(problem, scn.ps)
+    except ValueError as exc:
+        raise ScenarioError(f"{source}: {exc}") from None
 
 
 def scenario_json_schema() -> dict:
