@@ -4,12 +4,12 @@
 # On the GPU machine, from the repository root (what docs/results/2026-11-27-gpu-profiles.md
 # records was run exactly so, with the wheels of the missing packages in .whl/):
 #   OUT=/some/dir bash benchmarks/gpu_profile_run.sh > $OUT/log.txt 2>&1
-# A dry run of every command on a CPU-only machine (small tables, no links, fewer steps):
+# ONLY="run-tiny-2stage-gpu ..." runs only the steps named. A dry run of every command on a CPU-only machine (small tables, no links, fewer steps):
 #   DEV=cpu QUICK=1 PY=.venv/bin/python OUT=/tmp/gp PROF_OUT=/tmp/gp/prof \
 #       bash benchmarks/gpu_profile_run.sh
 #
 # Writes under $OUT: summary.txt (one line per step: rc and seconds) and results.tar
-# (the profiles, the run folders' result.json and each command's output), rebuilt after every
+# (the profiles, the run folders' result.json and torchrun.log, each command's output), rebuilt after every
 # step so that a call cut short still returns what was done. Every step has its own timeout
 # (cut to the time left of BUDGET_S) and is skipped when less is left than it expects.
 set -x
@@ -65,12 +65,13 @@ echo "GPU_NAME=$GPU_NAME GPU_TYPE=$GPU_TYPE" | tee -a "$WORK/logs/machine.txt"
 
 pack() {  # everything so far, atomically, into $OUT/results.tar
   tar -cf "$OUT/results.tmp" -C "$PROF_OUT" . -C "$WORK" logs plans \
-    $(cd "$WORK" && ls runs/*/result.json 2>/dev/null) 2>/dev/null
+    $(cd "$WORK" && ls runs/*/result.json runs/*/torchrun.log 2>/dev/null) 2>/dev/null
   mv -f "$OUT/results.tmp" "$OUT/results.tar"
 }
 
 step() {  # step NAME EXPECT_S LIMIT_S COMMAND...: skipped when less than EXPECT_S is left
   local name=$1 expect=$2 limit=$3; shift 3
+  if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then return; fi  # ONLY="step ..."
   local left=$((BUDGET_S - (SECONDS - T0)))
   [ "$limit" -gt "$left" ] && limit=$left
   if [ "$limit" -lt "$expect" ]; then
