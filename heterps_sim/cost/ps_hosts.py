@@ -183,3 +183,10 @@ def cheapest_choice(problem: Problem, num_shards: int | None = None) -> PsChoice
     fits = [c for c in (_choice(problem, spec, problem.type_index(name), num_shards)
                         for name in spec.hosts) if holds_tables(problem, c)]
     return min(fits, key=lambda c: (c.price_per_hour, -c.aggregate_bytes_per_s), default=None)
+
+
+def problem_for_plan(problem: Problem, resource: str, num_shards: int) -> Problem:
+    """The problem whose PS is `num_shards` units of `resource` (a plan's `ps` entry); raises
+    KeyError for a type the problem does not have."""
+    spec = ps_traffic.problem_ps(problem)
+    return with_ps(problem, _choice(problem, spec, problem.type_index(resource), num_shards))
