@@ -130,6 +130,9 @@ class Pricing:
         self.check(problem)
         plan = replace(plan, schedule=self.schedule) if plan.schedule != self.schedule \
             else plan
+        if plan.ps is not None:  # the plan names its PS hosts: price those
+            from heterps_sim.cost.ps_hosts import problem_for_plan
+            problem = problem_for_plan(problem, plan.ps.resource, plan.ps.num_shards)
         stage_result = evaluate_plan(problem, plan, self.provisioning)  # also checks the fit
         if not self.flushed:
             return plan, stage_result

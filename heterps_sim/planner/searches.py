@@ -28,17 +28,14 @@ STAGE_OPTIONS = ("allow_same_type_cuts", "max_labels", "seed")
 always allows same-type cuts; its own budget is max_work)."""
 
 
-def ps_variants(problem: Problem) -> list[tuple[Problem, str]]:
-    """(problem, label) per parameter-server host choice the problem prices; [(problem, "")]
+def ps_variants(problem: Problem) -> list[tuple[Problem, object]]:
+    """(problem, PsChoice) per parameter-server host choice the problem prices; [(problem, None)]
     when its parameter server is free or given (cost/ps_hosts.py)."""
-    try:
-        from heterps_sim.cost import ps_hosts
-    except ImportError:  # no priced hosts in this build
-        return [(problem, "")]
+    from heterps_sim.cost import ps_hosts
     choices = ps_hosts.ps_choices(problem)
     if not choices:
-        return [(problem, "")]
-    return [(ps_hosts.with_ps(problem, c), str(c)) for c in choices]
+        return [(problem, None)]
+    return [(ps_hosts.with_ps(problem, c), c) for c in choices]
 
 
 def exact(problem: Problem, pricing: Pricing, *, options: dict | None = None,
@@ -68,7 +65,7 @@ def _exact_flushed(problem: Problem, pricing: Pricing, types, max_work) -> Answe
         proven = proven and got.proven
         if got.best is not None and (best is None or got.best.cost_usd < best[0]):
             best = (got.best.cost_usd, variant, got, label)
-        per_host.append({"ps": label, "cost_usd": got.best.cost_usd if got.best else None,
+        per_host.append({"ps": label.label if label else "", "cost_usd": got.best.cost_usd if got.best else None,
                          "proven": got.proven, "lower_bound_usd": got.lower_bound_usd})
     wall = time.perf_counter() - start
     notes = {"search": "exact (flushed closed form)", "work": work,
@@ -82,10 +79,14 @@ def _exact_flushed(problem: Problem, pricing: Pricing, types, max_work) -> Answe
                       problem=problem, proven=proven, lower_bound_usd=None, wall_s=wall,
                       notes=notes)
     cost, variant, got, label = best
-    plan, result = pricing.price(variant, got.best.plan)
+    plan = got.best.plan
+    if label:  # the plan says which hosts hold the tables
+        from heterps_sim.core.plan import PsHosts
+        plan = replace(plan, ps=PsHosts(resource=label.host_type, num_shards=label.num_shards))
+    plan, result = pricing.price(problem, plan)
     result = replace(result, provisioning="flushed")  # units and m chosen by the search
     if label:
-        notes["ps"] = label
+        notes["ps"] = label.label
     lower = min(bound, cost)
     return Answer(scheduler="exact", plan=plan, result=result, pricing=pricing,
                   problem=variant, proven=proven and cost <= lower * (1 + 1e-9),

@@ -16,8 +16,8 @@ from heterps_sim.planner.check import (
     VerifySettings,
     check_lines,
     verify_plan,
-    with_units,
 )
+from heterps_sim.planner.repair import with_units
 from heterps_sim.testing import chain_plan, chain_problem, random_problem
 
 
