@@ -138,6 +138,16 @@ def fixed_price_per_hour(problem: Problem) -> float:
     return float(getattr(ps, "price_per_hour", 0.0) or 0.0)
 
 
+def ps_extra(problem: Problem) -> dict:
+    """RunResult.extra's record of a priced PS ({} for a free one): the hosts and their USD/h.
+    A result's cost_per_hour is its stages' units; cost_usd includes this price too."""
+    ps = getattr(problem, "ps", None)
+    if ps is None or not getattr(ps, "host_type", ""):
+        return {}
+    return {"ps": {"resource": ps.host_type, "num_shards": ps.num_shards,
+                   "price_per_hour": float(ps.price_per_hour)}}
+
+
 def job_cost(problem: Problem, per_hour: float, thr: float, startup_s: float) -> float:
     """Default model: USD of the job: every unit billed from launch (startup) to the end of
     N samples at thr, rounded up to the billing granularity; `per_hour` is the stages' price,
@@ -306,7 +316,8 @@ def _feasible(problem, plan, terms, label, ks, thr, per_hour, cost) -> RunResult
         step_time_s=problem.batch_size / thr, cost_usd=cost,
         hours=problem.num_samples / thr / 3600.0, cost_per_hour=per_hour, provisioning=label,
         throughput_limit=problem.throughput_limit, bottleneck_stage=_bottleneck(problem, terms, ks),
-        stages=_stage_stats(problem, plan, terms, ks, thr), units_per_type=_units(problem, terms, ks))
+        stages=_stage_stats(problem, plan, terms, ks, thr), units_per_type=_units(problem, terms, ks),
+        extra=ps_extra(problem))
 
 
 def _infeasible(problem, plan, terms, label, reason, ks=None) -> RunResult:
@@ -318,4 +329,5 @@ def _infeasible(problem, plan, terms, label, reason, ks=None) -> RunResult:
         step_time_s=problem.batch_size / thr if thr > 0 else math.inf, cost_usd=math.inf,
         hours=math.inf, cost_per_hour=per_hour, provisioning=label,
         throughput_limit=problem.throughput_limit,
-        stages=_stage_stats(problem, plan, terms, ks, thr), units_per_type=_units(problem, terms, ks))
+        stages=_stage_stats(problem, plan, terms, ks, thr), units_per_type=_units(problem, terms, ks),
+        extra=ps_extra(problem))

@@ -63,6 +63,7 @@ from heterps_sim.core.plan import Plan
 from heterps_sim.core.problem import Problem
 from heterps_sim.core.result import RunResult, StageStats
 from heterps_sim.core.trace import Span
+from heterps_sim.cost.reference import fixed_price_per_hour, ps_extra
 from heterps_sim.des.options import DesOptions
 from heterps_sim.des.world import ALLREDUCE, OPTIMIZER, World
 
@@ -178,14 +179,15 @@ def build_result(problem: Problem, plan: Plan, analytic: RunResult, terms, world
              "stage_compute_s": [float(x) for x in compute / ks / (n - w)],
              "preemptions": sum(p.count for p in preempt),
              "stragglers": sum(rep.slow for reps in world.replicas for rep in reps),
-             "analytic_throughput": analytic.throughput}
+             "analytic_throughput": analytic.throughput, **ps_extra(problem)}
     return RunResult(
         source="des", feasible=bool(feasible),
         reason="" if feasible else (
             f"simulated throughput {thr:.6g} samples/s is below the limit "
             f"{problem.throughput_limit:.6g} (busiest: stage {g_max}, "
             f"utilisation {util[g_max]:.2f})"),
-        throughput=float(thr), step_time_s=slowest, cost_usd=hours * per_hour,
+        throughput=float(thr), step_time_s=slowest,
+        cost_usd=hours * (per_hour + fixed_price_per_hour(problem)),  # + the PS hosts
         hours=hours, cost_per_hour=per_hour, provisioning=analytic.provisioning,
         throughput_limit=problem.throughput_limit, bottleneck_stage=g_max, stages=stats,
         units_per_type=dict(analytic.units_per_type), extra=extra)

@@ -36,6 +36,20 @@ def _fmt(x: float, unit: str = "") -> str:
     return (f"{x:,.0f}" if abs(x) >= 1e4 else f"{x:,.6g}") + unit
 
 
+def _ps_price(result: RunResult) -> float:
+    """USD/h of the parameter-server hosts the result pays beside its stages (0: free PS)."""
+    return float((result.extra.get("ps") or {}).get("price_per_hour", 0.0))
+
+
+def _ps_line(result: RunResult) -> list[str]:
+    ps = result.extra.get("ps")
+    if not ps:
+        return []
+    return [f"parameter server {ps['num_shards']} x {ps['resource']}, "
+            f"{_fmt(ps['price_per_hour'], ' USD/h')} (in the cost; stages "
+            f"{_fmt(result.cost_per_hour, ' USD/h')})"]
+
+
 def result_summary(result: RunResult) -> str:
     head = "FEASIBLE" if result.feasible else f"INFEASIBLE: {result.reason}"
     lines = [
@@ -43,7 +57,8 @@ def result_summary(result: RunResult) -> str:
         f"throughput      {_fmt(result.throughput, ' samples/s')} "
         f"(limit {_fmt(result.throughput_limit, ' samples/s')})",
         f"cost            {_fmt(result.cost_usd, ' USD')}  over {_fmt(result.hours, ' h')} "
-        f"at {_fmt(result.cost_per_hour, ' USD/h')}",
+        f"at {_fmt(result.cost_per_hour + _ps_price(result), ' USD/h')}",
+        *_ps_line(result),
         f"provisioning    {result.provisioning}; units: "
         + (", ".join(f"{k} x{v}" for k, v in result.units_per_type.items()) or "none"),
     ]
