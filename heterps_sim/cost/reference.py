@@ -139,13 +139,14 @@ def fixed_price_per_hour(problem: Problem) -> float:
 
 
 def ps_extra(problem: Problem) -> dict:
-    """RunResult.extra's record of a priced PS ({} for a free one): the hosts and their USD/h.
+    """RunResult.extra["ps_hosts"] of a priced PS ({} for a free one): hosts and USD/h (not
+    extra["ps"], the engine's PS counters).
     A result's cost_per_hour is its stages' units; cost_usd includes this price too."""
     ps = getattr(problem, "ps", None)
     if ps is None or not getattr(ps, "host_type", ""):
         return {}
-    return {"ps": {"resource": ps.host_type, "num_shards": ps.num_shards,
-                   "price_per_hour": float(ps.price_per_hour)}}
+    return {"ps_hosts": {"resource": ps.host_type, "num_shards": ps.num_shards,
+                         "price_per_hour": float(ps.price_per_hour)}}
 
 
 def job_cost(problem: Problem, per_hour: float, thr: float, startup_s: float) -> float:

@@ -38,11 +38,11 @@ def _fmt(x: float, unit: str = "") -> str:
 
 def _ps_price(result: RunResult) -> float:
     """USD/h of the parameter-server hosts the result pays beside its stages (0: free PS)."""
-    return float((result.extra.get("ps") or {}).get("price_per_hour", 0.0))
+    return float((result.extra.get("ps_hosts") or {}).get("price_per_hour", 0.0))
 
 
 def _ps_line(result: RunResult) -> list[str]:
-    ps = result.extra.get("ps")
+    ps = result.extra.get("ps_hosts")
     if not ps:
         return []
     return [f"parameter server {ps['num_shards']} x {ps['resource']}, "

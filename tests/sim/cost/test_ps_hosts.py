@@ -8,8 +8,13 @@ import pytest
 
 from heterps_sim.core.plan import Plan, PsHosts, Stage, plan_from_dict
 from heterps_sim.cost import ps_hosts, ps_traffic
-from heterps_sim.cost.reference import evaluate_plan, fixed_price_per_hour, job_cost, plan_stages
-from heterps_sim.cost.reference import plan_startup_s
+from heterps_sim.cost.reference import (
+    evaluate_plan,
+    fixed_price_per_hour,
+    job_cost,
+    plan_stages,
+    plan_startup_s,
+)
 from heterps_sim.inputs.scenario import ScenarioError, parse_scenario, scenario_problem
 
 HOSTS = ["r7i-4xlarge", "r7i-8xlarge", "r6i-16xlarge"]
@@ -145,9 +150,9 @@ def test_the_ps_price_is_in_every_plan_cost_at_the_billed_hours():
                                    plan_startup_s(p, plan_stages(p, plan))))
     assert priced.cost_usd - unpriced.cost_usd == pytest.approx(billed)
     assert priced.cost_per_hour == unpriced.cost_per_hour  # the stages' units
-    assert priced.extra["ps"] == {"resource": p.ps.host_type, "num_shards": p.ps.num_shards,
+    assert priced.extra["ps_hosts"] == {"resource": p.ps.host_type, "num_shards": p.ps.num_shards,
                                   "price_per_hour": p.ps.price_per_hour}
-    assert "ps" not in unpriced.extra
+    assert "ps_hosts" not in unpriced.extra
 
 
 def test_simulated_and_analytic_cost_agree_with_a_priced_ps():
@@ -165,7 +170,7 @@ def test_simulated_and_analytic_cost_agree_with_a_priced_ps():
     run = simulate(q, plan, options=DesOptions(num_steps=6, schedule="async"), record_spans=False)
     des = run.result
     assert des.throughput == pytest.approx(analytic.throughput, rel=1e-6)
-    assert des.extra["ps"] == analytic.extra["ps"]
+    assert des.extra["ps_hosts"] == analytic.extra["ps_hosts"]
     billed = job_cost(q, des.cost_per_hour, des.throughput, plan_startup_s(q, plan_stages(q, plan)))
     assert billed == pytest.approx(analytic.cost_usd, rel=1e-6)
     hours = q.num_samples / des.throughput / 3600
