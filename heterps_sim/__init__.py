@@ -14,12 +14,17 @@ Where things live (a folder per role; one responsibility per module):
                  amdahl_numba (the formula compiled for the kernels)
     des/         the SimPy simulator: simulate(problem, plan, seed=, options=) -> DesRun
     tiers/       hot/warm/cold residency policies and id-stream replay, shared with the PS ranks
-    schedulers/  base (protocol, Evaluator), registry (name -> "module:Class"), fields
-                 (pydantic fields -> command-line flags); baselines/,
+    schedulers/  search strategies only: base (protocol, Evaluator), registry (name ->
+                 "module:Class"), fields (pydantic fields -> command-line flags); baselines/,
                  search/ (space, polish, level and window moves), exact/ (sweep, kernels, caps,
-                 mixed), rl/ (reward; paper/ = `rl-paper`, stagewise/ = `rl`)
+                 mixed, the certified flushed search), rl/ (reward; paper/ = `rl-paper`,
+                 stagewise/ = `rl`)
+    planner/     the one path from a problem to the printed answer: Planner (search ->
+                 pricing -> check -> repair), Pricing (model, schedule, provisioning, m),
+                 Answer (plan, price, proof or certified gap), check (the simulator),
+                 replan + repair, baseline (the best one-type and one-stage plans)
     studies/     compare, sweep (+ sweep_files), headline, report, run_folder (what `simulate`
-                 writes), effects (the simulator's effects table)
+                 writes), effects (the simulator's effects table): they call the planner
     plots/       tradeoff, run (Gantt, utilisation), redraw (`plot DIR`), tables: files in,
                  figures out, never recomputed
     cli/         `heterps-sim`: a COMMANDS table (__init__), one module per command group
@@ -38,6 +43,10 @@ Glossary:
     TL         the throughput limit (floor), samples/s
     theta      a bottleneck throughput level tried by exact provisioning
     provisioning  choosing units per stage: least (fewest meeting TL) or exact (cheapest overall)
+    pricing    how a plan is priced: the flushed closed form (default model, gpipe/1f1b) or a
+               stage model (async, or the paper's); one Pricing per answer
+    proven     the answer is the optimum under its pricing, proven by the exact search; else
+               the certified gap (cost over a lower bound) is printed
 """
 
 __version__ = "0.1.0"

@@ -5,14 +5,13 @@ root after `python examples/make_criteo_sample.py runs/criteo-dcn.tsv --rows 300
 from heterps_exec import run_plan
 from heterps_sim.des import DesOptions, simulate
 from heterps_sim.inputs.load import load_input
-from heterps_sim.schedulers.as_it_runs import plan_as_it_runs
-from heterps_sim.schedulers.registry import make_scheduler
+from heterps_sim.planner import Planner
 
 SCENARIO = "examples/criteo_dcn/scenario.yaml"
 
 problem = load_input(SCENARIO).problem  # the module captured, its layer chain, the roofline
-outcome = plan_as_it_runs(make_scheduler("exact"), problem)  # the plan `schedule` prints
-plan = outcome.plan.with_replicas([s.num_replicas for s in outcome.result.stages])
+answer = Planner().plan(problem)  # the plan `schedule` prints, priced as it runs
+plan = answer.plan  # every stage's units and the microbatch count set
 effects = DesOptions.with_effects("bubbles,allreduce,transfers,contention,ps")
 simulated = simulate(problem, plan, seed=0, options=effects).result
 for stage in plan.stages:

@@ -114,7 +114,7 @@ def cmd_simulate(args) -> int:
     outcome = run_scheduler(loaded.problem, name, mode, seed, options,
                             repair=args.verify != "none")
     check = outcome.check
-    write_run_folder(out, loaded.problem, outcome, scenario=loaded.scenario, seed=seed,
+    write_run_folder(out, outcome.problem, outcome, scenario=loaded.scenario, seed=seed,
                      verification=check)
     if args.json:
         print(dump({**outcome.to_json_dict(), "verify": check and check.to_json_dict(),
