@@ -22,13 +22,16 @@ Which shard counts `ps_choices` offers, per host type j (a handful, the rule sta
     n_cap  fewest shards whose capacity (cost/ps_traffic.py) moves the throughput limit's
            embedding traffic: fewer can never meet the limit (default model only; the paper
            model has no PS term, so only memory and price matter there)
-    ladder n_lo = max(n_mem, n_cap), then doubling (2 n_lo, 4 n_lo, ...) up to the first
-           count whose capacity is at least CAPACITY_HEADROOM x the limit's traffic: there the
-           PS's side of an embedding layer's odt is at most 1/CAPACITY_HEADROOM of the batch
-           period B / TL, and doubling again halves a term already that small while the PS's
-           price doubles. Counts between two rungs, and beyond the last, are not offered:
-           a heuristic bound, not a proof (docs/results/2026-11-27-dlrm-criteo1tb.md checks
-           it against every count on the shipped DLRM scenario)
+    ladder n_lo = max(n_mem, n_cap) and the FINE_STEPS counts after it (just above n_cap
+           the PS's capacity still caps the plan and its side of the embedding layers' odt
+           is near the whole batch period, so each shard changes how many units the stages
+           need: the cost is jagged there), then doubling (2 n_lo, 4 n_lo, ...) up to the
+           first count whose capacity is at least CAPACITY_HEADROOM x the limit's traffic:
+           there the PS's side of an embedding layer's odt is at most 1/CAPACITY_HEADROOM of
+           the batch period B / TL, and doubling again halves a term already that small while
+           the PS's price doubles. Other counts are not offered: a heuristic bound, not a
+           proof (docs/results/2026-11-27-dlrm-criteo1tb.md checks it against every count
+           from n_lo to 4 n_lo on the shipped DLRM scenario)
 
 Then choices whose hosts move no more bytes per second than a cheaper (or equally priced)
 choice's are dropped: the cost model sees a choice only through its aggregate rate
@@ -56,6 +59,8 @@ from heterps_sim.cost import ps_traffic
 CAPACITY_HEADROOM = 16.0
 """The ladder of shard counts stops at the first count whose capacity is this many times the
 throughput limit's embedding traffic (module docstring)."""
+FINE_STEPS = 3
+"""Consecutive counts offered after n_lo (module docstring)."""
 MAX_SHARDS = 4096
 """No choice has more shards than this (a type needing more to hold the tables is left out)."""
 
@@ -122,14 +127,13 @@ def _ladder(problem: Problem, spec: PsSpec, j: int) -> list[int]:
         "shard_bytes_per_s": float(problem.network_bytes_per_s[j])}).seconds_per_byte
     if problem.cost_model != "default" or traffic <= 0:
         return [n] if n <= MAX_SHARDS else []
-    n = max(n, math.ceil(traffic / per_shard - 1e-9))
-    rungs = []
-    while n <= MAX_SHARDS:
-        rungs.append(n)
-        if n * per_shard >= CAPACITY_HEADROOM * traffic:
-            break
+    n_lo = max(n, math.ceil(traffic / per_shard - 1e-9))
+    rungs = [n_lo + k for k in range(FINE_STEPS + 1)]
+    n = 2 * n_lo
+    while rungs[-1] * per_shard < CAPACITY_HEADROOM * traffic:
+        rungs.append(max(n, rungs[-1] + 1))
         n *= 2
-    return rungs
+    return [r for r in rungs if r <= MAX_SHARDS]
 
 
 def ps_choices(problem: Problem) -> list[PsChoice]:

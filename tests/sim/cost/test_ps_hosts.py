@@ -87,7 +87,7 @@ def test_the_cheapest_adequate_choice_is_present_and_prices_add():
 def test_no_kept_choice_is_dominated_and_every_dropped_one_is():
     p = problem_of()
     kept = ps_hosts.ps_choices(p)
-    assert 1 < len(kept) <= 5 * len(HOSTS)
+    assert 1 < len(kept) <= (ps_hosts.FINE_STEPS + 5) * len(HOSTS)
     for a in kept:
         for b in kept:
             assert a is b or not (a.price_per_hour <= b.price_per_hour
@@ -223,5 +223,5 @@ def test_choices_are_few_and_cheap_on_the_shipped_dlrm_scenario():
     from heterps_sim.inputs.load import load_input
     p = load_input("scenarios/dlrm-criteo1tb-aws.yaml").problem
     choices = ps_hosts.ps_choices(p)
-    assert 3 <= len(choices) <= 5 * len(p.ps.hosts)
+    assert 3 <= len(choices) <= (ps_hosts.FINE_STEPS + 5) * len(p.ps.hosts)
     assert math.isclose(p.ps.table_bytes, 187_767_399 * 128 * 4, rel_tol=1e-12)
