@@ -52,7 +52,8 @@ class LinksFile(_Strict):
     after_compute_s: float = 0.0
     statistic: str = ""
     hot: dict[str, Any] = {}
-    """Informational: the back-to-back figures, the raw points, where they were measured."""
+    measured_at: str = ""
+    """Informational: the back-to-back figures, the raw points, where and when measured."""
 
 
 def read_links(path: str | Path) -> dict:

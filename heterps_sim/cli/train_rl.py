@@ -44,5 +44,64 @@ def main(argv: list[str]) -> int:
     rest, quiet = split_quiet(rest)
     if which not in TRAINERS:
         raise UserFileError(f"--scheduler: expected rl or rl-paper, got {which!r}")
+    trainer = importlib.import_module(TRAINERS[which])
+    if not {"-h", "--help"} & set(rest):
+        check_files(trainer, rest)  # minutes of training must not end in an unwritable --out
     with progress.showing(False if quiet else None):
-        return importlib.import_module(TRAINERS[which]).main(rest)
+        return trainer.main(rest)
+
+
+MAX_CHECKPOINT_BYTES = 256 * 2**20
+"""Largest policy checkpoint read (a trained policy is a few MB)."""
+
+
+def check_files(trainer, argv: list[str]) -> None:
+    """What the trainer's command line `argv` names, checked before training starts: the seed,
+    --init (a checkpoint of this trainer, read as data only), --out and the CSV log beside it
+    (writable files). Bad ones raise UserFileError, one line naming the flag."""
+    from pathlib import Path
+
+    from heterps_sim.core.limits import seed_problem
+    from heterps_sim.core.outputs import check_target
+    ns = trainer.parser().parse_args(argv)  # argparse's own errors exit 2 as the trainer's would
+    bad_seed = seed_problem(ns.seed)
+    if bad_seed:
+        raise UserFileError(bad_seed)
+    if ns.init and ns.init != "shipped":
+        check_policy_checkpoint(ns.init, trainer, "--init")
+    for flag, path in (("--out", lambda: ns.out),  # the log's default is the --out's .csv
+                       ("--log", lambda: getattr(ns, "log", "") or Path(ns.out).with_suffix(".csv"))):
+        try:
+            check_target(path())
+        except UserFileError as exc:
+            raise UserFileError(f"{flag}: {exc}") from None
+
+
+def check_policy_checkpoint(path: str, trainer, flag: str = "checkpoint") -> None:
+    """Raise UserFileError unless `path` is a policy checkpoint `trainer.load_checkpoint`
+    reads: at most MAX_CHECKPOINT_BYTES, loaded with torch's weights-only unpickler (a crafted
+    pickle names a function; it is refused, never called), of the trainer's format."""
+    import os
+    try:
+        size = os.stat(path).st_size
+    except OSError as exc:
+        raise UserFileError(f"{flag} {path}: cannot read ({exc.strerror})") from None
+    if os.path.isdir(path):
+        raise UserFileError(f"{flag} {path}: is a folder, expected a checkpoint file")
+    if size > MAX_CHECKPOINT_BYTES:
+        raise UserFileError(f"{flag} {path}: larger than the {MAX_CHECKPOINT_BYTES // 2**20} "
+                            "MiB a policy checkpoint may be")
+    import pickle
+    import warnings
+    try:
+        with warnings.catch_warnings():  # torch's warnings would add lines to the one
+            warnings.simplefilter("ignore")
+            trainer.load_checkpoint(path)  # torch.load(weights_only=True) inside
+    except pickle.UnpicklingError:
+        raise UserFileError(f"{flag} {path}: refused: it pickles objects other than tensors and "
+                            "plain data (torch's weights-only loader stopped it; nothing in it "
+                            "was run)") from None
+    except Exception as exc:  # noqa: BLE001 - any failure to load is "not a checkpoint"
+        why = " ".join(str(exc).split())[:160]
+        raise UserFileError(f"{flag} {path}: not a {trainer.CHECKPOINT_FORMAT} checkpoint "
+                            f"({type(exc).__name__}: {why})") from None

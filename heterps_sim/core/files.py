@@ -42,19 +42,19 @@ refused as it is composed, before PyYAML's recursive composer could reach Python
 limit; JSON right after parsing, before any recursive check walks it."""
 
 
-def read_text(path: Path) -> str:
-    """A text file of at most MAX_INPUT_BYTES (read up to the limit, so /dev/zero cannot hang)."""
+def read_text(path: Path, max_bytes: int = MAX_INPUT_BYTES) -> str:
+    """A text file of at most `max_bytes` (read up to the limit, so /dev/zero cannot hang)."""
     try:
         with open(path, "rb") as fh:
-            raw = fh.read(MAX_INPUT_BYTES + 1)
+            raw = fh.read(max_bytes + 1)
     except FileNotFoundError:
         raise UserFileError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise UserFileError(f"{path}: is a folder, expected a file") from None
     except OSError as exc:
         raise UserFileError(f"{path}: cannot read ({exc.strerror})") from None
-    if len(raw) > MAX_INPUT_BYTES:
-        raise UserFileError(f"{path}: larger than the {MAX_INPUT_BYTES // 2**20} MiB an input "
+    if len(raw) > max_bytes:
+        raise UserFileError(f"{path}: larger than the {max_bytes // 2**20} MiB an input "
                             "file may be")
     try:
         return raw.decode()
@@ -185,10 +185,11 @@ def non_finite_path(data, path: str = "") -> str | None:
     return None
 
 
-def read_mapping(path: Path) -> dict:
-    """A YAML or JSON file (by suffix) whose top level must be a mapping. No number in it may
-    be NaN or infinite (every heterps input is a finite quantity; "unlimited" is null)."""
-    text = read_text(path)
+def read_mapping(path: Path, max_bytes: int = MAX_INPUT_BYTES) -> dict:
+    """A YAML or JSON file (by suffix) of at most `max_bytes` whose top level must be a
+    mapping. No number in it may be NaN or infinite (every heterps input is a finite quantity;
+    "unlimited" is null)."""
+    text = read_text(path, max_bytes)
     if path.suffix == ".json":
         try:
             data = json.loads(text, parse_float=_finite_json_number,

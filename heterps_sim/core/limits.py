@@ -41,6 +41,31 @@ emulated speed may dilate compute by: a unit 1000x slower is already off any rea
 1e300 overflowed time.sleep in a rank after the run had started."""
 
 
+# The ranges every number of a problem must lie in (inputs/bounds.py checks them where a
+# scenario or problem JSON is loaded). Each is far outside any real figure and far inside what
+# the cost model's float64 arithmetic survives: a price of 1e-308 USD/h or a network of
+# 1e-308 Gbit/s passed as finite numbers and overflowed a square or a ceil deep in a scheduler.
+MAX_NUM_SAMPLES = 1e15
+"""Samples x epochs of a workload: 31 years at a million samples/s."""
+MIN_RATE = 1e-6
+"""Smallest throughput limit, samples/s (batch / limit must stay a finite number of seconds)."""
+MAX_THROUGHPUT = 1e12
+"""Largest throughput limit, samples/s."""
+MIN_PRICE_PER_HOUR, MAX_PRICE_PER_HOUR = 1e-6, 1e6
+"""USD per unit-hour (0 is allowed: hardware you already own)."""
+MIN_BYTES_PER_S, MAX_BYTES_PER_S = 1e3, 1e15
+"""A link, network or tier bandwidth: 8 kbit/s to 8 Pbit/s."""
+MAX_LATENCY_S = 60.0
+"""A per-message latency."""
+MAX_BYTES = 1e15
+"""A layer's parameters, state, boundary or per-sample bytes; a unit's memory (1 PB)."""
+MIN_MEMORY_BYTES = 1e6
+"""A unit's memory (1 MB); a smaller one turns memory provisioning into huge unit counts."""
+MAX_SECONDS = 1e6
+"""A per-batch compute or transfer time, a fixed overhead, a start-up or billing granule
+(11.6 days)."""
+
+
 def seed_problem(value, flag: str = "--seed") -> str | None:
     """A line saying why `value` is not a seed (see MAX_SEED), or None."""
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_SEED:

@@ -30,11 +30,20 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from heterps_sim.core import limits
 from heterps_sim.core.files import UserFileError
 from heterps_sim.core.spec import ResourceType
 from heterps_sim.inputs.catalog import NUMERIC_COLUMNS
 
 _FIGURE = {"gt": 0, "allow_inf_nan": False}
+# Each figure within the stated ranges of core/limits.py, in the field's own unit, so a value
+# no machine has (a price of 1e-308 USD/h) is refused naming the field it was written in.
+_TFLOPS = {"ge": 1e-6, "le": 1e6}
+"""1 MFLOP/s to 1 EFLOP/s per unit."""
+_GB = {"ge": limits.MIN_MEMORY_BYTES / 1e9, "le": limits.MAX_BYTES / 1e9}
+_GB_PER_S = {"ge": limits.MIN_BYTES_PER_S / 1e9, "le": limits.MAX_BYTES_PER_S / 1e9}
+_GBIT_PER_S = {"ge": limits.MIN_BYTES_PER_S * 8 / 1e9, "le": limits.MAX_BYTES_PER_S * 8 / 1e9}
+_USD = {"ge": limits.MIN_PRICE_PER_HOUR, "le": limits.MAX_PRICE_PER_HOUR}
 
 FIELD_COLUMNS = {
     # field of a definition -> the shipped catalog's column (its unit and SI factor)
@@ -55,15 +64,15 @@ class TypeDefinition(BaseModel):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._+~-]*$", max_length=80,
                       description="Letters, digits and . _ + ~ - (no spaces or glob characters).")
     kind: Literal["cpu", "gpu"]
-    peak_fp32_tflops: float = Field(**_FIGURE, description="Peak dense fp32, TFLOP/s per unit.")
+    peak_fp32_tflops: float = Field(**_FIGURE, **_TFLOPS, description="Peak dense fp32, TFLOP/s per unit.")
     peak_fp16_tflops: float | None = Field(
-        default=None, **_FIGURE, description="Peak fp16/bf16 (tensor cores), TFLOP/s; default: fp32.")
-    memory_gb: float = Field(**_FIGURE, description="Device memory (GPU) or RAM (CPU), GB (1e9 B).")
-    memory_bandwidth_gb_per_s: float = Field(**_FIGURE, description="Memory bandwidth, GB/s.")
+        default=None, **_FIGURE, **_TFLOPS, description="Peak fp16/bf16 (tensor cores), TFLOP/s; default: fp32.")
+    memory_gb: float = Field(**_FIGURE, **_GB, description="Device memory (GPU) or RAM (CPU), GB (1e9 B).")
+    memory_bandwidth_gb_per_s: float = Field(**_FIGURE, **_GB_PER_S, description="Memory bandwidth, GB/s.")
     host_link_gb_per_s: float | None = Field(
-        default=None, **_FIGURE, description="Host-device link (PCIe), GB/s; GPUs only, required there.")
-    network_gbit_per_s: float = Field(**_FIGURE, description="Network per unit, Gbit/s.")
-    price_per_hour_usd: float = Field(**_FIGURE, description="USD per unit-hour (yours: "
+        default=None, **_FIGURE, **_GB_PER_S, description="Host-device link (PCIe), GB/s; GPUs only, required there.")
+    network_gbit_per_s: float = Field(**_FIGURE, **_GBIT_PER_S, description="Network per unit, Gbit/s.")
+    price_per_hour_usd: float = Field(**_FIGURE, **_USD, description="USD per unit-hour (yours: "
                                        "amortised or negotiated).")
     vendor: str = ""
     arch: str = ""

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from heterps_sim.core.files import UserFileError, read_mapping, validation_message
 from heterps_sim.core.plan import Plan, plan_from_dict
 from heterps_sim.core.problem import Problem, problem_from_dict
+from heterps_sim.inputs.bounds import check_problem
 from heterps_sim.inputs.scenario import (
     ScenarioModel,
     load_scenario,
@@ -38,6 +39,7 @@ def load_input(path: str | Path | None, model: str | None = None) -> LoadedInput
     loaded = _load_input(path, model)
     if model is not None:
         loaded.problem = loaded.problem.with_model(model)
+    check_problem(loaded.problem, str(path) if path is not None else "<built-in scenario>")
     return loaded
 
 

@@ -9,13 +9,13 @@ all this does: no scheduler, cost model or simulator is imported.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 
-from heterps_sim.core.files import UserFileError
+from heterps_sim.core.files import MAX_INPUT_BYTES, UserFileError
 from heterps_sim.plots import run as plots_run
+from heterps_sim.plots.files import read_result, read_trace
 from heterps_sim.plots import tradeoff as plots
 
 FORMATS = ("png", "svg")
@@ -34,19 +34,27 @@ def save_figure(fig, base: Path, formats: tuple[str, ...] = FORMATS) -> list[Pat
 
 
 def read_sweep(folder: Path) -> tuple[pd.DataFrame, dict]:
-    """tradeoff.csv and sweep.json (empty when absent)."""
+    """tradeoff.csv and sweep.json (empty when absent); every cell a figure reads is checked
+    (plots/files.check_sweep) before anything is drawn."""
+    from heterps_sim.plots.files import check_sweep
+    path = folder / "tradeoff.csv"
+    if path.stat().st_size > MAX_INPUT_BYTES:
+        raise PlotError(f"{path}: larger than the {MAX_INPUT_BYTES // 2**20} MiB an input file "
+                        "may be")
     try:
-        frame = pd.read_csv(folder / "tradeoff.csv", keep_default_na=False,
-                            na_values={"cost_usd": ["inf", "nan", ""]})
+        frame = pd.read_csv(path, keep_default_na=False,
+                            na_values={"cost_usd": ["inf", "nan", ""]},
+                            dtype={"scheduler": str, "units": str})
     except (OSError, ValueError, pd.errors.ParserError) as exc:
-        raise PlotError(f"{folder / 'tradeoff.csv'}: cannot read ({exc})") from None
+        raise PlotError(f"{path}: cannot read ({exc})") from None
     missing = {"scheduler", "throughput_limit", "feasible", "cost_usd", "throughput"} - set(frame)
     if missing:
-        raise PlotError(f"{folder / 'tradeoff.csv'}: missing columns {', '.join(sorted(missing))}")
-    for col in ("cost_usd", "single_type_cost_usd", "single_type_throughput_same_cost"):
-        if col in frame:
-            frame[col] = pd.to_numeric(frame[col], errors="coerce")
+        raise PlotError(f"{path}: missing columns {', '.join(sorted(missing))}")
     frame["feasible"] = frame["feasible"].astype(str).str.lower() == "true"
+    check_sweep(frame, path)
+    for col in ("cost_usd", "single_type_cost_usd", "single_type_throughput_same_cost",
+                "throughput_limit", "throughput"):
+        frame[col] = pd.to_numeric(frame[col], errors="coerce")  # "", "inf", "nan": no plan
     meta = _read_json(folder / "sweep.json") if (folder / "sweep.json").exists() else {}
     return frame, meta
 
@@ -58,10 +66,9 @@ def sweep_figures(frame: pd.DataFrame, meta: dict) -> dict:
 
 
 def _read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise PlotError(f"{path}: cannot read ({exc})") from None
+    """A JSON mapping (sweep.json: titles only)."""
+    from heterps_sim.plots.files import read_meta
+    return read_meta(path)
 
 
 def redraw(folder: str | Path, formats: tuple[str, ...] = FORMATS) -> list[Path]:
@@ -75,11 +82,12 @@ def redraw(folder: str | Path, formats: tuple[str, ...] = FORMATS) -> list[Path]
         for name, fig in sweep_figures(frame, meta).items():
             written += save_figure(fig, folder / "figures" / name, formats)
     label = folder.name
-    if (folder / "trace.json").exists():
-        fig = plots_run.gantt_figure(_read_json(folder / "trace.json"), f"Pipeline timeline: {label}")
+    if (folder / "trace.json").exists():  # both files checked as read (plots/files.py)
+        fig = plots_run.gantt_figure(read_trace(folder / "trace.json"),
+                                     f"Pipeline timeline: {label}")
         written += save_figure(fig, folder / "timeline", formats)
     if (folder / "result.json").exists():
-        fig = plots_run.utilisation_figure(_read_json(folder / "result.json"),
+        fig = plots_run.utilisation_figure(read_result(folder / "result.json"),
                                            f"Per-stage utilisation: {label}")
         written += save_figure(fig, folder / "utilisation", formats)
     if not written:

@@ -149,7 +149,7 @@ def test_an_attached_measurement_beats_the_roofline_exactly(tmp_path):
 
 @pytest.mark.parametrize("entry, message", [
     ({"peak_fp32_tflops": math.nan}, "cluster.define.0.peak_fp32_tflops: "),
-    ({"memory_gb": -16}, "cluster.define.0.memory_gb: Input should be greater than 0"),
+    ({"memory_gb": -16}, "cluster.define.0.memory_gb: Input should be greater than"),
     ({"price_per_hour_usd": None}, "cluster.define.0.price_per_hour_usd"),
     ({"host_link_gb_per_s": None}, "host_link_gb_per_s: required for a gpu"),
     ({"kind": "tpu"}, "cluster.define.0.kind"),
@@ -195,7 +195,7 @@ def test_clashes_and_missing_files_are_one_line(tmp_path, cluster, message):
      "price_per_hour_usd", "c1,cpu,nan,64,100,10,0.5", "line 2 (c1)"),
     ("name,kind,peak_fp32_tflops,memory_gb,memory_bandwidth_gb_per_s,network_gbit_per_s,"
      "price_per_hour_usd", "c1,cpu,1.5,64,-100,10,0.5",
-     "line 2: column 'memory_bandwidth_gb_per_s': Input should be greater than 0"),
+     "line 2: column 'memory_bandwidth_gb_per_s': Input should be greater than"),
     ("name,kind,peak_fp32_tflops,memory_gb,memory_bandwidth_gb_per_s,network_gbit_per_s",
      "c1,cpu,1.5,64,100,10", "line 2: column 'price_per_hour_usd': Field required"),
     ("name,kind,tflops", "c1,cpu,1", "unknown column 'tflops'"),
