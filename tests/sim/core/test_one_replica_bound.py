@@ -11,7 +11,7 @@ def test_every_user_of_the_bound_reads_core_limits():
     from heterps_sim.cost import MAX_REPLICAS as face
     from heterps_sim.cost.reference import MAX_REPLICAS as reference
     from heterps_sim.cost.terms import MAX_REPLICAS as terms
-    from heterps_sim.planner.check import MAX_UNITS
+    from heterps_sim.planner.repair import MAX_UNITS
     assert face == reference == terms == MAX_UNITS == limits.MAX_REPLICAS
 
 
