@@ -29,15 +29,25 @@ model cannot see and why it overrates deep pipelines: its exact optimum cuts man
 
 Two shared resources can pace a phase instead of the busiest unit (`contention`, `ps`):
 
-    interfaces  with contention, messages queue on each unit's network interface: in the
-                forwards a stage's interface carries ceil(m / k_g) - 1 more activation
-                messages after the first (the busier of in and out), in the backwards as many
-                gradient messages
-    PS shards   with the ps effect, the shards serve pulls one at a time; a replica with one
-                forward per step prefetches its pull during the step before, but once some
-                embedding stage has several forwards per replica, the step's pulls (all of
-                them, B x sparse bytes / num_shards x seconds_per_byte) pace the forwards
-                (pushes are not waited for)
+    interfaces  with contention, messages queue on each unit's network interface: under
+                gpipe, in the forwards a stage's interface carries ceil(m / k_g) - 1 more
+                activation messages after the first (the busier of in and out), in the
+                backwards as many gradient messages; under 1f1b the phases interleave, so the
+                egress carries activations out and gradients back at once (the ingress the
+                others) beside the unit's serial compute: the pace is the largest of the
+                compute, the egress and the ingress (written as the backwards' pace)
+    PS shards   with the ps effect, the shards serve requests one at a time. A unit's first
+                pull of a step was prefetched during the step before; once some embedding
+                stage has several forwards per unit, the step's other pulls,
+                sum_g (m - min(k_g, m)) p_g (p_g = one microbatch's pull), pace the forwards,
+                less the last one's service when the odt holds the PS's unloaded time (the
+                default model's: a forward waits for its pull's turn, core/ps_odt.py);
+                pushes are not waited for (the PS cap counts them)
+
+A mixed stage (units of several types) enters per step as the engine routes whole
+microbatches to its units (cost/flush_mixed.py: share "equal", microbatch mu on unit mu mod k,
+or "speed"); T is then the mean over the routing's period. Single-type stages are unchanged by
+`share`. tests/sim/cost/test_flush_terms.py pins the interface and PS terms on hand timelines.
 
 `flushed_throughput(problem, plan, m)` evaluates it for a plan with fixed replicas; each
 effect's term is dropped when the caller's simulator has that effect off.
@@ -47,10 +57,11 @@ from __future__ import annotations
 
 import math
 
+from heterps_sim.core import ps_odt
 from heterps_sim.core.lanes import default_microbatches
 from heterps_sim.core.plan import Plan
 from heterps_sim.core.problem import Problem
-from heterps_sim.cost import dominant, ps_traffic
+from heterps_sim.cost import dominant, flush_mixed, ps_traffic
 from heterps_sim.cost.reference import MixedTerms, plan_stages, ps_cap, stage_type_indices
 
 FLUSHED = ("gpipe", "1f1b")
@@ -91,8 +102,11 @@ def flushed_throughput(problem: Problem, plan: Plan, m: int | None = None, *,
                        allreduce: bool = True, transfers: bool = True, contention: bool = False,
                        ps: bool = False,
                        beta: float = BACKWARD_FRACTION,
-                       forward_share: float = FORWARD_BOUNDARY_SHARE) -> float:
-    """B / T (capped by the default model's PS capacity) of `plan`, every stage's units fixed."""
+                       forward_share: float = FORWARD_BOUNDARY_SHARE,
+                       share: str = "equal") -> float:
+    """B / T (capped by the default model's PS capacity) of `plan`, every stage's units fixed.
+    `share`: how a mixed stage's units split the microbatches (flush_mixed; the simulator's
+    and the engine's `share`, "equal" by default); single-type stages are the same either way."""
     if any(s.num_replicas is None for s in plan.stages):
         raise ValueError("flushed_throughput: every stage needs its num_replicas")
     if plan.schedule not in FLUSHED:
@@ -101,20 +115,28 @@ def flushed_throughput(problem: Problem, plan: Plan, m: int | None = None, *,
     terms = plan_stages(problem, plan)
     net = problem.network_bytes_per_s
     w, busy, u, ar, d_fwd, d_bwd, ser = [], [], [], [], [], [], []
+    mixed: dict[int, flush_mixed.MixedStage] = {}
+    routes: dict[int, list[list[int]]] = {}
+    most: list[int] = []  # a unit's most microbatches per step
     for g, (t, stage) in enumerate(zip(terms, plan.stages)):
-        k = stage.num_replicas if not isinstance(t, MixedTerms) else sum(t.counts)
         part = t.parts[0] if isinstance(t, MixedTerms) else t
-        if isinstance(t, MixedTerms):  # finish-together split: its step time as one unit's work
-            et = t.exec_time()
-            serial = part.serial_s + (1.0 - part.alpha) * part.parallel_s + part.fixed_s
-            w.append(max(et - serial, 0.0) * k / m)
-            u.append(serial)
+        if isinstance(t, MixedTerms):  # per replica, routed as the engine routes (flush_mixed)
+            mixed[g] = flush_mixed.mixed_stage(t, m, allreduce)
+            routes[g] = flush_mixed.assignments(mixed[g], m, share)
+            w_g, busy_g = flush_mixed.step_terms(mixed[g], routes[g][0])
+            w.append(w_g)
+            busy.append(busy_g)
+            u.append(max(mixed[g].step_end_s))
+            ar.append(mixed[g].allreduce_s)
+            most.append(flush_mixed.most_microbatches(routes[g], sum(t.counts)))
         else:
+            k = stage.num_replicas
             w.append(t.alpha * t.parallel_s / m)
             u.append((1.0 - t.alpha) * t.parallel_s + t.serial_s + t.fixed_s)
-        busy.append(math.ceil(m / k) * w[-1] if not isinstance(t, MixedTerms) else w[-1] * m / k)
-        ar.append(dominant.allreduce_time(part.bw_s, part.lat_s, k)
-                  if allreduce and part.default else 0.0)
+            busy.append(math.ceil(m / k) * w[-1])
+            ar.append(dominant.allreduce_time(t.bw_s, t.lat_s, k)
+                      if allreduce and t.default else 0.0)
+            most.append(math.ceil(m / k))
         if g + 1 < len(terms):
             nb = 0.0
             if transfers:
@@ -127,30 +149,53 @@ def flushed_throughput(problem: Problem, plan: Plan, m: int | None = None, *,
             d_bwd.append((1.0 - forward_share) * nb + lat)
     nic_f, nic_b = [0.0] * len(w), [0.0] * len(w)
     if contention and transfers:  # a unit's interfaces pace it too: its messages queue there
-        for g, t in enumerate(terms):
-            k = sum(t.counts) if isinstance(t, MixedTerms) else plan.stages[g].num_replicas
-            n = math.ceil(m / k)  # its messages per step each way, one of them in the fill
+        for g in range(len(terms)):
+            n = most[g]  # its messages per step each way, one of them in the fill
             before = ser[g - 1] if g > 0 else 0.0
             after = ser[g] if g < len(ser) else 0.0
             # forwards: activations in from g - 1, out to g + 1; backwards: gradients the
             # other way (each direction's busier interface)
             nic_f[g] = (n - 1) * forward_share * max(before, after)
             nic_b[g] = (n - 1) * (1.0 - forward_share) * max(before, after)
+            if plan.schedule == "1f1b":  # forwards and backwards interleave: each interface
+                # carries both directions' messages at once (egress: activations out and
+                # gradients back; ingress: the others), beside the unit's serial compute:
+                # pace max(compute, egress, ingress), written as the backwards' pace
+                fwd = forward_share * after + (1.0 - forward_share) * before
+                bwd = forward_share * before + (1.0 - forward_share) * after
+                both = (n - 1) * max(fwd, bwd)
+                nic_f[g] = 0.0
+                nic_b[g] = max(0.0, both - (1.0 - beta) * (busy[g] - w[g]))
     if ps and problem.sparse_bytes is not None:
-        # the shards serve the pulls one at a time, in order. A replica with one forward per
-        # step prefetches its pull during the step before; one with several needs its later
-        # pulls within the forwards, where they queue behind every other pull of the step:
-        # then the step's pulls pace the forwards (pushes are not waited for)
+        # the shards serve the requests one at a time, in order. A unit's first pull of a step
+        # was prefetched during the step before; its later ones are issued within the
+        # forwards, where they queue behind every other pull of the step: once some embedding
+        # stage has several forwards per unit, the step's remaining pulls pace the forwards,
+        # up to the start of the last one's service when the work holds the PS's unloaded time
+        # (the default model's odt: a forward waits for its pull's turn), to its end otherwise
+        # (pushes are not waited for; they count in the PS cap)
         spec = ps_traffic.problem_ps(problem)
-        pulls_s, in_phase = 0.0, False
+        in_step, last = 0.0, math.inf
         for g, t in enumerate(terms):
-            k = sum(t.counts) if isinstance(t, MixedTerms) else plan.stages[g].num_replicas
             part = t.parts[0] if isinstance(t, MixedTerms) else t
             nbytes = problem.batch_size * float(sum(problem.sparse_bytes[part.first:
                                                                          part.last + 1]))
-            pulls_s += nbytes / spec.num_shards * spec.seconds_per_byte
-            in_phase = in_phase or (nbytes > 0 and math.ceil(m / k) > 1)
-        if in_phase:
-            nic_f = [max(x, pulls_s * (1.0 - 1.0 / m)) for x in nic_f]
-    T = flushed_step_time(w, busy, u, ar, d_fwd, d_bwd, beta, nic_f, nic_b)
+            if nbytes > 0 and most[g] > 1:
+                k = sum(t.counts) if isinstance(t, MixedTerms) else plan.stages[g].num_replicas
+                pull = nbytes / m / spec.num_shards * spec.seconds_per_byte
+                in_step += (m - min(k, m)) * pull
+                last = min(last, pull)
+        if in_step > 0:
+            pace = in_step - (last if ps_odt.odt_holds_ps_side(problem) else 0.0)
+            nic_f = [max(x, pace) for x in nic_f]
+    if not mixed:
+        T = flushed_step_time(w, busy, u, ar, d_fwd, d_bwd, beta, nic_f, nic_b)
+    else:  # the mean step over the routing's period (mixed stages change from step to step)
+        steps = flush_mixed.period_steps(list(routes.values()))
+        total = 0.0
+        for n in range(steps):
+            for g, stage in mixed.items():
+                w[g], busy[g] = flush_mixed.step_terms(stage, routes[g][n % len(routes[g])])
+            total += flushed_step_time(w, busy, u, ar, d_fwd, d_bwd, beta, nic_f, nic_b)
+        T = total / steps
     return min(problem.batch_size / T, ps_cap(problem))

@@ -9,7 +9,8 @@ returned as RunResult(source="des", feasible=False, reason=...) without simulati
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 
 import numpy as np
 import simpy
@@ -28,7 +29,7 @@ from heterps_sim.core.problem import Problem
 from heterps_sim.core.result import RunResult
 from heterps_sim.core.trace import Span
 from heterps_sim.cost import ps_traffic
-from heterps_sim.cost.reference import StageTerms, evaluate_plan, plan_stages
+from heterps_sim.cost.reference import StageTerms, evaluate_plan, plan_stages, ps_cap
 from heterps_sim.des.effects import (
     ALLREDUCE,
     JITTER,
@@ -75,7 +76,7 @@ def simulate(problem: Problem, plan: Plan, *, seed: int = 0, options: DesOptions
     if options.cpu_share is not None and len(options.cpu_share) != len(plan.stages):
         raise ValueError(f"cpu_share has {len(options.cpu_share)} entries for "
                          f"{len(plan.stages)} stages")
-    analytic = evaluate_plan(problem, plan, mode="least")
+    analytic = _fixed_units(problem, plan, evaluate_plan(problem, plan, mode="least"))
     reason = _cannot_run(problem, terms, analytic)
     if reason:
         return DesRun(not_run(problem, plan, analytic, reason, options, seed), (), 0)
@@ -144,6 +145,27 @@ def _run(env: simpy.Environment) -> int:
         env.step()
         count += 1
     return count
+
+
+def _fixed_units(problem: Problem, plan: Plan, analytic: RunResult) -> RunResult:
+    """The analytic result with the plan's own units where every stage fixes them.
+
+    The analytic provisioning stops at the parameter server's cap (the limit above what its
+    shards can move) before it reads the units, so such a result has none; a plan whose every
+    stage fixes its units runs anyway, as one short of the limit by its stage times does: its
+    units and analytic numbers are those under a limit the cap allows, its verdict the real one.
+    """
+    fixed = all(s.num_replicas is not None for s in plan.stages)
+    if not fixed or all(s.num_replicas >= 1 for s in analytic.stages) or not analytic.reason:
+        return analytic
+    cap = ps_cap(problem)
+    if not problem.throughput_limit > cap:
+        return analytic
+    under = evaluate_plan(problem.with_limit(0.5 * cap), plan, mode="least")
+    if any(s.num_replicas < 1 for s in under.stages):
+        return analytic
+    return replace(under, feasible=False, reason=analytic.reason,
+                   throughput_limit=problem.throughput_limit, cost_usd=math.inf)
 
 
 def _cannot_run(problem: Problem, terms: list[StageTerms], analytic: RunResult) -> str:

@@ -1,0 +1,136 @@
+"""cost/flush.py's single-type terms that changed on 2026-11-27, pinned on hand-computable cases
+(the exact solver, schedulers/exact/flushed*.py, mirrors these terms and is brought in line
+from here).
+
+1. `ps`, the pulls' pace of the forwards. Once an embedding stage has several forwards per
+   unit (ceil(m / k) > 1), with one pull of p = (B / m) sparse_bytes / num_shards x
+   seconds_per_byte seconds per microbatch:
+
+       before   pace = pulls_s (1 - 1/m),  pulls_s = sum over embedding stages of m p_g
+       after    pace = sum over those stages of (m - min(k_g, m)) p_g  -  p_last
+                (each unit's first pull of the step was prefetched during the step before;
+                p_last = the least p_g among them, subtracted only when the default model's odt
+                holds the PS's unloaded time, core/ps_odt.odt_holds_ps_side: a forward then
+                waits for its pull's turn, not for its end)
+
+2. `contention` under 1f1b. A unit's interface time per step beyond its first message, with
+   s_before / s_after the boundary seconds per microbatch before / after stage g, fs the
+   forward share of the boundary bytes and n = ceil(m / k):
+
+       gpipe (unchanged)  nic_f = (n - 1) fs max(s_before, s_after)
+                          nic_b = (n - 1) (1 - fs) max(s_before, s_after)
+       1f1b, before       the same
+       1f1b, after        nic_f = 0
+                          nic_b = max(0, (n - 1) max(fs s_after + (1 - fs) s_before,
+                                                     fs s_before + (1 - fs) s_after)
+                                         - (1 - beta) (busy_g - w_g))
+       (1F1B interleaves forwards and backwards: a unit's egress carries its activations out
+       and gradients back at once, its ingress the others, beside its serial compute; the
+       step's pace is max(compute, egress, ingress), written as the backwards' pace)
+"""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from heterps_sim.core import ps_odt
+from heterps_sim.core.ps_spec import PsSpec, TierSpec
+from heterps_sim.core.unit_costs import default_costs
+from heterps_sim.cost.flush import BACKWARD_FRACTION, flushed_step_time, flushed_throughput
+from heterps_sim.des import DesOptions, simulate
+from heterps_sim.testing import chain_plan, chain_problem
+
+B = 64
+
+
+def ps_problem(oct_s: float, alpha: float, m: int, model: str = "default"):
+    """One layer on one unit type, a PS whose one shard serves one microbatch's pull (or push)
+    in exactly 0.1 s with no tier or network latency; no fixed costs, no startup."""
+    p = chain_problem([oct_s], alpha=alpha, batch_size=B)
+    free = TierSpec(hit_rate=1.0, bytes_per_s=1e30, latency_s=0.0)
+    none = TierSpec(hit_rate=0.0, bytes_per_s=1e30, latency_s=0.0)
+    sparse = np.array([100.0])
+    ps = PsSpec(num_shards=1, shard_bytes_per_s=B * 100.0 / m / 0.1, hot=free, warm=none,
+                cold=none)
+    costs = default_costs(("gpu",), 1, 1, overrides=dict(
+        step_overhead_s=np.zeros(1), layer_overhead_s=np.zeros(1), startup_s=np.zeros(1)))
+    odt = (ps_odt.with_ps_side(p.odt_s, ps_odt.ps_side_s(sparse, B, ps, 0.0))
+           if model == "default" else p.odt_s)
+    return replace(p, cost_model=model, costs=costs, ps=ps, sparse_bytes=sparse, odt_s=odt)
+
+
+def simulated_step(problem, plan, effects) -> float:
+    run = simulate(problem, plan, options=DesOptions.with_effects(effects, num_steps=6),
+                   record_spans=False)
+    return B / run.result.throughput
+
+
+def test_ps_pace_default_model_by_hand():
+    """One unit, m = 4, gpipe. P = 0.04 (compute) + 0.8 (the odt's PS side: 4 pulls and 4
+    pushes of 0.1 s), alpha = 0.5: a microbatch's forward f = 0.035, backward 0.07, the
+    step-end phase u = 0.42 (long enough for the pushes to drain). The timeline:
+        pull 0 was prefetched in the step before: F0 at 0; pull 1 (issued at F0's start)
+        served 0-0.1, F1 at 0.035; pull 2 (issued at F1's start) 0.1-0.2: F2 at 0.1; pull 3
+        0.2-0.3: F3 at 0.2-0.235; B0..B3 to 0.515; u to 0.935.
+    after: pace (m - k) p - p = 0.2, T = 0.035 + 0.2 + 0.28 + 0.42 = 0.935 (the simulator's);
+    before: pace 0.4 (1 - 1/4) = 0.3, T = 1.035."""
+    p = ps_problem(0.04, 0.5, 4)
+    plan = chain_plan(p, [1], microbatches=4)
+    closed = B / flushed_throughput(p, plan, 4, allreduce=False, transfers=False, ps=True)
+    assert closed == pytest.approx(0.935, rel=1e-12)
+    assert simulated_step(p, plan, ("bubbles", "ps")) == pytest.approx(0.935, rel=1e-12)
+
+
+def test_ps_pace_when_the_work_does_not_hold_the_ps_by_hand():
+    """The paper model's odt has no PS side, so a forward waits for its pull's END. One unit,
+    m = 4, P = 2.0, alpha = 0.5: f = 0.25 / 3, b = 0.5 / 3, u = 1.0.
+        F0 at 0 (prefetched); pull 1 0-0.1: F1 at 0.1; pull 2 (issued at 0.1) 0.1-0.2: F2 at
+        0.2; pull 3 0.2-0.3: F3 at 0.3 - 0.3833; B0..B3 to 1.05; u to 2.05.
+    after: pace (m - k) p = 0.3: T = f + 0.3 + 4 b + u = 2.05; before: the same here
+    (pulls_s (1 - 1/m) = 0.3 for one unit)."""
+    p = ps_problem(2.0, 0.5, 4, model="paper")
+    plan = chain_plan(p, [1], microbatches=4)
+    closed = B / flushed_throughput(p, plan, 4, allreduce=False, transfers=False, ps=True)
+    assert closed == pytest.approx(2.05, rel=1e-12)
+    assert simulated_step(p, plan, ("bubbles", "ps")) == pytest.approx(2.05, rel=1e-12)
+
+
+def test_ps_pace_two_units():
+    """Two units of one stage, m = 6: each has 3 forwards; their first pulls were prefetched,
+    so 4 pulls of the step pace the forwards: pace 4 p - p = 0.3 (before: 0.6 x 5/6 = 0.5).
+    The simulator agrees within 1% (its pushes interleave)."""
+    p = ps_problem(0.04, 0.3, 6)
+    plan = chain_plan(p, [2], microbatches=6)
+    closed = B / flushed_throughput(p, plan, 6, allreduce=False, transfers=False, ps=True)
+    P = 0.04 + 1.2  # (alpha 0.3: the step-end phase 0.7 P lets the pushes drain, and the
+    w = 0.3 * P / 6  # step stays above the PS cap's 12 requests x 0.1 s)
+    assert closed == pytest.approx(w / 3 + 0.3 + 2 / 3 * 3 * w + 0.7 * P, rel=1e-12)
+    assert simulated_step(p, plan, ("bubbles", "ps")) == pytest.approx(closed, rel=0.01)
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+def test_contention_terms_by_hand(schedule):
+    """Two stages of one unit, m = 4, almost no compute, 4 MB of boundary per batch over
+    1 MB/s: a microbatch's message carries 1 s of bytes (0.5 s of activations forward, 0.5 s
+    of gradients back), latency 10 ms; the sender's work keeps its boundary term (4.01 s per
+    batch, paper model: one latency), so stage 0's w = 4.01 / 4. The closed form against the
+    step time rebuilt from the pinned terms (and the simulator: gpipe exact, 1f1b within
+    0.5%; with the gpipe-shaped terms 1f1b read 9% slow)."""
+    q = chain_problem([1e-9, 1e-9], alpha=1.0, boundary_bytes=4e6, latency_s=0.01,
+                      network=1e6, batch_size=B)
+    plan = chain_plan(q, [1, 1], microbatches=4, schedule=schedule)
+    got = B / flushed_throughput(q, plan, 4, allreduce=False, transfers=True, contention=True)
+    beta = BACKWARD_FRACTION
+    w = [(1e-9 + 4.0 + 0.01) / 4, 1e-9 / 4]
+    busy = [4 * x for x in w]
+    d = [0.5 + 0.01]
+    if schedule == "gpipe":  # each phase's busier interface: 3 more messages of 0.5 s
+        nic_f, nic_b = [1.5, 1.5], [1.5, 1.5]
+    else:  # both directions at once on each interface: 3 x max(0.5, 0.5), beside compute
+        nic_f = [0.0, 0.0]
+        nic_b = [max(0.0, 1.5 - (1 - beta) * (b - x)) for b, x in zip(busy, w)]
+    want = flushed_step_time(w, busy, [0.0, 0.0], [0.0, 0.0], d, d, beta, nic_f, nic_b)
+    assert got == pytest.approx(want, rel=1e-12)
+    sim = simulated_step(q, plan, ("bubbles", "transfers", "contention"))
+    assert sim == pytest.approx(got, rel=1e-9 if schedule == "gpipe" else 0.005)
