@@ -17,8 +17,14 @@ flushed search's plan when cheaper or the only one meeting the limit); --objecti
 measures exact's cuts provisioned as they run alone, --objective stage the stage model's units
 and prediction.
 
+Then (--classes N, default 30 each; 0 skips) the classes the optima leave out
+(studies/consistency_classes.py: seeded random plans with a mixed-speed stage, a PS that paces
+the step, heavy boundary messages under contention, uneven small m), the flushed closed form
+against the simulator as the check runs them; per class and per tag (multi-stage, mixed-type,
+ps-bound, for the optima too): cases, MAPE, worst error and sign (how many over / under).
+
 Usage: python benchmarks/bench_self_consistency.py [--random 100] [--quick] [--no-attribution]
-       [--objective answer|flushed|stage]
+       [--objective answer|flushed|stage] [--classes 30] [--classes-only]
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from heterps_sim.inputs.load import load_input
+from heterps_sim.studies import consistency_classes as classes
 from heterps_sim.studies.self_consistency import DETERMINISTIC_EFFECTS, consistency_case, summary
 from heterps_sim.testing import random_default_problem
 
@@ -78,6 +85,39 @@ def show(c) -> None:
           f"{parts}", flush=True)
 
 
+TAGS = ("multi-stage", "mixed-type", "ps-bound")
+
+
+def tag_groups(cases: list) -> list[tuple[str, list]]:
+    """The optima by tag, and the rest (none of the tags)."""
+    out = [(f"tag {t}", [c for c in cases if t in c.tags]) for t in TAGS]
+    return out + [("untagged", [c for c in cases if not c.tags])]
+
+
+def signs(errors) -> str:
+    over = sum(e > 1e-9 for e in errors)
+    under = sum(e < -1e-9 for e in errors)
+    return f"over {over} under {under}"
+
+
+def class_study(count: int) -> None:
+    """The classes the optima leave out: per class and per tag, the flushed closed form
+    against the simulator (model / simulated - 1)."""
+    rows = []
+    for kind in classes.CLASSES:
+        start = time.perf_counter()
+        got = [classes.check_case(c) for c in classes.class_cases(kind, count)]
+        rows += got
+        worst = max(got, key=lambda r: abs(r.error))
+        print(f"class {kind:11} {len(got)} cases in {time.perf_counter() - start:.1f} s; worst "
+              f"seed {worst.seed} (S={worst.stages}, units {worst.units}, m={worst.microbatches}"
+              f", {worst.schedule}) {100 * worst.error:+.1f}%", flush=True)
+    for name, s in classes.summary(rows).items():
+        print(f"{name:18} flushed  cases {s['cases']:4}  MAPE {s['mape_pct']:6.2f}%  median "
+              f"{s['median_pct']:6.2f}%  worst {s['worst_pct']:+6.1f}% (seed {s['worst_seed']})  "
+              f"over {s['over']} under {s['under']}  mean {s['mean_signed_pct']:+.2f}%")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--random", type=int, default=100, help="random problems (default 100)")
@@ -87,6 +127,10 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true",
                     help="4 scenarios and 12 random problems up to 12 x 8")
     ap.add_argument("--no-attribution", action="store_true")
+    ap.add_argument("--classes", type=int, default=30,
+                    help="cases per class the optima leave out (default 30; 0: none)")
+    ap.add_argument("--classes-only", action="store_true",
+                    help="only the classes (no scenario or random optima)")
     ap.add_argument("--objective", choices=["answer", "flushed", "stage"], default="answer",
                     help="answer (default): the plan and prediction the commands print; "
                     "flushed: exact's cuts provisioned as they run; stage: the stage model's "
@@ -106,6 +150,10 @@ def main() -> None:
     if attribute:
         print(f"# columns after the error: attribution in % ({' '.join(PARTS)})")
     start = time.perf_counter()
+    if args.classes_only:
+        class_study(args.classes)
+        print(f"wall {time.perf_counter() - start:.1f} s")
+        return
     cases = scenario_cases(names, attribute)
     scen = len(cases)
     cases += random_cases(args.random, args.max_layers, args.max_types, attribute)
@@ -124,6 +172,14 @@ def main() -> None:
         if attribute:
             print(f"{'':10} mean attribution % (simulated vs stage model): " + "  ".join(
                 f"{k} {v:+.1f}" for k, v in s["attribution_pct"].items()))
+    for label, group in tag_groups(cases):
+        if group:
+            s = summary(group)["flushed"]
+            print(f"{label:18} flushed  cases {len(group):4}  MAPE {s['mape_pct']:6.2f}%  "
+                  f"worst {s['worst'].name} {s['worst_pct']:+.1f}%  "
+                  f"{signs([c.flushed_error for c in group])}")
+    if args.classes:
+        class_study(args.classes)
     print(f"wall {time.perf_counter() - start:.1f} s")
 
 

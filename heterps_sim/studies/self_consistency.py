@@ -19,6 +19,11 @@ work, so none >= 0); effect e is simulated(effects up to e) / simulated(effects 
 what e adds on top of the ones before it. The flush comes first because the check always runs
 it (without it the pipeline is continuous, and message delays act differently). The parts
 multiply to the total: 1 + error = (1 + none) x prod_e (1 + e).
+
+Each case is tagged multi-stage, mixed-type (two or more types in the plan) and ps-bound (the
+shards busy 80%+ of the simulated step), so the benchmark reports those plans apart from the
+rest; studies/consistency_classes.py draws the plans the optima rarely are (mixed stages, a
+slow PS, heavy messages, uneven m) and checks them the same way.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from heterps_sim.des.options import DesOptions
 from heterps_sim.planner.check import DETERMINISTIC_EFFECTS, VerifySettings
 from heterps_sim.schedulers.base import run_scheduler
 from heterps_sim.schedulers.registry import make_scheduler
+from heterps_sim.studies import consistency_classes
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,6 +59,9 @@ class ConsistencyCase:
     parts: dict[str, float] = field(default_factory=dict)
     """Attribution (module docstring): 'none' and each effect; relative changes."""
     wall_s: float = 0.0
+    tags: tuple[str, ...] = ()
+    """multi-stage, mixed-type, ps-bound where they apply (studies/consistency_classes.tags):
+    the benchmark reports these plans apart from the rest."""
 
     @property
     def error(self) -> float:
@@ -110,7 +119,7 @@ def consistency_case(name: str, problem: Problem, *, attribute: bool = True,
         name=name, layers=problem.num_layers, types=problem.num_types, stages=len(plan.stages),
         units=sum(s.num_replicas for s in plan.stages), microbatches=m,
         analytic=outcome.result.throughput, simulated=sim, flushed=flushed, parts=parts,
-        wall_s=time.perf_counter() - start)
+        wall_s=time.perf_counter() - start, tags=consistency_classes.tags(problem, plan, sim))
 
 
 def summary(cases: list[ConsistencyCase]) -> dict:

@@ -1,0 +1,84 @@
+"""Score saved `heterps-exec validate` runs again, with whichever heterps code is imported.
+
+`validate` measures plans on this machine and predicts them; the machine's speed drifts 2x
+from minute to minute, so two validate runs a few days apart differ by more than any code
+change could. This script takes the measurements of one run (its folder: every run's
+ranks.json) and predicts them again, without launching anything (the engine's launch is
+replaced by reading the saved folder), so two code versions are compared on the SAME
+measurements: put another version first on the path, e.g. an export of an older commit,
+
+    git archive COMMIT heterps_sim heterps_exec traces scenarios | tar -x -C /tmp/old
+    cd /tmp/old && PYTHONPATH=/tmp/old python /path/to/bench_validate_rescore.py RUN_DIR 6 2
+
+and compare its printout with the current code's. RUN_DIR is copied first (a version may
+write into its run folders); the profile and links are the committed ones, read from the
+current directory.
+
+Usage: python benchmarks/bench_validate_rescore.py RUN_DIR NUM_PLANS MAX_RANKS
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+SCENARIO = "scenarios/exec-tiny.yaml"
+PROFILE = "traces/profiles/vm-cpu-tiny-ctr.csv"
+LINKS = "traces/profiles/vm-links.json"
+
+
+class _Saved:
+    """What launch returns for a run whose measurements are already in its folder."""
+
+    returncode = 0
+    log = ""
+
+
+def _modules():
+    """(cli module, validate module) of the imported version (the layout moved on 11-24)."""
+    try:
+        return (importlib.import_module("heterps_exec.cli.validate"),
+                importlib.import_module("heterps_exec.calibration.validate"))
+    except ModuleNotFoundError:
+        return (importlib.import_module("heterps_exec.cli_validate"),
+                importlib.import_module("heterps_exec.validate"))
+
+
+def main() -> None:
+    run_dir, plans, max_ranks = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    cli, validate = _modules()
+    launch = importlib.import_module("heterps_exec.launch")
+    launch.launch = lambda spec, options=None: _Saved()
+    try:
+        from heterps_sim.inputs.load import load_input
+    except ModuleNotFoundError:  # before 11-24
+        from heterps_sim.inputs import load_input
+    model = load_input(SCENARIO).scenario.model.name
+    work = Path(tempfile.mkdtemp(prefix="rescore-")) / "runs"
+    shutil.copytree(run_dir, work)
+    try:  # the readers of the version imported (moved out of the CLI on 11-27)
+        from heterps_exec.calibration.inputs import read_links, read_profile_rows
+        rows, links = read_profile_rows(PROFILE, model), read_links(LINKS)
+    except ModuleNotFoundError:
+        rows, links = cli._profile_rows(PROFILE, model), json.loads(Path(LINKS).read_text())
+    report = validate.validate(validate.ValidateRequest(
+        scenario=SCENARIO, num_plans=plans, max_ranks=max_ranks, out_dir=str(work),
+        profile_rows=rows, links=links))
+    import heterps_exec
+    print(f"# code: {Path(heterps_exec.__file__).parent.parent}")
+    for key in ("mape_des", "kendall_tau_des", "mape_des_at_run_speed",
+                "kendall_tau_des_at_run_speed", "mape_analytic", "mape_analytic_at_run_speed"):
+        print(f"{key:32} {report[key]:.6g}")
+    for row in report["plans"]:
+        print(f"plan {row['plan']}: {row['replicas']:>5} {row['schedule']:5} m={row['microbatches']}"
+              f"  measured {row['measured']:10,.0f}  des {row['des']:10,.0f}  at run speed "
+              f"{row['des_at_run_speed']:10,.0f}  (speed {row['run_speed']:.3f})")
+    shutil.rmtree(work.parent, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
