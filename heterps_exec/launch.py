@@ -160,6 +160,8 @@ def _check_against(req: RunRequest, plan: Plan) -> None:
                             f"--steps {req.steps} leaves nothing to run")
     if req.fault and not 0 <= req.fault["rank"] < world:
         raise ExecError(f"--inject-fault: rank {req.fault['rank']} outside 0..{world - 1}")
+    if req.fault and not 0 <= req.fault["step"] <= req.steps:  # steps: after the last step
+        raise ExecError(f"--inject-fault: step {req.fault['step']} outside 0..{req.steps}")
 
 
 def _check_capacity(req: RunRequest, scn, plan: Plan, nnodes: int = 1) -> None:

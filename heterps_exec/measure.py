@@ -81,6 +81,9 @@ def exec_result(spec: RunSpec, problem, parts: list[dict]) -> RunResult:
     feasible = throughput >= problem.throughput_limit  # the measurement against the limit
     reason = "" if feasible else (f"measured throughput {throughput:.6g} samples/s is below the "
                                   f"limit {problem.throughput_limit:.6g}")
+    first = min(p["start_step"] for p in parts)
+    if steps == 0:  # a restart that found every step done: weights right, nothing timed
+        feasible, reason = False, not_measured(first, spec.steps)
     return RunResult(
         source="exec", feasible=feasible, reason=reason, throughput=throughput,
         step_time_s=step_time,
@@ -90,6 +93,7 @@ def exec_result(spec: RunSpec, problem, parts: list[dict]) -> RunResult:
         stages=tuple(stages), units_per_type=units,
         extra={"final_loss": losses[-1] if losses else None, "losses": losses,
                "first_step": last["start_step"], "measured_steps": steps,
+               "measured": steps > 0,
                "emulated": emulated, "slowdowns": [b.slowdown for b in spec.bindings],
                "replica_slowdowns": [[b.slowdown_of(r) for r in range(s.num_replicas)]
                                      for s, b in zip(plan.stages, spec.bindings, strict=True)],
@@ -104,6 +108,15 @@ def exec_result(spec: RunSpec, problem, parts: list[dict]) -> RunResult:
                "boundary_bytes_per_step": sum(p.get("bytes_sent", 0) for p in parts)
                / max(max(p.get("steps_run", 1) for p in parts), 1),
                "ps": _ps_summary(parts, ps_parts) if ps_parts else None})
+
+
+def not_measured(first_step: int, steps: int) -> str:
+    """The result's reason when its last attempt timed no step."""
+    if first_step >= steps:
+        return (f"throughput not measured: the run resumed from its checkpoint at step "
+                f"{first_step} of {steps} (the attempt that trained had failed after its last "
+                "checkpoint), so no step was left to time; the weights are the checkpoint's")
+    return "throughput not measured: no step was timed"
 
 
 def _ps_summary(trainers: list[dict], servers: list[dict]) -> dict:

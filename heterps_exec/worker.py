@@ -189,6 +189,7 @@ def train(spec: RunSpec, rank: int, layout: Layout, groups: Groups,
                             group=groups.trainers, before_commit=(
                                 (lambda s=step + 1: ps_bridge.checkpoint(client, spec, s))
                                 if client is not None and rank == 0 else None))
+    _maybe_fail(spec, rank, spec.steps)  # a fault "at step STEPS": after the last checkpoint
     wall = step_ends[-1] - (measure_from or 0.0) if step_ends else 0.0
     measured = sum(1 for t in step_ends if measure_from is not None and t > measure_from)
     state = None

@@ -173,6 +173,10 @@ def _report(args, spec, problem) -> int:
     result = finish(args, spec, problem)
     if args.json:
         print(json.dumps(result.to_json_dict(), indent=1))
+    elif not result.extra.get("measured", True):  # nothing timed: no table, no comparison
+        where = os.path.relpath(spec.out_dir)
+        print("\n".join(x for x in (result.reason, data_lines(result),
+                                     f"run folder: {where if not where.startswith('..') else spec.out_dir}") if x))
     else:
         print("\n".join(x for x in (_table(result, spec), data_lines(result),
                                      "\n".join(prediction_lines(result))) if x))

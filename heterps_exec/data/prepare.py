@@ -65,15 +65,29 @@ def _synthetic(spec, section, scenario, graph, data_dir, num_samples) -> dict:
         raise DataError(f"{scenario}: data.holdout.path: only for criteo and parquet files")
     if data_dir:
         try:
-            BatchStream(data_dir, batch_size=spec.batch_size, graph=graph)
+            stream = BatchStream(data_dir, batch_size=spec.batch_size, graph=graph)
         except DatasetError as exc:
             raise DataError(f"--data: {exc}") from None
+        _one_batch_at_least(stream.num_samples, spec.batch_size, f"--data: {data_dir} holds")
         return {"format": "synthetic"}
+    if section.num_samples:
+        _one_batch_at_least(section.num_samples, spec.batch_size,
+                            f"{scenario}: data.num_samples:")
+    elif num_samples:
+        _one_batch_at_least(num_samples, spec.batch_size, "--num-samples:")
     n = section.num_samples or num_samples or max(20 * spec.batch_size, 4096)
     held = _holdout_rows(section.holdout, n)
     generate_dataset(graph, spec.data_dir, num_samples=n, seed=spec.seed, zipf_a=section.zipf_a,
                      holdout_samples=held)
     return {"format": "synthetic", "num_samples": n, "holdout_rows": held}
+
+
+def _one_batch_at_least(samples: int, batch: int, what: str) -> None:
+    """A training set smaller than one global batch would fill every batch with the same few
+    samples again and again (a batch of 256 from 1 sample): refused, it is not a dataset."""
+    if samples < batch:
+        raise DataError(f"{what} {samples:,} training samples, fewer than one batch "
+                        f"(workload.batch_size {batch:,}); give at least {batch:,}")
 
 
 def _file(path: str, base: Path, scenario: str, field: str) -> str:

@@ -96,13 +96,14 @@ class _BoundedLoader(yaml.SafeLoader):
         self._depth = 0
 
     def compose_node(self, parent, index):
-        self._depth += 1
+        opens = self.check_event(yaml.SequenceStartEvent, yaml.MappingStartEvent)
+        self._depth += opens  # lists and mappings count, as nesting_depth counts them
         try:
             if self._depth > MAX_NESTING:
                 raise _TooDeep
             return super().compose_node(parent, index)
         finally:
-            self._depth -= 1
+            self._depth -= opens
 
 
 def _too_deep(source: str) -> UserFileError:

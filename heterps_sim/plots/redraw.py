@@ -15,8 +15,8 @@ import pandas as pd
 
 from heterps_sim.core.files import MAX_INPUT_BYTES, UserFileError
 from heterps_sim.plots import run as plots_run
-from heterps_sim.plots.files import read_result, read_trace
 from heterps_sim.plots import tradeoff as plots
+from heterps_sim.plots.files import read_result, read_trace
 
 FORMATS = ("png", "svg")
 """Figures are bare matplotlib Figures (no pyplot, so no GUI backend and no global state):

@@ -89,6 +89,9 @@ def import_object(dotted: str, source: str, field: str, search_paths: Sequence[s
     with _on_path(search_paths):
         try:
             obj = importlib.import_module(mod_name)
+        except SystemExit as exc:  # sys.exit() at import: the command would end, silently
+            raise CaptureError(f"{source}: {field}: importing module {mod_name!r} "
+                               f"{_exited(exc)}") from None
         except Exception as exc:  # noqa: BLE001 - any import failure is the user's file
             raise CaptureError(f"{source}: {field}: cannot import module {mod_name!r} "
                                f"({type(exc).__name__}: {_first_line(exc)})") from None
@@ -111,6 +114,9 @@ def build_module(section: TorchModelSection, *, source: str, seed: int = 0,
         torch.manual_seed(seed)
         try:
             module = factory(**section.kwargs)
+        except SystemExit as exc:
+            raise CaptureError(f"{source}: model.module: {section.module}(**kwargs) "
+                               f"{_exited(exc)}") from None
         except Exception as exc:  # noqa: BLE001 - the user's factory failed
             raise CaptureError(f"{source}: model.kwargs: {section.module}(**kwargs) raised "
                                f"{type(exc).__name__}: {_first_line(exc)}") from None
@@ -165,6 +171,8 @@ def capture(module: nn.Module, inputs: Sequence[RawInput], loss: Callable, loss_
     batch = torch.export.Dim("batch", min=MIN_BATCH)
     try:
         exported = torch.export.export(module, args, dynamic_shapes=tuple({0: batch} for _ in args))
+    except SystemExit as exc:
+        raise CaptureError(f"{source}: model.module: {name}.forward {_exited(exc)}") from None
     except Exception as exc:  # noqa: BLE001 - classify the user model's failure
         raise _capture_failure(module, inputs, exc, name, source) from None
     gm = exported.module()
@@ -196,6 +204,8 @@ def _check_loss(loss: Callable, loss_name: str, out_val: torch.Tensor, label: Ra
     target = example_tensor(label, EXAMPLE_BATCH, generator=torch.Generator().manual_seed(0))
     try:
         value = loss(out, target)
+    except SystemExit as exc:
+        raise CaptureError(f"{source}: model.loss: {loss_name} {_exited(exc)}") from None
     except Exception as exc:  # noqa: BLE001 - the user's loss failed on the model's output
         raise CaptureError(f"{source}: model.loss: {loss_name} fails on the model output of "
                            f"shape {tuple(out.shape)}: {type(exc).__name__}: {_first_line(exc)}") from None
@@ -255,6 +265,13 @@ def _user_frame(text: str, module: nn.Module) -> str:
                 return f" in module {mod_path or '(root)'} ({type(mod).__name__}.forward, line {line})"
         return f" (at {path}:{line})"
     return ""
+
+
+def _exited(exc: SystemExit) -> str:
+    """What a user's code that called sys.exit() (or raised SystemExit) is told: the command
+    goes on to say so, instead of ending with that code and nothing produced."""
+    return (f"called sys.exit({exc.code!r}); model code must return or raise, not end the "
+            "process")
 
 
 def _first_line(exc: BaseException) -> str:

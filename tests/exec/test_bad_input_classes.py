@@ -1,0 +1,227 @@
+"""`heterps-exec`'s remaining classes of bad input: each is one line on stderr naming the flag or
+file and the problem, exit 2, no traceback, and nothing started or written.
+
+One parametrised test per class, through the real command (`heterps_exec.cli.main`): a
+checkpoint directory whose `latest` is not ours, an absurd --slow-replica factor, a seed out
+of range (every command that takes one), a links or profile file of the wrong shape, a
+generated dataset smaller than one batch, and a run that cannot fit this machine."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from heterps_exec import capacity, launch
+from heterps_exec.cli import main
+from heterps_exec.request import RunRequest
+from heterps_sim.core.limits import MAX_SEED
+from tests.exec.helpers import SCENARIO, tiny_plan
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def refused(argv: list[str], *needles: str) -> str:
+    """Run `heterps-exec ARGV`; assert exit 2 and one line holding every needle."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    text = err.getvalue()
+    assert code == 2, (code, text)
+    assert "Traceback" not in text, text
+    assert len(text.strip().splitlines()) == 1, text
+    for needle in needles:
+        assert needle in text, (needle, text)
+    return text
+
+
+@pytest.fixture
+def plan(tmp_path) -> Path:
+    return tiny_plan(tmp_path / "plan.json", [10], [1, 1])
+
+
+def run_argv(plan: Path, tmp_path: Path, *more: str) -> list[str]:
+    return ["run", str(plan), "--scenario", SCENARIO, "--steps", "4", "--out",
+            str(tmp_path / "run"), *more]
+
+
+# -- checkpoint directory: `latest` must be our one-line pointer ------------------------------
+
+def _latest_folder(d: Path) -> None:
+    (d / "latest").mkdir()
+
+
+def _latest_binary(d: Path) -> None:
+    (d / "latest").write_bytes(b"\xff\xfe\x00step")
+
+
+def _latest_huge(d: Path) -> None:
+    (d / "latest").write_text("step_" + "0" * 10_000)
+
+
+def _latest_nowhere(d: Path) -> None:
+    (d / "latest").write_text("step_00000002\n")  # no such folder
+
+
+def _latest_negative(d: Path) -> None:
+    (d / "step_-1").mkdir()
+    (d / "latest").write_text("step_-1\n")
+
+
+@pytest.mark.parametrize("make, needle", [(_latest_folder, "is a folder"),
+                                          (_latest_binary, "not a checkpoint"),
+                                          (_latest_huge, "not a checkpoint"),
+                                          (_latest_nowhere, "not a checkpoint"),
+                                          (_latest_negative, "not a checkpoint")])
+def test_a_checkpoint_dir_whose_latest_is_not_ours(tmp_path, plan, make, needle):
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    make(ckpt)
+    refused(run_argv(plan, tmp_path, "--checkpoint-dir", str(ckpt)), "--checkpoint-dir",
+            "latest", needle)
+    assert not (tmp_path / "run").exists()
+
+
+# -- emulated slow units: a factor in [1, 1000] ----------------------------------------------
+
+@pytest.mark.parametrize("value", ["0:0:1e300", "0:0:1001", "0:0:0.5", "0:0:nan", "0:0:inf",
+                                   "0:0:-2"])
+def test_slow_replica_factor_out_of_range(tmp_path, plan, value):
+    refused(run_argv(plan, tmp_path, "--slow-replica", value), "--slow-replica")
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_binding_slowdown_out_of_range(tmp_path, plan):
+    binding = tmp_path / "b.yaml"
+    binding.write_text("default: {device: cpu, slowdown: 1.0e+300}\n")
+    refused(run_argv(plan, tmp_path, "--binding", str(binding)), "slowdown", str(binding))
+
+
+# -- seeds: 0..2^32-1 on every command that takes one ----------------------------------------
+
+@pytest.mark.parametrize("seed", ["-5", str(MAX_SEED + 1)])
+@pytest.mark.parametrize("command", ["run", "validate", "ps-bench"])
+def test_a_seed_out_of_range(tmp_path, plan, command, seed):
+    argv = {"run": run_argv(plan, tmp_path),
+            "validate": ["validate", "--scenario", SCENARIO, "--out", str(tmp_path / "v")],
+            "ps-bench": ["ps-bench", "--rows", "1000", "--batches", "2"]}[command]
+    refused([*argv, "--seed", seed], "--seed", "0..4,294,967,295")
+
+
+# -- validate's measured files: links JSON and profile CSV -----------------------------------
+
+LINKS = json.loads((ROOT / "traces/profiles/vm-links.json").read_text())
+
+
+@pytest.mark.parametrize("text, needles", [
+    ("[1, 2]", ["expected a mapping"]),
+    ("{}", ["latency_s", "Field required"]),
+    (json.dumps({**LINKS, "latency_s": -1}), ["latency_s"]),
+    (json.dumps({**LINKS, "bytes_per_s": 0}), ["bytes_per_s"]),
+    (json.dumps({**LINKS, "bytes_per_s": "fast"}), ["bytes_per_s"]),
+    (json.dumps({**LINKS, "allreduce": [{"ranks": 2, "bytes": 4}]}), ["allreduce.0.seconds"]),
+    (json.dumps({**LINKS, "allreduce": 5}), ["allreduce"]),
+    (json.dumps({**LINKS, "surprise": 1}), ["surprise"]),
+    ('{"latency_s": NaN}', ["NaN"]),
+    ('{"latency_s": ' * 100 + "1" + "}" * 100, ["nested"]),
+])
+def test_validate_links_of_the_wrong_shape(tmp_path, text, needles):
+    links = tmp_path / "links.json"
+    links.write_text(text)
+    refused(["validate", "--scenario", SCENARIO, "--links", str(links), "--out",
+             str(tmp_path / "v")], str(links), *needles)
+    assert not (tmp_path / "v").exists()
+
+
+PROFILE_HEAD = "model,layer,batch_size,forward_s,backward_s,encode_s,decode_s\n"
+
+
+@pytest.mark.parametrize("rows, needles", [
+    ("tiny-ctr,fc_0,8,abc,0.1,0,0\n", ["line 2", "forward_s"]),
+    ("tiny-ctr,fc_0,0,0.1,0.1,0,0\n", ["batch_size"]),
+    ("tiny-ctr,fc_0,8,-1,0.1,0,0\n", ["forward_s"]),
+    ("tiny-ctr,fc_0,8,1e300,0.1,0,0\n", ["forward_s"]),
+    ("other-model,fc_0,8,0.1,0.1,0,0\n", ["no heterps-exec profile rows"]),
+])
+def test_validate_profile_rows_of_the_wrong_shape(tmp_path, rows, needles):
+    profile = tmp_path / "p.csv"
+    profile.write_text(PROFILE_HEAD + rows)
+    refused(["validate", "--scenario", SCENARIO, "--profile", str(profile), "--links",
+             str(ROOT / "traces/profiles/vm-links.json"), "--out", str(tmp_path / "v")],
+            str(profile), *needles)
+
+
+# -- a generated dataset holds at least one batch --------------------------------------------
+
+@pytest.mark.parametrize("samples", ["1", "255"])
+def test_a_dataset_smaller_than_one_batch(tmp_path, plan, samples):
+    refused(run_argv(plan, tmp_path, "--num-samples", samples), "--num-samples",
+            "fewer than one batch", "256")
+
+
+# -- capacity: memory and cores, before any rank starts --------------------------------------
+
+def test_a_run_that_cannot_fit_memory_is_refused_before_anything_starts(tmp_path):
+    """Seven replicas of 2emb's 2.6 GiB tables (about 21 GiB each at the peak)."""
+    from heterps_sim.inputs.zoo import get_model
+    layers = [la.name for la in get_model("2emb").layers]
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("name: s\nmodel: {name: 2emb}\ncluster: {types: [xeon-icelake-16vcpu]}\n"
+                        "workload: {batch_size: 256, throughput_limit: 1000, num_samples: 1.0e+6}\n")
+    plan = tmp_path / "p.json"
+    plan.write_text(json.dumps({"format_version": 1, "num_microbatches": 2, "schedule": "gpipe",
+                                "stages": [{"layers": layers, "resource": "xeon-icelake-16vcpu",
+                                            "num_replicas": 7}]}))
+    refused(["run", str(plan), "--scenario", str(scenario), "--out", str(tmp_path / "run")],
+            "7 rank(s)", "memory", "--no-capacity-check")
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("limit, needles", [("memory", ["memory", "available"]),
+                                            ("cores", ["per core", "1 core"])])
+def test_the_capacity_check_names_what_does_not_fit(tmp_path, monkeypatch, limit, needles):
+    plan = tiny_plan(tmp_path / "p.json", [4, 8], [2, 1, 1])  # 4 ranks
+    if limit == "memory":
+        monkeypatch.setattr(capacity, "available_memory_bytes", lambda: 100 * 2**20)
+    else:
+        monkeypatch.setattr(capacity, "cpu_cores", lambda: 1)
+    refused(run_argv(plan, tmp_path), *needles)
+    assert not (tmp_path / "run").exists()
+
+
+def test_no_capacity_check_lets_the_run_be_prepared(tmp_path, monkeypatch):
+    """The override skips the check: prepare goes on to write the run folder."""
+    monkeypatch.setattr(capacity, "available_memory_bytes", lambda: 1)
+    plan = tiny_plan(tmp_path / "p.json", [10], [1, 1])
+    req = dict(plan=str(plan), scenario=SCENARIO, steps=2, out_dir=str(tmp_path / "a"))
+    with pytest.raises(Exception, match="memory"):
+        launch.prepare(RunRequest(**req))
+    spec, _ = launch.prepare(RunRequest(**{**req, "out_dir": str(tmp_path / "b")},
+                                        capacity_check=False))
+    assert (Path(spec.out_dir) / "spec.json").is_file()
+
+
+def test_the_estimate_counts_every_rank_and_the_ps():
+    from heterps_sim.core.plan import plan_from_dict
+    from heterps_sim.inputs.zoo import get_model
+    model = get_model("2emb")
+    names = [la.name for la in model.layers]
+    plan = plan_from_dict({"format_version": 1, "num_microbatches": 2, "schedule": "gpipe",
+                           "stages": [{"layers": names[:3], "resource": "a", "num_replicas": 2},
+                                      {"layers": names[3:], "resource": "a", "num_replicas": 1}]})
+    tables = sum(la.table_rows * la.table_dim * 4 for la in model.layers)
+    local = capacity.run_estimate(model, plan, batch_size=256, table_scale=1.0, ps_shards=0,
+                                  ps_hot_fraction=0.05, optimizer="sgd")
+    assert [r.label for r in local] == ["stage 0 replica 0", "stage 0 replica 1",
+                                       "stage 1 replica 0"]
+    assert local[0].params_bytes == tables  # the tables live with stage 0's replicas
+    assert local[0].total_bytes >= capacity.PARAM_COPIES["sgd"] * tables
+    served = capacity.run_estimate(model, plan, batch_size=256, table_scale=1.0, ps_shards=2,
+                                   ps_hot_fraction=0.05, optimizer="sgd")
+    assert served[0].params_bytes == 0 and [r.label for r in served][-2:] == [
+        "PS shard 0", "PS shard 1"]
+    assert capacity.capacity_problem(local, available=1e15, cores=2) is None
+    assert "per core" in capacity.capacity_problem(local * 3, available=1e15, cores=2)

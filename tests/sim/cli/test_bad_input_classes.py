@@ -1,0 +1,235 @@
+"""`heterps-sim`'s remaining classes of bad input: one line on stderr naming the file, the
+field and the problem, exit 2, no traceback; nothing written.
+
+One parametrised test per class, through the real command (`heterps_sim.cli.main`): inputs
+nested past the bound, finite numbers no machine has, plot files of the wrong shape,
+train-rl's files and seed, and a user's model that ends the process while it is imported or
+run."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from pathlib import Path
+
+import pytest
+
+from heterps_sim.cli import main
+from heterps_sim.core.files import MAX_NESTING
+
+ROOT = Path(__file__).resolve().parents[3]
+TINY = (ROOT / "scenarios" / "exec-tiny.yaml").read_text()
+
+
+def refused(argv, capsys, *needles: str) -> str:
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    assert code == 2, (code, out, err)
+    assert "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1, err
+    for needle in needles:
+        assert needle in err, (needle, err)
+    return err
+
+
+@pytest.fixture(scope="module")
+def problem_json() -> dict:
+    from heterps_sim.inputs.load import load_input
+    return load_input(str(ROOT / "scenarios" / "exec-tiny.yaml")).problem.to_json_dict()
+
+
+# -- nesting: refused before PyYAML's recursive composer or json's recursion can fail -----------
+
+@pytest.mark.parametrize("name, text", [
+    ("flow.yaml", TINY + "extra: " + "[" * 1000 + "]" * 1000 + "\n"),
+    ("block.yaml", TINY + "extra:\n" + "".join("  " * i + "- \n" for i in range(1, 200))),
+    ("maps.yaml", TINY + "extra: " + "{a: " * 1000 + "1" + "}" * 1000 + "\n"),
+    ("just-past.yaml", TINY + "extra: " + "[" * MAX_NESTING + "]" * MAX_NESTING + "\n"),
+    ("aliases.yaml", TINY + "a: &a " + "[" * 40 + "1" + "]" * 40 + "\nb: " + "[" * 40 + "*a"
+     + "]" * 40 + "\n"),
+    ("deep.json", '{"a": ' + "[" * 100_000 + "]" * 100_000 + "}"),
+    ("deep2.json", '{"a": ' + "[" * 500 + "]" * 500 + "}"),
+])
+def test_input_nested_past_the_bound(tmp_path, capsys, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    refused(["check", path], capsys, str(path), f"nested more than {MAX_NESTING} deep")
+
+
+@pytest.mark.parametrize("inner", ["", "1", "{a: 1}"])
+def test_nesting_within_the_bound_reaches_the_schema(tmp_path, capsys, inner):
+    """The document's own mapping is level 1: MAX_NESTING - 1 lists inside it (a mapping at
+    the bottom makes one level more) pass the bound and meet the schema's unknown field."""
+    n = MAX_NESTING - 1 - (inner.startswith("{"))
+    path = tmp_path / "ok.yaml"
+    path.write_text(TINY + "extra: " + "[" * n + inner + "]" * n + "\n")
+    refused(["check", path], capsys, "extra")  # an unknown field, no longer a nesting error
+
+
+# -- finite numbers no machine has: bounded at the input edge -----------------------------
+
+def _scenario(tmp_path: Path, define: str = "", extra: str = "",
+              workload: str = "batch_size: 256, throughput_limit: 20000, num_samples: 1.0e+6"):
+    types = "[xeon-icelake-16vcpu, mine]" if define else "[xeon-icelake-16vcpu]"
+    text = (f"name: x\nmodel: {{name: tiny-ctr}}\ncluster:\n  types: {types}\n"
+            + (f"  define:\n    - {{name: mine, kind: cpu, {define}}}\n" if define else "")
+            + f"workload: {{{workload}}}\n{extra}")
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    return path
+
+
+MINE = ("peak_fp32_tflops: 1, memory_gb: 16, memory_bandwidth_gb_per_s: 50, "
+        "network_gbit_per_s: {net}, price_per_hour_usd: {price}")
+
+
+@pytest.mark.parametrize("kind, needles", [
+    ("price 1e-308", ["cluster.define.0.price_per_hour_usd"]),
+    ("price 1e300", ["cluster.define.0.price_per_hour_usd"]),
+    ("network 1e-308", ["cluster.define.0.network_gbit_per_s"]),
+    ("latency 1.7e308", ["latency_s", "[0, 60] s"]),
+    ("num_samples 1e300", ["workload.num_samples", "1e+15"]),
+    ("throughput_limit 1e-300", ["workload.throughput_limit"]),
+    ("throughput_limit 1e300", ["workload.throughput_limit"]),
+])
+def test_extreme_numbers_in_a_scenario(tmp_path, capsys, kind, needles):
+    what, value = kind.split()
+    if what in ("price", "network"):
+        define = MINE.format(net=value if what == "network" else 10,
+                             price=value if what == "price" else 0.1)
+        path = _scenario(tmp_path, define=define)
+    elif what == "latency":
+        path = _scenario(tmp_path, extra=f"profile: {{latency_s: {value}}}\n")
+    else:
+        workload = {"num_samples": "batch_size: 256, throughput_limit: 20000, num_samples: ",
+                    "throughput_limit": "batch_size: 256, num_samples: 1.0e+6, throughput_limit: "
+                    }[what] + value
+        path = _scenario(tmp_path, workload=workload)
+    refused(["check", path], capsys, str(path), *needles)
+
+
+@pytest.mark.parametrize("field, value, needle", [
+    ("price_per_hour", lambda p: [1e-308] + p[1:], "price per unit-hour of type"),
+    ("network_bytes_per_s", lambda p: [1e-308] + p[1:], "network of type"),
+    ("latency_s", lambda p: 1.7e308, "latency_s"),
+    ("num_samples", lambda p: 1e300, "workload.num_samples"),
+    ("oct_s", lambda p: [[1e300, *r[1:]] for r in p], "oct_s"),
+    ("boundary_bytes", lambda p: [1e300] + p[1:], "boundary bytes of layer"),
+])
+def test_extreme_numbers_in_a_problem_json(tmp_path, capsys, problem_json, field, value, needle):
+    data = dict(problem_json)
+    data[field] = value(data[field])
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(data))
+    refused(["check", path], capsys, str(path), needle, "core/limits.py")
+
+
+# -- plot: the files it reads must have the shape the figures read ---------------------------
+
+GOOD_SWEEP_HEAD = ("index,scheduler,throughput_limit,feasible,cost_usd,throughput,units,"
+                   "single_type_cost_usd,single_type_throughput_same_cost\n")
+
+
+@pytest.mark.parametrize("file, text, needle", [
+    ("result.json", "[1]", "expected a mapping"),
+    ("result.json", '{"stages": 5}', "stages"),
+    ("result.json", '{"stages": [{"resource": 5}]}', "stages.0.resource"),
+    ("result.json", '{"stages": [{"utilisation": "high"}]}', "stages.0.utilisation"),
+    ("result.json", '{"bottleneck_stage": "x"}', "bottleneck_stage"),
+    ("trace.json", '{"traceEvents": 5}', "traceEvents"),
+    ("trace.json", '{"traceEvents": [5]}', "traceEvents.0"),
+    ("trace.json", '{"traceEvents": [{"ph": "X", "pid": 1, "tid": 1}]}', "needs ts and dur"),
+    ("trace.json", '{"traceEvents": [{"ph": "X", "pid": "a", "tid": 1, "ts": 0, "dur": 1}]}',
+     "traceEvents.0.pid"),
+    ("trace.json", '{"traceEvents": [{"ph": "X", "pid": 1, "tid": 1, "ts": 0, "dur": -1}]}',
+     "traceEvents.0.dur"),
+    ("trace.json", '{"traceEvents": [{"ph": "M", "name": "thread_name", "pid": 1, "args": {}}]}',
+     "args.name"),
+    ("trace.json", "\xff", "not a text file"),
+    ("tradeoff.csv", GOOD_SWEEP_HEAD, "no rows"),
+    ("tradeoff.csv", GOOD_SWEEP_HEAD + "0,exact,abc,True,2,3,t4 x1,3,1\n", "throughput_limit"),
+    ("tradeoff.csv", GOOD_SWEEP_HEAD + "0,exact,1,True,-2,3,t4 x1,3,1\n", "cost_usd"),
+    ("tradeoff.csv", GOOD_SWEEP_HEAD + "0,exact,1,True,2,3,t4 xx,3,1\n", "units"),
+    ("tradeoff.csv", GOOD_SWEEP_HEAD + "-1,exact,1,True,2,3,t4 x1,3,1\n", "index"),
+    ("tradeoff.csv", GOOD_SWEEP_HEAD + "0,exact,1,True,2,3,t4 x1,abc,1\n",
+     "single_type_cost_usd"),
+    ("tradeoff.csv", "index,scheduler,throughput_limit,feasible,cost_usd,throughput\n"
+     "0,exact,1,True,2,3\n", "missing columns"),
+])
+def test_plot_refuses_files_of_the_wrong_shape(tmp_path, capsys, file, text, needle):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / file).write_bytes(text.encode("latin-1") if text == "\xff" else text.encode())
+    refused(["plot", folder], capsys, file, needle)
+    assert sorted(p.name for p in folder.iterdir()) == [file]  # no figure written
+
+
+def test_plot_draws_good_files(tmp_path, capsys):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "tradeoff.csv").write_text(GOOD_SWEEP_HEAD + "0,exact,1,True,2,3,t4 x2,3,1\n"
+                                         "1,exact,2,False,inf,0,,inf,\n")
+    (folder / "result.json").write_text(json.dumps({"source": "des", "throughput": 5.0,
+                                                    "stages": [{"resource": "t4",
+                                                                "num_replicas": 2,
+                                                                "utilisation": 0.5}]}))
+    assert main(["plot", str(folder)]) == 0
+    assert (folder / "utilisation.png").is_file() and (folder / "figures").is_dir()
+
+
+# -- train-rl: --init read as data only, --out and the seed checked before training ---------
+
+class _Evil:
+    def __reduce__(self):
+        import os
+        return (os.system, ("touch pwned",))
+
+
+@pytest.mark.parametrize("scheduler", ["rl-paper", "rl"])
+@pytest.mark.parametrize("case", ["not a checkpoint", "crafted pickle", "other format",
+                                  "folder", "out is a folder", "out under a file",
+                                  "out in /proc", "negative seed"])
+def test_train_rl_files_and_seed(tmp_path, capsys, monkeypatch, scheduler, case):
+    import torch
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "junk.pt").write_text("hello")
+    (tmp_path / "evil.pt").write_bytes(pickle.dumps(_Evil()))
+    torch.save({"format": 1}, tmp_path / "fmt.pt")
+    flags, needles = {
+        "not a checkpoint": (["--init", "junk.pt"], ["--init junk.pt", "not a heterps-rl"]),
+        "crafted pickle": (["--init", "evil.pt"], ["--init evil.pt", "refused"]),
+        "other format": (["--init", "fmt.pt"], ["--init fmt.pt", "not a heterps-rl"]),
+        "folder": (["--init", str(tmp_path)], ["is a folder"]),
+        "out is a folder": (["--out", str(tmp_path)], ["--out", "is a folder"]),
+        "out under a file": (["--out", "afile/x.pt"], ["--out", "afile is a file"]),
+        "out in /proc": (["--out", "/proc/heterps-policy.pt"], ["--out", "not writable"]),
+        "negative seed": (["--seed", "-5"], ["--seed", "0..4,294,967,295"]),
+    }[case]
+    refused(["train-rl", "--scheduler", scheduler, ROOT / "scenarios" / "exec-tiny.yaml",
+             *flags, "--quiet"], capsys, *needles)
+    assert not (tmp_path / "pwned").exists()
+    assert not list(tmp_path.glob("*.csv"))
+
+
+# -- a user's PyTorch model that ends the process ---------------------------------------------
+
+EXITING = {
+    "at import": "import sys\nsys.exit(0)\n",
+    "in its factory": "import torch\ndef make():\n    raise SystemExit(0)\n",
+    "in forward": ("import sys, torch\nclass M(torch.nn.Module):\n    def __init__(self):\n"
+                   "        super().__init__()\n        self.fc = torch.nn.Linear(3, 1)\n"
+                   "    def forward(self, x):\n        sys.exit(0)\ndef make():\n    return M()\n"),
+}
+
+
+@pytest.mark.parametrize("where", sorted(EXITING))
+def test_a_model_module_that_calls_sys_exit(tmp_path, capsys, where):
+    name = "exiting_" + where.replace(" ", "_")
+    (tmp_path / f"{name}.py").write_text(EXITING[where])
+    target = f"{name}:M" if where == "at import" else f"{name}:make"
+    path = tmp_path / "s.yaml"
+    path.write_text(f"name: u\nmodel:\n  module: {target}\n  inputs: [{{name: x, shape: [3], "
+                    "dtype: float32}]\ncluster: {types: [xeon-icelake-16vcpu]}\n"
+                    "workload: {batch_size: 64, throughput_limit: 100, num_samples: 1.0e+6}\n")
+    refused(["check", path], capsys, str(path), "model.module", "sys.exit(0)")
