@@ -1,14 +1,26 @@
-"""The label sweep of schedulers/exact/flushed.py compiled by numba (same numbers, same
-dominance; the module docstring there says what they are), with bounds the Python reference
-does not have (_prefix_bounds: a prefix's least price within the time a suffix leaves it, its
-least fill and drain; suffixes scanned cheapest first with a break). They only drop what
-cannot beat the incumbent, so both find the same optimum (tested).
+"""The label sweep of schedulers/exact/flushed.py compiled by numba: the same labels, numbers
+and dominance (the module docstring there says what they are), with bounds the Python
+reference does not have. They only drop what cannot beat the ceiling, so both find the same
+optimum (tested against each other and against brute force).
 
-Labels live in flat arrays, layer after layer from the last: FL[x] = (D, f, PF, PB, Z,
-r_first, n_first, startup, pulls, -net of the first type), IL[x] = (first type, units, last
-layer of the first stage, parent label or -1), UL[x] = units of each capped type. Stage terms
-come from the exact scheduler's tables (sweep._tables) with its arithmetic (kernels.stage_sums,
-kernels.dm_of), so a stage costs what cost.stage_terms says to the last rounding.
+Three kernels:
+
+stage_table   the stages a plan may hold, once per problem: for each first layer i and type j
+              the run of last layers e that fit (runnable, memory within the unit range, and
+              non-splitting work F + sum (1 - alpha) OCT within the limit's step time: both
+              only grow with e, so the run ends at the first that fails), with the sums
+              cost.stage_terms makes (sequential, as kernels.stage_sums).
+prefix_tables bounds on how the layers 0..i-1 before a suffix complete it, once per m
+              (_prefix_tables' docstring).
+search        the label sweep under a cost ceiling, within a work budget.
+
+Labels live in flat arrays, layer after layer from the last: FL[x] = flushed_reference's
+fields (D, f, PF, PB, Z, r1, n1, s, S, -net of the first type, mn, w1, sa1), IL[x] = (first
+type, units, last layer of the first stage, parent label or -1), UL[x] = units of each capped
+type.
+
+Every plan's price includes `fixed` USD/h (cost.reference.fixed_price_per_hour: the hosts
+every plan pays for), added before the bill as cost.reference.job_cost adds it.
 """
 
 from __future__ import annotations
@@ -17,305 +29,142 @@ import numpy as np
 from numba import njit
 
 from heterps_sim.cost import dominant_numba as dominant
-from heterps_sim.schedulers.exact.kernels import dm_of, stage_sums
 
-NF = 10
+NF = 13
 """Float fields of a label."""
 DONE, TOO_MANY = 0, 1
+LEVELS = 64
+"""Time budgets (fractions of the limit's step time) at which a prefix's least price is
+known (_prefix_tables)."""
 
 
 @njit(cache=True, inline="always")
-def _job_cost(per_hour, startup_s, step_s, batch, cap, samples, gran):
-    if per_hour <= 0.0:
+def job_cost(per_hour, fixed, startup_s, step_s, batch, cap, samples, gran):
+    """cost.reference.job_cost of a plan of `per_hour` USD/h (its stages) + `fixed`."""
+    if per_hour + fixed <= 0.0:
         return 0.0
     thr = cap
     if step_s > 0.0:
         thr = min(batch / step_s, cap)
-    return per_hour * dominant.billed_hours(startup_s + samples / thr, gran)
+    return (per_hour + fixed) * dominant.billed_hours(startup_s + samples / thr, gran)
 
 
 @njit(cache=True, inline="always")
-def _dominates(FL, UL, a, b):
-    """flushed._dominates: the same relation on flat labels."""
+def _dominates(FL, UL, a, b, holds, pending, beta, fs):
+    """flushed_reference.dominates: the same relation on flat labels (pending: 1F1B's
+    interface queue under contention)."""
     if (FL[a, 1] > FL[b, 1] or FL[a, 6] > FL[b, 6] or FL[a, 7] > FL[b, 7]
-            or FL[a, 8] > FL[b, 8] or FL[a, 9] > FL[b, 9]):
+            or FL[a, 9] > FL[b, 9]):
         return False
     for c in range(UL.shape[1]):
         if UL[a, c] > UL[b, c]:
             return False
+    e_pf = max(0.0, FL[a, 2] - FL[b, 2],
+               FL[a, 8] - FL[b, 8] + (max(0.0, FL[b, 10] - FL[a, 10]) if holds else 0.0))
+    e_x = 0.0
+    if pending:
+        ca = FL[a, 6] - 1.0
+        cb = FL[b, 6] - 1.0
+        wa, wb, sa, sb = FL[a, 11], FL[b, 11], FL[a, 12], FL[b, 12]
+        e_x = max(0.0, ca * beta * wa - cb * beta * wb,
+                  ca * (fs * sa - (1.0 - beta) * wa) - cb * (fs * sb - (1.0 - beta) * wb),
+                  ca * ((1.0 - fs) * sa - (1.0 - beta) * wa)
+                  - cb * ((1.0 - fs) * sb - (1.0 - beta) * wb))
     excess_y = max(0.0, (FL[a, 3] + FL[a, 4]) - (FL[b, 3] + FL[b, 4]), FL[a, 3] - FL[b, 3],
-                   FL[a, 5] - FL[b, 5])
-    return FL[a, 0] + max(0.0, FL[a, 2] - FL[b, 2]) + excess_y <= FL[b, 0]
+                   e_x, e_x + FL[a, 5] - FL[b, 5])
+    return FL[a, 0] + e_pf + excess_y <= FL[b, 0]
 
+
+@njit(cache=True, inline="always")
+def paces(nn, w, before, after, beta, fs, contention, one_f_one_b):
+    """(pf, pb) of a stage: flushed_reference.Search.paces."""
+    pf = (1.0 - beta) * (nn - 1) * w
+    pb = beta * (nn - 1) * w
+    if contention and one_f_one_b:
+        q = max(fs * after + (1.0 - fs) * before, fs * before + (1.0 - fs) * after)
+        pb = max(pb, (nn - 1) * q - (1.0 - beta) * (nn - 1) * w)
+    elif contention:
+        pf = max(pf, fs * (nn - 1) * max(before, after))
+        pb = max(pb, (1.0 - fs) * (nn - 1) * max(before, after))
+    return pf, pb
+
+
+@njit(cache=True, inline="always")
+def pulls_pace(S, mn, holds):
+    """The PS pulls' pace of the forwards of a label's plan (flushed_reference)."""
+    if S <= 0.0:
+        return 0.0
+    return S - mn if holds else S
+
+
+# ---- the stages ------------------------------------------------------------------------
 
 @njit(cache=True)
-def search(oct_t, odt_t, aoct_t, run_t, ext, lvl, lev, price, kmax, batch, par,
-           flag, step_oh, layer_oh, net, capm, cum_p, cum_s, cum_a, lat2, k_batch,
-           m, beta, fs, allreduce, transfers, contention, pulls_q, latency, bytes_, sparse_cum,
-           starts, slot, avail, t_max, cap, samples, gran, ends, types, fixed_cuts, incumbent,
-           max_labels, max_work):
-    """(status, best label or -1, its cost, FL, IL, UL, labels made); TOO_MANY past
-    max_labels labels made or max_work stage options tried. fixed_cuts: a stage ends at the
-    first end at or after its first layer (the plan's own cuts, no two stages merged)."""
+def stage_table(oct_t, odt_t, aoct_t, run_t, kmax, par, step_oh, layer_oh, net, capm, cum_p,
+                cum_s, cum_a, lat2, batch, k_batch, sparse, ends, types, fixed_cuts, t_max):
+    """(first, count, E, F, K): stages first[i, j] .. first[i, j] + count[i, j] - 1 are
+    layers i..E[s] on type j with F[s] = (OCT, ODT without the boundary, alpha (summed as
+    kernels.stage_sums sums them), the default model's fixed seconds, all-reduce bandwidth
+    and latency seconds, embedding bytes per sample) and K[s] = its unit range.
+    `ends`: the layers a stage may end at (the last always); fixed_cuts: only the first of
+    them at or after i."""
     M, L = oct_t.shape
-    C = avail.shape[0]
-    size = 1024
-    FL = np.zeros((size, NF))
-    IL = np.zeros((size, 4), np.int64)
-    UL = np.zeros((size, max(C, 1)), np.int64)
-    lo = np.zeros(L + 1, np.int64)
-    hi = np.zeros(L + 1, np.int64)
-    starts_at = np.zeros(L + 1, np.bool_)
-    starts_at[0] = True
-    for e in range(L - 1):
-        if ends[e]:
-            starts_at[e + 1] = True
-    next_end = np.full(L + 1, L - 1, np.int64)
-    for e in range(L - 2, -1, -1):
-        next_end[e] = e if ends[e] else next_end[e + 1]
-    min_fill, min_fd, level_price = _prefix_bounds(
-        oct_t, odt_t, aoct_t, run_t, kmax, batch, par, flag, step_oh, layer_oh, net, capm,
-        cum_p, cum_s, cum_a, lat2, k_batch, m, beta, allreduce, price, t_max, ends, types,
-        starts_at, next_end, fixed_cuts)
-    count = 0
-    work = 0  # stage options tried: what bounds the time when few of them become labels
-    pos = 0
-    best = -1
-    for i in range(L - 1, -1, -1):
-        if not starts_at[i]:
-            lo[i] = pos
-            hi[i] = pos
-            continue
-        start = pos
-        rest_fill = min_fill[i]
-        rest_fd = min_fd[i]
-        t_least = min_fd[L]  # no plan's step is shorter than the whole model's least fill+drain
-        for e in range(i, L):
-            if not (ends[e] or e == L - 1) or (fixed_cuts and e != next_end[i]):
+    first = np.zeros((L, M), np.int64)
+    count = np.zeros((L, M), np.int64)
+    cap = 1024
+    E = np.zeros(cap, np.int64)
+    F = np.zeros((cap, 7))
+    K = np.zeros((cap, 2), np.int64)
+    n = 0
+    for i in range(L):
+        for j in range(M):
+            first[i, j] = n
+            if not types[i, j]:
                 continue
-            last = e == L - 1
-            p_lo = 0 if last else lo[e + 1]
-            p_hi = 1 if last else hi[e + 1]
-            sparse = sparse_cum[e + 1] - sparse_cum[i] > 0.0
-            for j in range(M):
-                if not types[i, j] or not _runs(run_t, j, i, e):
+            so = sd = sa = serial = sb = 0.0
+            for e in range(i, L):
+                if not run_t[j, e]:
+                    break
+                so += oct_t[j, e]
+                sd += odt_t[j, e]
+                sa += aoct_t[j, e]
+                serial += oct_t[j, e] - aoct_t[j, e]
+                sb += sparse[e]
+                fixed_s, bw_s, lat_s, k_lo, k_hi = dominant.stage_extras(
+                    step_oh[j], layer_oh[j], net[j], capm[j], cum_p, cum_s, cum_a, i, e, lat2,
+                    batch, k_batch)
+                k_hi = min(k_hi, kmax[j])
+                k_lo = max(1, k_lo)
+                # (1 - alpha) P >= sum (1 - alpha_i) oct_i, and S = ODT when odt is serial:
+                # a lower bound on the stage's step-end phase that only grows with e
+                if fixed_s + serial + (0.0 if par else sd) > t_max or k_lo > k_hi:
+                    break
+                if not (ends[e] or e == L - 1):
                     continue
-                so, sd, alpha, dm, k_lo, k_hi = _stage(
-                    j, i, e, oct_t, odt_t, aoct_t, flag, step_oh, layer_oh, net, capm, cum_p,
-                    cum_s, cum_a, lat2, batch, k_batch, kmax)
-                if k_lo > k_hi:
-                    continue
-                # the suffixes come least USD per hour first: past the first whose cheapest
-                # completion costs the incumbent even at the least step time any plan has,
-                # every later one does too
-                f_lo = price[j] * k_lo + level_price[LEVELS, i]
-                for q in range(p_lo, p_hi):
-                    par_ = -1 if last else q
-                    if par_ >= 0 and _job_cost(FL[par_, 1] + f_lo, starts[j], t_least, batch,
-                                               cap, samples, gran) >= incumbent * (1.0 - 1e-12):
-                        break
-                    ser = 0.0
-                    lat = 0.0
-                    odt = sd
-                    if par_ >= 0:
-                        nj = IL[par_, 0]
-                        v = min(lvl[j], lvl[nj])
-                        odt = sd + ext[e, v]
-                        if transfers:
-                            ser = bytes_[e] / m / lev[v]
-                            lat = latency
-                    w, u = _work(so, odt, alpha, par, dm[1], m)
-                    a_fill = (1.0 - beta) * w + fs * ser + lat
-                    c_drain = beta * w + (1.0 - fs) * ser + lat
-                    prev_n = m + 1
-                    for n in range(m, 0, -1):
-                        k = max(k_lo, (m + n - 1) // n)
-                        if k > k_hi:
-                            break
-                        nn = (m + k - 1) // k
-                        if nn == prev_n:
-                            continue
-                        prev_n = nn
-                        work += 1
-                        if work > max_work:
-                            return TOO_MANY, -1, np.inf, FL, IL, UL, count
-                        sl = slot[j]
-                        if sl >= 0:
-                            used = k if par_ < 0 else UL[par_, sl] + k
-                            if used > avail[sl]:
-                                continue
-                        ar = dominant.allreduce_time(dm[2], dm[3], k) if allreduce else 0.0
-                        r = ar + u
-                        pf = (1.0 - beta) * (nn - 1) * w
-                        pb = beta * (nn - 1) * w
-                        if contention:
-                            pf = max(pf, fs * (nn - 1) * ser)
-                            pb = max(pb, (1.0 - fs) * (nn - 1) * ser)
-                        pl = 1.0 if (sparse and nn > 1) else 0.0
-                        if par_ < 0:
-                            D = a_fill + c_drain
-                            f = price[j] * k
-                            PF = pf
-                            PB = pb
-                            Z = r
-                            s = starts[j]
-                        else:
-                            D = FL[par_, 0] + a_fill + c_drain
-                            f = FL[par_, 1] + price[j] * k
-                            PF = FL[par_, 2]
-                            PB = FL[par_, 3]
-                            Z = FL[par_, 4]
-                            if contention:
-                                x = (1.0 - fs) * (FL[par_, 6] - 1.0) * ser
-                                if x > PB:
-                                    Z = max(Z - (x - PB), FL[par_, 5])
-                                    PB = x
-                                pf = max(pf, fs * (max(FL[par_, 6], float(nn)) - 1.0) * ser)
-                            PF = max(PF, pf)
-                            pb_new = max(PB, pb)
-                            Z = max(Z - c_drain - (pb_new - PB), r)
-                            PB = pb_new
-                            s = max(FL[par_, 7], starts[j])
-                            pl = max(pl, FL[par_, 8])
-                        pace = D + max(PF, pulls_q if pl > 0.0 else 0.0) + PB
-                        t_lo = max(pace + Z + rest_fill, pace + rest_fd)
-                        if t_lo > t_max:
-                            continue
-                        rest_price = level_price[_level(t_max - D, t_max, 1.0 + 1e-9), i]
-                        if _job_cost(f + rest_price, s, t_lo, batch, cap, samples,
-                                     gran) >= incumbent * (1.0 - 1e-12):
-                            continue
-                        if pos >= FL.shape[0]:
-                            FL, IL, UL = _grow(FL, IL, UL)
-                        FL[pos, 0] = D
-                        FL[pos, 1] = f
-                        FL[pos, 2] = PF
-                        FL[pos, 3] = PB
-                        FL[pos, 4] = Z
-                        FL[pos, 5] = r if (contention and nn > 1) else 0.0
-                        FL[pos, 6] = float(nn) if contention else 1.0
-                        FL[pos, 7] = s
-                        FL[pos, 8] = pl
-                        FL[pos, 9] = -net[j]
-                        IL[pos, 0] = j
-                        IL[pos, 1] = k
-                        IL[pos, 2] = e
-                        IL[pos, 3] = par_
-                        for c in range(C):
-                            UL[pos, c] = 0 if par_ < 0 else UL[par_, c]
-                        if sl >= 0:
-                            UL[pos, sl] += k
-                        pos += 1
-                        count += 1
-                        if count > max_labels:
-                            return TOO_MANY, -1, np.inf, FL, IL, UL, count
-        pos = _pareto(FL, IL, UL, start, pos)
-        lo[i] = start
-        hi[i] = pos
-    best_cost = incumbent
-    for x in range(lo[0], hi[0]):
-        t = FL[x, 0] + max(FL[x, 2], pulls_q if FL[x, 8] > 0.0 else 0.0) + FL[x, 3] + FL[x, 4]
-        c = _job_cost(FL[x, 1], FL[x, 7], t, batch, cap, samples, gran)
-        if c < best_cost:
-            best_cost = c
-            best = x
-    return DONE, best, best_cost, FL, IL, UL, count
-
-
-LEVELS = 32
-"""Time budgets (fractions of the limit's step time) at which a prefix's least price is
-known (_prefix_bounds)."""
-
-
-@njit(cache=True, inline="always")
-def _level(budget, t_max, slack):
-    """The least budget level at or above `budget` x slack (0: none left; LEVELS: the whole
-    t_max). A suffix's budget is looked up with a slack > 1 and a stage's time with none, so
-    rounding never puts a stage that fits a suffix's budget above its level."""
-    if budget <= 0.0:
-        return 0
-    g = int(np.ceil(budget * slack / t_max * LEVELS))
-    return min(max(g, 1), LEVELS)
-
-
-@njit(cache=True)
-def _prefix_bounds(oct_t, odt_t, aoct_t, run_t, kmax, batch, par, flag, step_oh, layer_oh, net,
-                   capm, cum_p, cum_s, cum_a, lat2, k_batch, m, beta, allreduce, price, t_max,
-                   ends, types, starts_at, next_end, fixed_cuts):
-    """Bounds on how a prefix of layers 0..i-1 completes a suffix (boundaries left out: they
-    only add time).
-
-    min_fill[i]: its least forward fill (T >= the suffix's own T + that);
-    min_fd[i]: its least fill and drain (T >= the suffix's D + PF + PB + that, its Y being at
-        least its PB);
-    level_price[g, i]: its least USD per hour when every stage h of it has
-        n_h w_h + r_h <= t_max g / LEVELS. A stage h before a suffix of fill and drain D has
-        T >= D + a_h + c_h + pf_h + pb_h + r_h = D + n_h w_h + r_h, so a suffix leaves its
-        prefix the budget t_max - D, and the level at or above it bounds the prefix's price."""
-    M, L = oct_t.shape
-    min_fill = np.full(L + 1, np.inf)
-    min_fd = np.full(L + 1, np.inf)
-    level_price = np.full((LEVELS + 1, L + 1), np.inf)
-    min_fill[0] = 0.0
-    min_fd[0] = 0.0
-    level_price[:, 0] = 0.0
-    stage_price = np.empty(LEVELS + 1)
-    for e in range(L):
-        if not (ends[e] or e == L - 1):
-            continue
-        for a in range(e + 1):
-            if not starts_at[a] or min_fill[a] == np.inf or (fixed_cuts and next_end[a] != e):
-                continue
-            for j in range(M):
-                if not types[a, j] or not _runs(run_t, j, a, e):
-                    continue
-                so, sd, alpha, dm, k_lo, k_hi = _stage(
-                    j, a, e, oct_t, odt_t, aoct_t, flag, step_oh, layer_oh, net, capm, cum_p,
-                    cum_s, cum_a, lat2, batch, k_batch, kmax)
-                w, u = _work(so, sd, alpha, par, dm[1], m)
-                if k_lo > k_hi:
-                    continue
-                min_fill[e + 1] = min(min_fill[e + 1], min_fill[a] + (1.0 - beta) * w)
-                min_fd[e + 1] = min(min_fd[e + 1], min_fd[a] + w)
-                # the fewest units for each level (more units: a higher price)
-                stage_price[:] = np.inf
-                lowest = LEVELS + 1
-                for n in range(m, 0, -1):
-                    k = max(k_lo, (m + n - 1) // n)
-                    if k > k_hi or lowest <= 1:
-                        break
-                    nn = (m + k - 1) // k
-                    ar = dominant.allreduce_time(dm[2], dm[3], k) if allreduce else 0.0
-                    g = _level(nn * w + ar + u, t_max, 1.0)
-                    if nn * w + ar + u > t_max:
-                        continue
-                    for x in range(g, lowest):
-                        stage_price[x] = price[j] * k
-                    lowest = min(lowest, g)
-                for x in range(1, LEVELS + 1):
-                    pr = level_price[x, a] + stage_price[x]
-                    if pr < level_price[x, e + 1]:
-                        level_price[x, e + 1] = pr
-    return min_fill, min_fd, level_price
-
-
-@njit(cache=True, inline="always")
-def _runs(run_t, j, a, e):
-    for x in range(a, e + 1):
-        if not run_t[j, x]:
-            return False
-    return True
-
-
-@njit(cache=True, inline="always")
-def _stage(j, a, e, oct_t, odt_t, aoct_t, flag, step_oh, layer_oh, net, capm, cum_p, cum_s,
-           cum_a, lat2, batch, k_batch, kmax):
-    """Layers a..e on type j without its boundary: OCT, ODT, alpha (kernels.stage_sums), the
-    default model's terms (kernels.dm_of) and the unit range [k_lo, k_hi]."""
-    so, sd, alpha = stage_sums(j, a, e, oct_t, odt_t, aoct_t)
-    dm = dm_of(flag, step_oh, layer_oh, net, capm, cum_p, cum_s, cum_a, lat2, batch, k_batch,
-               0.0, j, a, e, kmax[j])
-    return so, sd, alpha, dm, max(1, int(dm[4])), int(dm[5])
+                if n >= cap:
+                    cap *= 2
+                    E2 = np.zeros(cap, np.int64)
+                    F2 = np.zeros((cap, 7))
+                    K2 = np.zeros((cap, 2), np.int64)
+                    E2[:n] = E[:n]
+                    F2[:n] = F[:n]
+                    K2[:n] = K[:n]
+                    E, F, K = E2, F2, K2
+                E[n] = e
+                F[n, 0] = so
+                F[n, 1] = sd
+                F[n, 2] = sa / so if so > 0.0 else 0.0
+                F[n, 3] = fixed_s
+                F[n, 4] = bw_s
+                F[n, 5] = lat_s
+                F[n, 6] = sb
+                K[n, 0] = k_lo
+                K[n, 1] = k_hi
+                n += 1
+                count[i, j] += 1
+                if fixed_cuts:
+                    break
+    return first, count, E[:n].copy(), F[:n].copy(), K[:n].copy()
 
 
 @njit(cache=True, inline="always")
@@ -331,6 +180,303 @@ def _work(so, odt, alpha, par, fixed_s, m):
     return alpha * p_s / m, (1.0 - alpha) * p_s + s_s + fixed_s
 
 
+@njit(cache=True, inline="always")
+def _level(budget, t_max, slack):
+    """The least level at or above `budget` x slack (0: none left; LEVELS: the whole t_max).
+    A lookup of a budget uses a slack > 1, a stage's own time one < 1, so rounding only ever
+    lowers a bound."""
+    if budget <= 0.0:
+        return 0
+    g = int(np.ceil(budget * slack / t_max * LEVELS))
+    return min(max(g, 1), LEVELS)
+
+
+# ---- bounds on a prefix ----------------------------------------------------------------
+
+@njit(cache=True)
+def prefix_tables(first, count, E, F, K, L, M, par, m, beta, fs, allreduce, transfers,
+                  contention, one_f_one_b, pull_per_byte, holds, latency, ext, lvl, lev,
+                  bytes_, price, t_max):
+    """Bounds on how the layers 0..i-1 before a suffix starting at i complete it. Each stage
+    h of the prefix has a boundary after it (h is never the plan's last) on at most its own
+    type's bandwidth, so its fill a_h, drain c_h, paces pf_h, pb_h and step-end phase r_h
+    are at least those on net[j]. Then (cost/flush.py's T = A + PF + max_g (C_g + PB_g + r_g)):
+
+    min_fill[i]  the least forward fill A_p of the prefix: T >= the suffix's own step + it;
+    min_fd[i]    its least fill and drain: T >= the suffix's D + PF + PB + it;
+    price[x, i]  its least USD per hour when X_p <= t_max x / LEVELS, where
+                     X_p = max_h (fills of the stages before h + a_h + c_h + pf_h + pb_h
+                                  + r_h + fills and drains of the stages after h)
+                 (pf_h at least the PS pulls' pace (m - k_h - 1) p_h when h holds
+                 embedding bytes and n_h > 1: S >= (m - k_h) p_h, p_least <= p_h). Taking
+                 g = h in T, every term of X_p is in it beside the suffix's D, so
+                 T >= D_suffix + X_p (the fills before h are bounded by min_fill).
+
+    The table is a DP over the prefix's last stage: X_p = max(X_before + a_h + c_h, own_h),
+    the budget left to the stages before looked up at or above it (never a tighter bound)."""
+    min_fill = np.full(L + 1, np.inf)
+    min_fd = np.full(L + 1, np.inf)
+    P = np.full((LEVELS + 1, L + 1), np.inf)
+    min_fill[0] = 0.0
+    min_fd[0] = 0.0
+    P[:, 0] = 0.0
+    stage_price = np.empty(LEVELS + 1)
+    for a in range(L):
+        if P[LEVELS, a] == np.inf:
+            continue
+        for j in range(M):
+            for s in range(first[a, j], first[a, j] + count[a, j]):
+                e = E[s]
+                odt = F[s, 1]
+                ser = 0.0
+                lat = 0.0
+                if e < L - 1:
+                    v = lvl[j]
+                    odt += ext[e, v]
+                    if transfers:
+                        ser = bytes_[e] / m / lev[v]
+                        lat = latency
+                w, u = _work(F[s, 0], odt, F[s, 2], par, F[s, 3], m)
+                a_fill = (1.0 - beta) * w + fs * ser + lat
+                c_drain = beta * w + (1.0 - fs) * ser + lat
+                min_fill[e + 1] = min(min_fill[e + 1], min_fill[a] + a_fill)
+                min_fd[e + 1] = min(min_fd[e + 1], min_fd[a] + a_fill + c_drain)
+                stage_price[:] = np.inf
+                lowest = LEVELS + 1
+                k_lo, k_hi = K[s, 0], K[s, 1]
+                prev_n = m + 1
+                for n in range(m, 0, -1):  # units ascending: the fewest for each level
+                    k = max(k_lo, (m + n - 1) // n)
+                    if k > k_hi or lowest <= 1:
+                        break
+                    nn = (m + k - 1) // k
+                    if nn == prev_n:
+                        continue
+                    prev_n = nn
+                    ar = dominant.allreduce_time(F[s, 4], F[s, 5], k) if allreduce else 0.0
+                    pf, pb = paces(nn, w, 0.0, ser, beta, fs, contention, one_f_one_b)
+                    if F[s, 6] > 0.0 and nn > 1:
+                        pf = max(pf, (m - k - (1.0 if holds else 0.0)) * pull_per_byte
+                                 * F[s, 6])
+                    own = min_fill[a] + a_fill + c_drain + pf + pb + ar + u
+                    if own > t_max * (1.0 + 1e-12):
+                        continue
+                    g = _level(own, t_max, 1.0 - 1e-12)
+                    for x in range(g, lowest):
+                        stage_price[x] = price[j] * k
+                    lowest = min(lowest, g)
+                for x in range(lowest, LEVELS + 1):
+                    before = _level(t_max * x / LEVELS - a_fill - c_drain, t_max, 1.0 + 1e-9)
+                    pr = P[before, a] + stage_price[x]
+                    if pr < P[x, e + 1]:
+                        P[x, e + 1] = pr
+    return min_fill, min_fd, P
+
+
+@njit(cache=True)
+def breakpoints(P):
+    """(start, levels): for each i, the levels where the prefix's least price drops
+    (levels[start[i]:start[i + 1]], ascending): the only ones a bound needs to try."""
+    G, L1 = P.shape
+    start = np.zeros(L1 + 1, np.int64)
+    out = np.zeros(G * L1, np.int64)
+    n = 0
+    for i in range(L1):
+        start[i] = n
+        last = np.inf
+        for g in range(G):
+            if P[g, i] < last:
+                out[n] = g
+                n += 1
+                last = P[g, i]
+    start[L1] = n
+    return start, out[:n].copy()
+
+
+@njit(cache=True, inline="always")
+def _beats(f, D, t_lo, s, i, P, bp_start, bp_lev, fixed, t_max, batch, cap, samples, gran,
+           ceiling):
+    """Can some prefix complete a suffix (price f, fill and drain D, step at least t_lo,
+    startup s) below `ceiling`? Its X_p lies in a level g (price >= P[g, i]) and above the
+    level below (T >= D + t_max (g - 1) / LEVELS); the cheapest levels first."""
+    for b in range(bp_start[i + 1] - 1, bp_start[i] - 1, -1):
+        g = bp_lev[b]
+        below = t_max * max(g - 1, 0) / LEVELS * (1.0 - 1e-9)
+        if D + below > t_max * (1.0 + 1e-12):
+            continue
+        if job_cost(f + P[g, i], fixed, s, max(t_lo, D + below), batch, cap, samples,
+                    gran) < ceiling:
+            return True
+    return False
+
+
+# ---- the sweep -------------------------------------------------------------------------
+
+@njit(cache=True)
+def search(first, count, E, F, K, starts_at, L, M, par, m, beta, fs, allreduce,
+           transfers, contention, one_f_one_b, pull_per_byte, holds, p_max, latency, ext,
+           lvl, lev, bytes_, price, net, startup, slot, avail, t_max, cap, samples, gran,
+           batch, fixed, min_fill, min_fd, P, bp_start, bp_lev, incumbent, max_labels,
+           max_work):
+    """(status, best label or -1, its cost, FL, IL, labels made, work): the cheapest plan
+    below `incumbent` at m; TOO_MANY past max_labels labels or max_work units of work (stage
+    options tried plus dominance tests: deterministic, unlike time)."""
+    C = avail.shape[0]
+    size = 1024
+    FL = np.zeros((size, NF))
+    IL = np.zeros((size, 4), np.int64)
+    UL = np.zeros((size, max(C, 1)), np.int64)
+    lo = np.zeros(L + 1, np.int64)
+    hi = np.zeros(L + 1, np.int64)
+    ceiling = incumbent * (1.0 - 1e-12)
+    count_ = 0
+    work = 0
+    pos = 0
+    best = -1
+    t_least = min_fd[L]  # no plan's step is shorter than the whole model's least fill+drain
+    pending = contention and one_f_one_b
+    for i in range(L - 1, -1, -1):
+        lo[i] = pos
+        hi[i] = pos
+        if not starts_at[i] or P[LEVELS, i] == np.inf:
+            continue
+        start = pos
+        rest_fill = min_fill[i]
+        rest_fd = min_fd[i]
+        for j in range(M):
+            f_lo0 = P[LEVELS, i]
+            for s in range(first[i, j], first[i, j] + count[i, j]):
+                e = E[s]
+                last = e == L - 1
+                p_lo = 0 if last else lo[e + 1]
+                p_hi = 1 if last else hi[e + 1]
+                k_lo, k_hi = K[s, 0], K[s, 1]
+                f_lo = price[j] * k_lo + f_lo0
+                so, sd, alpha, fixed_s = F[s, 0], F[s, 1], F[s, 2], F[s, 3]
+                pull = pull_per_byte * F[s, 6]
+                for q in range(p_lo, p_hi):
+                    par_ = -1 if last else q
+                    # suffixes come least USD per hour first: past the first whose cheapest
+                    # completion reaches the ceiling at the least step any plan has, all do
+                    if par_ >= 0 and job_cost(FL[par_, 1] + f_lo, fixed, startup[j], t_least,
+                                              batch, cap, samples, gran) >= ceiling:
+                        break
+                    ser = 0.0
+                    lat = 0.0
+                    odt = sd
+                    if par_ >= 0:
+                        nj = IL[par_, 0]
+                        v = min(lvl[j], lvl[nj])
+                        odt = sd + ext[e, v]
+                        if transfers:
+                            ser = bytes_[e] / m / lev[v]
+                            lat = latency
+                    w, u = _work(so, odt, alpha, par, fixed_s, m)
+                    a_fill = (1.0 - beta) * w + fs * ser + lat
+                    c_drain = beta * w + (1.0 - fs) * ser + lat
+                    prev_n = m + 1
+                    for n in range(m, 0, -1):
+                        k = max(k_lo, (m + n - 1) // n)
+                        if k > k_hi:
+                            break
+                        nn = (m + k - 1) // k
+                        if nn == prev_n:
+                            continue
+                        prev_n = nn
+                        work += 1
+                        if work > max_work:
+                            return TOO_MANY, -1, np.inf, FL, IL, count_, work
+                        sl = slot[j]
+                        if sl >= 0:
+                            used = k if par_ < 0 else UL[par_, sl] + k
+                            if used > avail[sl]:
+                                continue
+                        ar = dominant.allreduce_time(F[s, 4], F[s, 5], k) if allreduce else 0.0
+                        r = ar + u
+                        pf, pb = paces(nn, w, 0.0, ser, beta, fs, contention, one_f_one_b)
+                        adds = pull > 0.0 and nn > 1
+                        S = (m - k) * pull if adds else 0.0
+                        mn = min(pull, p_max) if adds else p_max
+                        if par_ < 0:
+                            D = a_fill + c_drain
+                            f = price[j] * k
+                            PF = pf
+                            PB = pb
+                            Z = r
+                            st = startup[j]
+                        else:
+                            D = FL[par_, 0] + a_fill + c_drain
+                            f = FL[par_, 1] + price[j] * k
+                            PF = FL[par_, 2]
+                            PB = FL[par_, 3]
+                            Z = FL[par_, 4]
+                            if contention:
+                                # the boundary before the suffix's first stage: its queue
+                                x = paces(FL[par_, 6], FL[par_, 11], ser, FL[par_, 12], beta,
+                                          fs, contention, one_f_one_b)[1]
+                                if x > PB:
+                                    Z = max(Z - (x - PB), FL[par_, 5])
+                                    PB = x
+                                if not one_f_one_b:
+                                    pf = max(pf, fs * (max(FL[par_, 6], float(nn)) - 1.0) * ser)
+                            PF = max(PF, pf)
+                            pb_new = max(PB, pb)
+                            Z = max(Z - c_drain - (pb_new - PB), r)
+                            PB = pb_new
+                            st = max(FL[par_, 7], startup[j])
+                            S += FL[par_, 8]
+                            mn = min(mn, FL[par_, 10])
+                        pace = D + max(PF, pulls_pace(S, mn, holds)) + PB
+                        t_lo = max(pace + Z + rest_fill, pace + rest_fd)
+                        if t_lo > t_max:
+                            continue
+                        if not _beats(f, D, t_lo, st, i, P, bp_start, bp_lev, fixed, t_max,
+                                      batch, cap, samples, gran, ceiling):
+                            continue
+                        if pos >= FL.shape[0]:
+                            FL, IL, UL = _grow(FL, IL, UL)
+                        FL[pos, 0] = D
+                        FL[pos, 1] = f
+                        FL[pos, 2] = PF
+                        FL[pos, 3] = PB
+                        FL[pos, 4] = Z
+                        FL[pos, 5] = r if (contention and nn > 1) else 0.0
+                        FL[pos, 6] = float(nn) if contention else 1.0
+                        FL[pos, 7] = st
+                        FL[pos, 8] = S
+                        FL[pos, 9] = -net[j]
+                        FL[pos, 10] = mn
+                        FL[pos, 11] = w if contention else 0.0
+                        FL[pos, 12] = ser if contention else 0.0
+                        IL[pos, 0] = j
+                        IL[pos, 1] = k
+                        IL[pos, 2] = e
+                        IL[pos, 3] = par_
+                        for c in range(C):
+                            UL[pos, c] = 0 if par_ < 0 else UL[par_, c]
+                        if sl >= 0:
+                            UL[pos, sl] += k
+                        pos += 1
+                        count_ += 1
+                        if count_ > max_labels:
+                            return TOO_MANY, -1, np.inf, FL, IL, count_, work
+        pos, work = _pareto(FL, IL, UL, start, pos, work, holds, pending, beta, fs)
+        if work > max_work:
+            return TOO_MANY, -1, np.inf, FL, IL, count_, work
+        lo[i] = start
+        hi[i] = pos
+    best_cost = incumbent
+    for x in range(lo[0], hi[0]):
+        t = FL[x, 0] + max(FL[x, 2], pulls_pace(FL[x, 8], FL[x, 10], holds)) + FL[x, 3] + FL[x, 4]
+        if t > t_max:
+            continue
+        c = job_cost(FL[x, 1], fixed, FL[x, 7], t, batch, cap, samples, gran)
+        if c < best_cost:
+            best_cost = c
+            best = x
+    return DONE, best, best_cost, FL, IL, count_, work
+
+
 @njit(cache=True)
 def _grow(FL, IL, UL):
     n = FL.shape[0] * 2
@@ -344,12 +490,12 @@ def _grow(FL, IL, UL):
 
 
 @njit(cache=True)
-def _pareto(FL, IL, UL, start, stop):
+def _pareto(FL, IL, UL, start, stop, work, holds, pending, beta, fs):
     """Keep the labels of [start, stop) that no other one dominates, compacted to the front
-    (least f, then D, first); returns the new stop."""
+    (least f, then D, first); returns the new stop and the work with one unit per test."""
     n = stop - start
     if n <= 1:
-        return stop
+        return stop, work
     by_d = np.argsort(FL[start:stop, 0], kind="mergesort")
     order = by_d[np.argsort(FL[start:stop, 1][by_d], kind="mergesort")]  # f, then D
     F = FL[start:stop].copy()
@@ -364,9 +510,10 @@ def _pareto(FL, IL, UL, start, stop):
         y = start + kept
         dominated = False
         for z in range(start, y):
-            if _dominates(FL, UL, z, y):
+            work += 1
+            if _dominates(FL, UL, z, y, holds, pending, beta, fs):
                 dominated = True
                 break
         if not dominated:
             kept += 1
-    return start + kept
+    return start + kept, work

@@ -35,7 +35,7 @@ def partitions(n):
         yield out
 
 
-def brute_force(p, m, effects=EFFECTS, types=None, ends=None):
+def brute_force(p, m, effects=EFFECTS, types=None, ends=None, schedule="gpipe"):
     """(least cost, its plan) over every plan; units per stage from k_lo up to well past the
     point where more units cannot change ceil(m / k)."""
     best, best_plan = math.inf, None
@@ -61,7 +61,7 @@ def brute_force(p, m, effects=EFFECTS, types=None, ends=None):
                 plan = Plan(stages=tuple(
                     Stage(layers=tuple(p.layer_names[a:b + 1]), resource=p.type_names[j],
                           num_replicas=k) for (a, b), j, k in zip(parts, types, ks)),
-                    num_microbatches=m)
+                    num_microbatches=m, schedule=schedule)
                 thr = flushed_throughput(p, plan, m, **switches(effects))
                 if thr < p.throughput_limit * (1 - 1e-12):
                     continue
@@ -121,18 +121,24 @@ def _stressed(rng, layers, types):
     embedding bytes (PS pulls pace the forwards), several microbatches per unit."""
     from dataclasses import replace
 
+    from heterps_sim.core.ps_spec import DEFAULT_PS
+
     p = random_default_problem(rng, layers, types)
     scale = float(rng.choice([1.0, 30.0, 1000.0, 1e5]))
     sparse = None if p.sparse_bytes is None else np.asarray(p.sparse_bytes) * float(
         rng.choice([1.0, 100.0, 1e4]))
-    return replace(p, boundary_bytes=np.asarray(p.boundary_bytes) * scale, sparse_bytes=sparse)
+    # a described PS: the default model's odt then holds its unloaded time (the pulls' pace
+    # takes the least pull off)
+    ps = DEFAULT_PS if rng.random() < 0.5 else None
+    return replace(p, boundary_bytes=np.asarray(p.boundary_bytes) * scale, sparse_bytes=sparse,
+                   ps=ps)
 
 
 @pytest.mark.parametrize("seed", range(4))
 def test_label_step_time_is_the_closed_form(seed):
     """The search's numbers (D, PF, PB, Z and the pending first stage), built stage by stage
     from the last, give cost/flush.py's step time exactly for any plan and any effects."""
-    from heterps_sim.schedulers.exact.flushed import _Search
+    from heterps_sim.schedulers.exact.flushed_reference import Search
 
     rng = np.random.default_rng(900 + seed)
     checked = 0
@@ -141,7 +147,8 @@ def test_label_step_time_is_the_closed_form(seed):
         p = _stressed(rng, layers, types)
         m = int(rng.integers(2, 9))
         effects = tuple(e for e in EFFECTS if rng.random() < 0.7)
-        search = _Search(p, m, effects, 2.0 / 3.0, 0.5)
+        schedule = str(rng.choice(["gpipe", "1f1b"]))
+        search = Search(p, m, effects, 2.0 / 3.0, 0.5, schedule=schedule)
         parts = list(partitions(layers))
         parts = parts[int(rng.integers(len(parts)))]
         types_ = [int(rng.integers(types)) for _ in parts]
@@ -165,7 +172,7 @@ def test_label_step_time_is_the_closed_form(seed):
             plan = Plan(stages=tuple(
                 Stage(layers=tuple(p.layer_names[a:b + 1]), resource=p.type_names[j],
                       num_replicas=k) for (a, b), j, k in zip(parts, types_, ks)),
-                num_microbatches=m)
+                num_microbatches=m, schedule=schedule)
             want = flushed_throughput(p, plan, m, **switches(effects))
             got = min(p.batch_size / search.step_time(lab), search.cap)
             assert got == pytest.approx(want, rel=1e-12, abs=0.0)
@@ -206,8 +213,9 @@ def test_compiled_search_equals_the_python_search(seed):
             rng, layers, types, caps=bool(rng.random() < 0.4))
         m = int(rng.integers(2, 9))
         effects = tuple(e for e in EFFECTS if rng.random() < 0.7)
-        want = solve(p, m, effects=effects, compiled=False)
-        got = solve(p, m, effects=effects)
+        schedule = str(rng.choice(["gpipe", "1f1b"]))
+        want = solve(p, m, schedule, effects=effects, compiled=False)
+        got = solve(p, m, schedule, effects=effects)
         assert (want is None) == (got is None)
         if want is not None:
             assert got.cost_usd == pytest.approx(want.cost_usd, rel=1e-9)
@@ -266,7 +274,7 @@ def test_a_dominated_suffix_is_never_better_for_any_completion(seed):
     """_dominates(a, b) (time numbers traded against D) holds only where every completion of
     a has a step time, and so a cost, at most b's: suffixes and completions of random plans on
     stressed problems, every effect."""
-    from heterps_sim.schedulers.exact.flushed import _dominates, _Search
+    from heterps_sim.schedulers.exact.flushed_reference import TYPE, Search, dominates
 
     rng = np.random.default_rng(1300 + seed)
     compared = 0
@@ -275,7 +283,8 @@ def test_a_dominated_suffix_is_never_better_for_any_completion(seed):
         p = _stressed(rng, layers, types)
         m = int(rng.integers(2, 9))
         effects = tuple(e for e in EFFECTS if rng.random() < 0.8)
-        search = _Search(p, m, effects, 2.0 / 3.0, 0.5)
+        search = Search(p, m, effects, 2.0 / 3.0, 0.5,
+                        schedule=str(rng.choice(["gpipe", "1f1b"])))
         cut = int(rng.integers(1, layers))  # suffixes start at layer `cut`
 
         def build(parts, types_, lab=None, nxt=-1, search=search, p=p):
@@ -304,7 +313,7 @@ def test_a_dominated_suffix_is_never_better_for_any_completion(seed):
                     suffixes.append(lab)
         for x in suffixes:
             for y in suffixes:
-                if x is y or not _dominates(x, y):
+                if x is y or not dominates(x, y, search):
                     continue
                 for _ in range(6):  # completions of both by the same prefix
                     parts = random_parts(0, cut - 1)
@@ -312,9 +321,9 @@ def test_a_dominated_suffix_is_never_better_for_any_completion(seed):
                     if not all(p.runnable[a:b + 1, j].all() for (a, b), j in zip(parts, types_)):
                         continue
                     state = rng.bit_generator.state
-                    full_x = build(parts, types_, x, x[11])
+                    full_x = build(parts, types_, x, x[TYPE])
                     rng.bit_generator.state = state  # the same unit counts for both
-                    full_y = build(parts, types_, y, y[11])
+                    full_y = build(parts, types_, y, y[TYPE])
                     if full_x is None or full_y is None:
                         continue
                     tx, ty = search.step_time(full_x), search.step_time(full_y)
