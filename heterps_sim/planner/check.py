@@ -132,6 +132,9 @@ class Verification:
                "flushed": ({"throughput": self.extra["flushed_throughput"],
                             "cost_usd": self.extra["flushed_cost_usd"]}
                            if "flushed_throughput" in self.extra else None),
+               "jitter": ({k: self.extra[k] for k in ("jitter_margin", "headroom",
+                                                       "meets_with_jitter")}
+                          if "jitter_margin" in self.extra else None),
                "replan_rounds": [asdict(r) for r in self.rounds],
                "steps": [asdict(g) for g in self.growths],
                "simulated_result": self.simulated.to_json_dict()}
@@ -204,7 +207,24 @@ def verify_plan(problem: Problem, plan: Plan, analytic: RunResult, evaluate: Eva
     if check.replanned:
         costs["replanned_simulated_cost_usd"] = job_cost_usd(problem, check.replanned_plan,
                                                              check.replanned_simulated)
-    return replace(check, extra={**check.extra, **costs})
+    return replace(check, extra={**check.extra, **costs, **jitter_headroom(problem, check)})
+
+
+def jitter_headroom(problem: Problem, check: Verification) -> dict:
+    """What the simulator's default jitter asks of the plan to run (des/margin.py): the
+    headroom it needs over the limit to meet it at the median seed, the headroom it has in the
+    deterministic check, and whether that is enough; {} when the check did not run it or the
+    plan does not flush (the margin is the flushed step's)."""
+    from heterps_sim.cost.flush import FLUSHED
+    from heterps_sim.des.margin import jitter_margin
+    sim, plan = check.final_simulated, check.final_plan
+    if not sim.extra.get("simulated", True) or plan.schedule not in FLUSHED \
+            or "bubbles" not in check.settings.effects or sim.throughput <= 0:
+        return {}
+    need = jitter_margin(problem, plan, options=check.settings.options())
+    has = sim.throughput / problem.throughput_limit - 1.0
+    return {"jitter_margin": need, "headroom": has,
+            "meets_with_jitter": bool(has >= need * (1 - 1e-9))}
 
 
 def flushed_prediction(problem: Problem, plan: Plan, check: Verification) -> dict:
@@ -321,4 +341,13 @@ def check_lines(check: Verification) -> list[str]:
     verdict = VERDICTS[check.status]
     lines.append(verdict + (f": {check.reason}" if check.reason and check.status in
                             ("impossible", "unresolved", "not_run") else ""))
+    if "jitter_margin" in check.extra and check.meets_limit:
+        from heterps_sim.des.options import DesOptions
+        need, has = check.extra["jitter_margin"], check.extra["headroom"]
+        lines.append(
+            f"with the simulator's default jitter (cv {DesOptions().jitter_cv:g}) a step of "
+            f"this plan takes {100 * need:.1f}% longer at the median seed: it has "
+            f"{100 * has:+.1f}% over the limit, so it "
+            + ("still meets it" if check.extra["meets_with_jitter"] else
+               f"misses it there (plan for a limit {100 * need:.0f}% higher to cover it)"))
     return lines
