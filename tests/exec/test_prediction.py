@@ -26,8 +26,8 @@ from heterps_exec.request import RunRequest
 from heterps_sim.core.plan import plan_from_dict
 from heterps_sim.des import DesOptions, simulate
 from heterps_sim.inputs.load import load_input
+from heterps_sim.planner import Pricing
 from heterps_sim.planner.check import DETERMINISTIC_EFFECTS
-from heterps_sim.schedulers.exact.flushed_provision import price_plan
 from tests.exec.helpers import SCENARIO, run_exec, tiny_plan
 
 REPO = Path(__file__).resolve().parents[2]
@@ -46,7 +46,7 @@ def test_without_a_profile_the_roofline_predicts(tmp_path):
     pred = predict(spec, problem, dirs=[tmp_path / "none"])
     plan = plan_from_dict(spec.plan)
     assert pred.source == "roofline" and pred.profile == ""
-    assert pred.analytic.throughput == price_plan(problem, plan)[1].throughput
+    assert pred.analytic.throughput == Pricing.of(problem).price(problem, plan)[1].throughput
     assert pred.analytic.extra["model"] == "flushed"  # the engine's gpipe, as it runs
     options = DesOptions.with_effects(DETERMINISTIC_EFFECTS, num_steps=spec.steps,
                                       warmup_steps=spec.warmup_steps,
@@ -76,7 +76,7 @@ def test_the_hosts_profile_is_used_when_it_exists(tmp_path):
     calibrated = calibrated_problem(problem, graph_for(spec), plan, fit,
                                     [b.slowdown for b in spec.bindings], links["latency_s"],
                                     links["bytes_per_s"], for_des=False)
-    assert pred.analytic.throughput == price_plan(calibrated, plan)[1].throughput
+    assert pred.analytic.throughput == Pricing.of(calibrated).price(calibrated, plan)[1].throughput
     assert "cores" in pred.effects and "bubbles" in pred.effects
     # another model's profile (here: none of its rows) falls back to the roofline, saying so
     (profiles / "myhost-cpu-tiny-ctr.csv").write_text(PROFILE.read_text().splitlines()[0] + "\n")

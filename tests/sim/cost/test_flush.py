@@ -93,7 +93,7 @@ def test_shipped_optima_within_five_percent(name):
 
 @pytest.mark.parametrize("name", ["ctr-dnn-64types", "nce-cpu-gpu", "dlrm-64types"])
 def test_the_commands_answer_is_what_the_simulator_runs(name):
-    """What `schedule` prints (plan_as_it_runs) on shipped scenarios: its analytic prediction
+    """What `schedule` prints (the planner's answer) on shipped scenarios: its analytic prediction
     within 2% of the simulator with the deterministic effects on, meeting the limit there too
     (dlrm-64types once printed 2,019,096 samples/s for a plan the simulator ran at 1,931,798,
     3.4% short of the limit)."""

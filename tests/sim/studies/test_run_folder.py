@@ -74,11 +74,10 @@ def test_effects_rows_bill_the_simulated_runs_as_the_model_bills(tmp_path):
     cost is the model's bill at that row's throughput (job_cost), not hours x USD/h, so the
     all-off row matches the analytic one to within their throughputs' ratio. (Was 3.12 USD
     beside the analytic 3.70 for the same plan at +0.9% throughput.)"""
-    from heterps_sim.schedulers.as_it_runs import plan_as_it_runs
-
     from heterps_sim.cost.reference import job_cost, plan_stages, plan_startup_s
+    from heterps_sim.planner import Planner
     problem = load_input("scenarios/dlrm-64types.yaml").problem
-    plan = plan_as_it_runs(make_scheduler("exact"), problem).plan
+    plan = Planner().plan(problem).plan
     rows = effects_rows(problem, plan, DesOptions(num_steps=4), "least", seed=0, progress=False)
     analytic, off = rows[0], rows[1]
     per_hour = simulate(problem, plan, seed=0, options=DesOptions(num_steps=4),
