@@ -88,6 +88,10 @@ def _exact_flushed(problem: Problem, pricing: Pricing, types, max_work) -> Answe
     if label:
         notes["ps"] = label.label
     lower = min(bound, cost)
+    if not result.feasible:  # the search and the pricing disagree: nothing is proven
+        notes["reason"] = ("the exact search's plan misses the limit as the pricing prices it: "
+                           + result.reason)
+        proven = False
     return Answer(scheduler="exact", plan=plan, result=result, pricing=pricing,
                   problem=variant, proven=proven and cost <= lower * (1 + 1e-9),
                   lower_bound_usd=lower if math.isfinite(lower) and lower > 0 else None,
