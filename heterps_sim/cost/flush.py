@@ -36,13 +36,17 @@ Two shared resources can pace a phase instead of the busiest unit (`contention`,
                 egress carries activations out and gradients back at once (the ingress the
                 others) beside the unit's serial compute: the pace is the largest of the
                 compute, the egress and the ingress (written as the backwards' pace)
-    PS shards   with the ps effect, the shards serve requests one at a time. A unit's first
-                pull of a step was prefetched during the step before; once some embedding
-                stage has several forwards per unit, the step's other pulls,
-                sum_g (m - min(k_g, m)) p_g (p_g = one microbatch's pull), pace the forwards,
-                less the last one's service when the odt holds the PS's unloaded time (the
-                default model's: a forward waits for its pull's turn, core/ps_odt.py);
-                pushes are not waited for (the PS cap counts them)
+    PS shards   with the ps effect, the shards serve requests one at a time. A unit with one
+                forward per step prefetches its pull during the step before; once some
+                embedding stage has several forwards per unit, pulls pace the forwards. With
+                ONE embedding stage: its pulls but each unit's first (prefetched),
+                (m - min(k, m)) p (p = one microbatch's pull), less the last one's service
+                when the odt holds the PS's unloaded time (the default model's: a forward
+                waits for its pull's turn, core/ps_odt.py); its pushes follow its backwards.
+                With several, deeper stages' backwards and pushes interleave with shallower
+                stages' pulls: the step's pulls less one microbatch's,
+                B x sum sparse_bytes / num_shards x seconds_per_byte x (1 - 1/m), stand for
+                both. Pushes are not waited for otherwise (the PS cap counts them)
 
 A mixed stage (units of several types) enters per step as the engine routes whole
 microbatches to its units (cost/flush_mixed.py: share "equal", microbatch mu on unit mu mod k,
@@ -167,26 +171,31 @@ def flushed_throughput(problem: Problem, plan: Plan, m: int | None = None, *,
                 nic_f[g] = 0.0
                 nic_b[g] = max(0.0, both - (1.0 - beta) * (busy[g] - w[g]))
     if ps and problem.sparse_bytes is not None:
-        # the shards serve the requests one at a time, in order. A unit's first pull of a step
-        # was prefetched during the step before; its later ones are issued within the
-        # forwards, where they queue behind every other pull of the step: once some embedding
-        # stage has several forwards per unit, the step's remaining pulls pace the forwards,
-        # up to the start of the last one's service when the work holds the PS's unloaded time
-        # (the default model's odt: a forward waits for its pull's turn), to its end otherwise
-        # (pushes are not waited for; they count in the PS cap)
+        # the shards serve the requests one at a time, in order. A unit with one forward per
+        # step prefetches its pull during the step before; once some embedding stage has
+        # several forwards per unit, its later pulls queue within the forwards and pace them.
+        # One embedding stage: its own pulls, less each unit's first (prefetched), up to the
+        # start of the last one's service when the odt holds the PS's unloaded time (the
+        # default model's: a forward waits for its pull's turn) or its end otherwise (its
+        # pushes follow its backwards). Several: deeper stages' pushes interleave with
+        # shallower stages' pulls, and the step's pulls less one microbatch's stand for both
         spec = ps_traffic.problem_ps(problem)
-        in_step, last = 0.0, math.inf
+        pulls_s, in_step, last, with_rows, in_phase = 0.0, 0.0, math.inf, 0, False
         for g, t in enumerate(terms):
             part = t.parts[0] if isinstance(t, MixedTerms) else t
             nbytes = problem.batch_size * float(sum(problem.sparse_bytes[part.first:
                                                                          part.last + 1]))
+            pulls_s += nbytes / spec.num_shards * spec.seconds_per_byte
+            with_rows += nbytes > 0
             if nbytes > 0 and most[g] > 1:
+                in_phase = True
                 k = sum(t.counts) if isinstance(t, MixedTerms) else plan.stages[g].num_replicas
                 pull = nbytes / m / spec.num_shards * spec.seconds_per_byte
                 in_step += (m - min(k, m)) * pull
                 last = min(last, pull)
-        if in_step > 0:
-            pace = in_step - (last if ps_odt.odt_holds_ps_side(problem) else 0.0)
+        if in_phase:
+            pace = (in_step - (last if ps_odt.odt_holds_ps_side(problem) else 0.0)
+                    if with_rows == 1 else pulls_s * (1.0 - 1.0 / m))
             nic_f = [max(x, pace) for x in nic_f]
     if not mixed:
         T = flushed_step_time(w, busy, u, ar, d_fwd, d_bwd, beta, nic_f, nic_b)
