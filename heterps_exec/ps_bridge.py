@@ -21,6 +21,7 @@ from torch import nn
 
 from heterps_exec.layout import RunSpec
 from heterps_exec.ps import PSClient, PSEmbeddingBag, ShardConfig, TableSpec, serve
+from heterps_exec.ps.server import STALL_TIMEOUT_S
 from heterps_exec.ps.spec import QUANTIZE
 
 PS_DIR = "ps"
@@ -46,8 +47,10 @@ def serve_shard(spec: RunSpec, rank: int, num_trainers: int, group,
                          hot_fraction=spec.ps_hot_fraction, seed=spec.seed,
                          work_dir=str(Path(spec.out_dir) / "ps-live" / f"shard{shard}"))
     restore = str(Path(spec.checkpoint_dir) / PS_DIR) if spec.checkpoint_dir else None
+    # a stalled client is dropped before the healthy ones give up waiting for their step
     return serve(group, list(range(num_trainers)), config, restore_dir=restore,
-                 restore_step=None if steps_done is None else steps_done - 1)
+                 restore_step=None if steps_done is None else steps_done - 1,
+                 stall_timeout_s=min(STALL_TIMEOUT_S, spec.timeout_s / 2))
 
 
 def attach(module: nn.Module, spec: RunSpec, group, num_trainers: int) -> PSClient:
@@ -57,7 +60,7 @@ def attach(module: nn.Module, spec: RunSpec, group, num_trainers: int) -> PSClie
     client = PSClient(group, ps_ranks(spec, num_trainers), [
         TableSpec(name=name, rows=mod.num_embeddings, dim=mod.embedding_dim,
                   optimizer=spec.optimizer, lr=spec.lr) for name, mod in tables],
-        quantize=wire_mode(spec.quantize))
+        quantize=wire_mode(spec.quantize), timeout_s=spec.timeout_s)
     for name, mod in tables:
         parent_name, _, child = name.rpartition(".")
         parent = module.get_submodule(parent_name)

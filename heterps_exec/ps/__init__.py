@@ -36,8 +36,10 @@ Simulator side (heterps_sim.tiers.replay): `replay_hit_rates(ids, policy, hot_ro
 the shard's tier code on an id stream (no data), `belady_hit_rate(ids, hot_rows)` is the
 offline optimum, and `ps_options(...)` builds the simulator's `PsOptions` from them.
 
-Modules: spec (TableSpec, ShardConfig), store, shard, checkpoint, protocol,
-server, client, embedding, local (spawn a PS world on one machine), bench, cli; the tier
+Modules: spec (TableSpec, ShardConfig), store, shard, checkpoint, protocol (frames),
+transport (a client's TCP stream to each PS rank; addresses exchanged over the PS group),
+streams (a PS rank's side of them: bounded reads, its own stall timeouts), server, client,
+embedding, local (spawn a PS world on one machine), bench, cli; the tier
 logic (policies, kernels, tiers, replay) lives in heterps_sim.tiers, torch-free, shared with the
 simulator.
 """

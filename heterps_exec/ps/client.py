@@ -28,9 +28,12 @@ import pandas as pd
 import torch
 
 from heterps_exec.hps import quantize as quant
-from heterps_exec.ps import protocol
-from heterps_exec.ps.protocol import PSError, Reply, send_request
+from heterps_exec.ps import protocol, transport
+from heterps_exec.ps.protocol import PSError, Reply, request_parts
 from heterps_exec.ps.spec import TableSpec
+
+TIMEOUT_S = 300.0
+"""How long a client waits for a reply (the engine passes its --rank-timeout)."""
 
 
 def dedup(ids: torch.Tensor) -> tuple[torch.Tensor, np.ndarray]:
@@ -78,13 +81,23 @@ class PullHandle:
 
 
 class PSClient:
-    """Client of the PS ranks `server_ranks` (global ranks) over process group `group`."""
+    """Client of the PS ranks `server_ranks` (global ranks). Collective over process group
+    `group` (every PS rank's `serve` and every client construct at once): the servers'
+    addresses are exchanged there, then each client opens its own stream to each server
+    (transport.py) and waits at most `timeout_s` for any reply."""
 
     def __init__(self, group, server_ranks, tables=(), *, max_in_flight: int = 256,
-                 quantize: str = "none"):
+                 quantize: str = "none", timeout_s: float = TIMEOUT_S):
         self.quantize = self._check_mode(quantize)
         """Wire encoding of pulls and pushes unless a call names its own."""
+        import torch.distributed as dist
         self.group, self.servers = group, list(server_ranks)
+        self.rank = dist.get_rank()
+        addresses = transport.exchange(group, None)
+        by_global = {dist.get_global_rank(group, i) if group is not None else i: a
+                     for i, a in enumerate(addresses)}
+        self.conns = {s: transport.Connection(by_global[s], self.rank, server=s,
+                                              timeout_s=timeout_s) for s in self.servers}
         self.tables: dict[str, tuple[dict[int, int], TableSpec]] = {}
         """name -> ({server rank: the table's index on that server}, spec). Shards number
         tables in the order declarations arrive, which differs between shards when several
@@ -108,12 +121,14 @@ class PSClient:
         self._tag = self._tag % (1 << 20) + 1
         return self._tag
 
+    def call(self, dst: int, op: int, *, reply_tag: int | None = None, **kw) -> Reply:
+        """Send one request (protocol.request_parts' fields) to PS rank `dst`; its Reply."""
+        tag = self._next_tag() if reply_tag is None else reply_tag
+        self.conns[dst].send(request_parts(op, reply_tag=tag, **kw))
+        return Reply(self.conns[dst], tag)
+
     def _call(self, dst, op, expect=0, **kw):
-        tag = self._next_tag()
-        reply = Reply(self.group, dst, tag, expect)  # posted before the request goes out
-        keep = send_request(self.group, dst, op, reply_tag=tag, expect=expect, **kw)
-        reply.request = keep  # a send's tensors and work must outlive it (gloo)
-        return reply, keep
+        return self.call(dst, op, expect=expect, **kw), None
 
     def _all(self, op, **kw) -> list[tuple[int, torch.Tensor]]:
         calls = [self._call(dst, op, **kw) for dst in self.servers]
@@ -261,7 +276,11 @@ class PSClient:
         try:
             self._drain()
         finally:
-            self._all(protocol.CLOSE)
+            try:
+                self._all(protocol.CLOSE)
+            finally:
+                for conn in self.conns.values():
+                    conn.close()
 
 
 def _summary(counters: dict[str, dict]) -> dict:

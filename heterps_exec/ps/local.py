@@ -9,6 +9,7 @@ does not finish within `timeout_s` is killed: a hung rank fails a caller, never 
 
 from __future__ import annotations
 
+import datetime
 import os
 import queue as queue_mod
 import tempfile
@@ -23,7 +24,7 @@ from heterps_exec.proctree import loopback_interface
 
 
 def _entry(rank, world, init_file, num_servers, config_kw, client_kw, restore, fn, args,
-           results, server_kw):
+           results, server_kw, group_timeout_s):
     torch.set_num_threads(1)
     os.environ.setdefault("GLOO_SOCKET_IFNAME", loopback_interface())  # listen on loopback only
     if os.environ.get("HETERPS_PS_DEBUG"):  # stacks of a hung rank, for debugging
@@ -35,8 +36,10 @@ def _entry(rank, world, init_file, num_servers, config_kw, client_kw, restore, f
     from heterps_exec.ps.spec import ShardConfig
 
     try:
+        timeout = {} if group_timeout_s is None else {
+            "timeout": datetime.timedelta(seconds=group_timeout_s)}
         dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
-                                world_size=world)
+                                world_size=world, **timeout)
         group = dist.new_group(list(range(world)))
         servers, clients = list(range(num_servers)), list(range(num_servers, world))
         if rank < num_servers:
@@ -58,7 +61,7 @@ class LocalWorld:
 
     def __init__(self, fn, args=(), *, num_servers=1, num_clients=1, config=None,
                  restore_dir=None, restore_step=None, work_dir=None, client_options=None,
-                 server_options=None):
+                 server_options=None, group_timeout_s=None):
         ctx = mp.get_context("spawn")
         self._tmp = tempfile.TemporaryDirectory(prefix="heterps-ps-")
         config = dict(config or {})
@@ -68,7 +71,8 @@ class LocalWorld:
         self.results = ctx.Queue()
         self.procs = [ctx.Process(target=_entry, daemon=True, args=(
             r, self.world, init_file, num_servers, config, dict(client_options or {}),
-            (restore_dir, restore_step), fn, args, self.results, dict(server_options or {})))
+            (restore_dir, restore_step), fn, args, self.results, dict(server_options or {}),
+            group_timeout_s))
             for r in range(self.world)]
         for p in self.procs:
             p.start()
@@ -101,12 +105,14 @@ class LocalWorld:
 
 def run_local(fn, args=(), *, num_servers=1, num_clients=1, config=None, restore_dir=None,
               restore_step=None, timeout_s=90.0, client_options=None,
-              server_options=None) -> list:
+              server_options=None, group_timeout_s=None) -> list:
     """Results of `fn(client, client_index, *args)` on each client, in client order
     (`client_options`: keyword arguments of every `PSClient`, e.g. quantize;
-    `server_options`: of every `serve`, e.g. checkpoint_dir, stall_timeout_s)."""
+    `server_options`: of every `serve`, e.g. checkpoint_dir, stall_timeout_s;
+    `group_timeout_s`: the process group's timeout, torch's default when None)."""
     world = LocalWorld(fn, args, num_servers=num_servers, num_clients=num_clients,
                        config=config, restore_dir=restore_dir, restore_step=restore_step,
-                       client_options=client_options, server_options=server_options)
+                       client_options=client_options, server_options=server_options,
+                       group_timeout_s=group_timeout_s)
     out = world.join(timeout_s)
     return [out[r] for r in range(num_servers, num_servers + num_clients)]

@@ -1,34 +1,31 @@
-"""Wire format between PS clients and PS ranks (torch.distributed point-to-point).
+"""Wire format between PS clients and PS ranks: frames on one TCP stream per pair (transport.py).
 
-A request is one message on tag 0: a header of `REQUEST_LEN` int64, then the payload (the
-ids' bytes followed by the values' bytes: gradients, JSON, a path). The server receives every
-request into one buffer of `REQUEST_BYTES + INLINE_BYTES` (gloo lets a receive be larger than
-the message); a payload beyond `INLINE_BYTES` follows its header as a second message.
+A client opens its stream with a hello (4 int64: HELLO_MAGIC, its global rank, VERSION, 0).
+A request is a header of `REQUEST_LEN` int64, a trailer of 2 int64 (MAGIC, crc32 of the
+header), then the payload (the ids' bytes followed by the values' bytes: gradients, JSON, a
+path). A reply is a header of `REPLY_LEN` int64 then its payload.
 ```
 request header: op, table, n, step, id_dtype, value_dtype, value_width, nbytes, reply_tag,
                 expect (reply payload bytes the client expects; 0 = unknown),
                 quantize (pulled rows / pushed gradients encoded as quantize.MODES[q]), 0
-reply header:   status (0 ok, 1 error), nbytes, value (e.g. a table index), 0
+reply header:   status (0 ok, 1 error), nbytes, value (e.g. a table index), reply_tag
 ```
-With `expect` > 0 (pulls: n x quantize.nbytes(dim, mode)) the reply is one message of
-32 + expect bytes: its header, then the rows (an error pads it and sends its message after).
-Otherwise the reply is a header, then a payload of nbytes (JSON, an error message). Every reply
-travels on the request's own `reply_tag`, so a client can have several requests in flight to
-one server (pipelined pulls, prefetches, asynchronous pushes) without their replies being
-confused. The header carries dtype and width so that a server can refuse a wrong dtype or
-shape after reading exactly the bytes that were sent, and keep serving everyone else.
+A pull's rows follow its reply header (expect = n x quantize.nbytes(dim, mode) bytes); an
+error's message follows its header. Every reply names its request's tag, so a client can have
+several requests in flight to one server (pipelined pulls, prefetches, asynchronous pushes)
+without their replies being confused. The header carries dtype and width so that a server can
+refuse a wrong dtype or shape after reading exactly the bytes that were sent, and keep serving.
 A quantized push sends each gradient row as its quantize.encode bytes (value dtype uint8,
 width = bytes per row); the server decodes them to float32 before the optimizer sees them.
 
-Every request message ends in a trailer of 2 int64, (MAGIC, crc32 of the header): a receive
-does not say how many bytes arrived, so the server finds the trailer where the header says the
-message ends (and zeroes what it used), and a message shorter than its header claims is an
-error, never parsed from an earlier message's bytes. Sizes are bounded before anything is
-allocated: a payload by MAX_REQUEST_BYTES (text by MAX_TEXT_BYTES), a reply by
-MAX_REPLY_BYTES, a reply tag to 1..2^31-1 (gloo's tags are int32). One limit is gloo's own: a
-message longer than the receive posted for it aborts the receiving process inside gloo, so a
-client must never send more than REQUEST_BYTES + INLINE_BYTES + TRAILER_BYTES in a first
-message, or more than its header's nbytes in a payload message (PSClient never does).
+The server reads a header and its trailer (REQUEST_FRAME bytes) before anything else: a
+trailer that does not match means the stream is not PSClient's (or out of step), and the
+client is dropped. Every size is bounded before anything is allocated: a payload by
+MAX_REQUEST_BYTES (text by MAX_TEXT_BYTES), a reply by MAX_REPLY_BYTES, a reply tag to
+1..2^31-1. A header that is well framed but asks for something else out of range gets an
+error reply; its payload (if its size is within MAX_REQUEST_BYTES) is read and discarded, so
+the stream stays in step and the client is served on; a payload size beyond the bound cannot
+be skipped, so that client gets its error reply and is dropped.
 """
 
 from __future__ import annotations
@@ -38,26 +35,29 @@ import zlib
 
 import numpy as np
 import torch
-import torch.distributed as dist
 
 from heterps_exec.hps.quantize import MODES
 
 REQUEST_LEN = 12
 REQUEST_BYTES = REQUEST_LEN * 8
-INLINE_BYTES = 1 << 20
-"""Largest payload sent in the same message as its header (larger ones follow it)."""
 TRAILER_BYTES = 16
+REQUEST_FRAME = REQUEST_BYTES + TRAILER_BYTES
+"""A request's header and trailer: what the server reads before trusting any size."""
 MAGIC = int.from_bytes(b"HPS-END\0", "big")
+HELLO_MAGIC = int.from_bytes(b"HPS-HI\0\0", "big")
+VERSION = 2
+HELLO_BYTES = 32
 MAX_REQUEST_BYTES = 256 << 20
 """Largest request payload (ids + gradients); PSClient refuses to send a larger one."""
 MAX_REPLY_BYTES = 256 << 20
 """Largest reply a request may ask for (rows of a pull)."""
 MAX_TEXT_BYTES = 1 << 16
-"""Largest JSON or path payload (declare, checkpoint)."""
+"""Largest JSON or path payload (declare, checkpoint), and an error message."""
 TAG_LIMIT = 1 << 31
-"""Reply tags are 1..TAG_LIMIT - 1 (int32 in gloo)."""
+"""Reply tags are 1..TAG_LIMIT - 1."""
 MAX_STEP = 1 << 62
 REPLY_LEN = 4
+REPLY_BYTES = REPLY_LEN * 8
 DECLARE, PULL, PUSH, END_STEP, CHECKPOINT, STATS, CLOSE = range(1, 8)
 OP_NAMES = {DECLARE: "declare", PULL: "pull", PUSH: "push", END_STEP: "end_step",
             CHECKPOINT: "checkpoint", STATS: "stats", CLOSE: "close"}
@@ -84,17 +84,22 @@ def text_bytes(obj) -> torch.Tensor:
         0, dtype=torch.uint8)
 
 
-def is_inline(nbytes: int) -> bool:
-    """Whether a payload of `nbytes` travels in its header's message."""
-    return nbytes <= INLINE_BYTES
+def hello(rank: int) -> bytes:
+    """The first bytes a client sends on its stream."""
+    return np.array([HELLO_MAGIC, rank, VERSION, 0], dtype=np.int64).tobytes()
 
 
-def send_request(group, dst: int, op: int, *, table: int = 0, step: int = 0,
-                 ids: torch.Tensor | None = None, values: torch.Tensor | None = None,
-                 payload: torch.Tensor | None = None, reply_tag: int = 1,
-                 expect: int = 0, quantize: int = 0) -> list:
-    """Post a request to global rank `dst`; returns [works, messages], which the caller must
-    keep referenced until the reply arrives (gloo drops a send whose work is freed)."""
+def read_hello(data: bytes) -> int | None:
+    """The client rank a hello names, or None when it is not PSClient's hello."""
+    magic, rank, version, spare = np.frombuffer(data, np.int64).tolist()
+    return rank if (magic, version, spare) == (HELLO_MAGIC, VERSION, 0) and rank >= 0 else None
+
+
+def request_parts(op: int, *, table: int = 0, step: int = 0,
+                  ids: torch.Tensor | None = None, values: torch.Tensor | None = None,
+                  payload: torch.Tensor | None = None, reply_tag: int = 1,
+                  expect: int = 0, quantize: int = 0) -> list:
+    """The buffers of one request, in order: header and trailer, then the payload's parts."""
     ids = torch.empty(0, dtype=torch.int64) if ids is None else ids
     values = torch.empty(0, dtype=torch.float32) if values is None else values
     parts = [payload] if payload is not None else [
@@ -106,50 +111,25 @@ def send_request(group, dst: int, op: int, *, table: int = 0, step: int = 0,
     width = values.shape[-1] if values.dim() >= 2 else 0
     header = [op, table, ids.numel(), step, dtype_code(ids), dtype_code(values), width, nbytes,
               reply_tag, expect, quantize, 0]
-    end = trailer(header)
-    inline = is_inline(nbytes)
-    message = np.empty(REQUEST_BYTES + (nbytes if inline else 0) + TRAILER_BYTES, dtype=np.uint8)
-    message[:REQUEST_BYTES].view(np.int64)[:] = header
-    message[-TRAILER_BYTES:].view(np.int64)[:] = end
-    at = REQUEST_BYTES
-    messages = [torch.from_numpy(message)]
-    for part in parts:
-        if not inline:
-            messages.append(part)
-            continue
-        message[at:at + part.numel()] = part.numpy()
-        at += part.numel()
-    if not inline:  # the payload message carries the same trailer
-        tail = torch.from_numpy(end.view(np.uint8).copy())
-        messages[1:] = [torch.cat([*messages[1:], tail])]
-    works = [dist.isend(m, dst, group=group) for m in messages]
-    return [works, messages]
+    frame = np.concatenate([np.asarray(header, dtype=np.int64), trailer(header)]).tobytes()
+    return [frame, *(memoryview(p.numpy()) for p in parts if p.numel())]
 
 
-HEAD_BYTES = REPLY_LEN * 8
+def reply_head(status: int, nbytes: int, value: int, tag: int) -> np.ndarray:
+    return np.array([status, nbytes, value, tag], dtype=np.int64)
 
 
 class Reply:
-    """A reply being received from `src` on `tag` (`expect` as in the request);
-    `wait()` -> (value, payload bytes)."""
+    """A reply being awaited on `conn` (transport.Connection); `wait()` -> (value, payload)."""
 
-    def __init__(self, group, src: int, tag: int, expect: int = 0):
-        self.group, self.src, self.tag = group, src, tag
-        self.buffer = torch.empty(HEAD_BYTES + expect, dtype=torch.uint8)
-        self.header = self.buffer[:HEAD_BYTES].view(torch.int64)
-        self.work = dist.irecv(self.buffer, src, group=group, tag=tag)
+    def __init__(self, conn, tag: int):
+        self.conn, self.tag = conn, tag
 
     def wait(self) -> tuple[int, torch.Tensor]:
-        self.work.wait()
-        status, nbytes, value, _ = self.header.tolist()
-        if status == OK and self.buffer.numel() > HEAD_BYTES:
-            return value, self.buffer[HEAD_BYTES:]
-        payload = torch.empty(nbytes, dtype=torch.uint8)
-        if nbytes:
-            dist.recv(payload, self.src, group=self.group, tag=self.tag)
+        status, value, payload = self.conn.reply(self.tag)
         if status != OK:
-            raise PSError(bytes(payload.numpy()).decode(errors="replace"))
-        return value, payload
+            raise PSError(bytes(payload).decode(errors="replace"))
+        return value, torch.from_numpy(payload)
 
 
 def trailer(header: list[int]) -> np.ndarray:
@@ -158,17 +138,10 @@ def trailer(header: list[int]) -> np.ndarray:
     return np.array([MAGIC, crc], dtype=np.int64)
 
 
-def ends_at(buffer: np.ndarray, at: int, header: list[int]) -> bool:
-    """Whether uint8 `buffer` holds this header's trailer at byte `at` (the message's end)."""
-    if at < 0 or at + TRAILER_BYTES > buffer.size:
-        return False
-    return bool((buffer[at:at + TRAILER_BYTES].view(np.int64) == trailer(header)).all())
-
-
 def decode_request(header: list[int], body: torch.Tensor):
     """(ids ndarray, values ndarray) of a request; sizes were checked against nbytes."""
     _, _, n, _, id_code, val_code, width, nbytes, *_ = header
-    raw = body.numpy()
+    raw = body.numpy() if isinstance(body, torch.Tensor) else np.asarray(body)
     id_dtype = np.dtype(NUMPY[id_code])
     ids_end = n * id_dtype.itemsize
     ids = raw[:ids_end].view(id_dtype)

@@ -136,7 +136,7 @@ def _bad_client(client, index):
             assert client.pull("t", torch.tensor([1, 2, 3])).shape == (3, 2)
             time.sleep(0.01)
         return "served"
-    g, dst = client.group, client.servers[0]
+    dst = client.servers[0]
     t = client.tables["t"][0][dst]  # the table's index on that server
     cases = {
         "negative": dict(ids=torch.tensor([-1]), table=t),
@@ -147,17 +147,17 @@ def _bad_client(client, index):
     }
     errors = {}
     for tag, (name, kw) in enumerate(cases.items(), start=900):
-        keep = protocol.send_request(g, dst, protocol.PULL, reply_tag=tag, **kw)  # noqa: F841
+        reply = client.call(dst, protocol.PULL, reply_tag=tag, **kw)
         try:
-            protocol.Reply(g, dst, tag).wait()
+            reply.wait()
         except PSError as exc:
             errors[name] = str(exc)
     for name, values in {"wrong width": torch.zeros(1, 3), "float64": torch.zeros(1, 2,
                                                                       dtype=torch.float64)}.items():
-        keep = protocol.send_request(g, dst, protocol.PUSH, ids=torch.tensor([2]),  # noqa: F841
-                                     values=values, reply_tag=950, table=t)
+        reply = client.call(dst, protocol.PUSH, ids=torch.tensor([2]), values=values,
+                            reply_tag=950, table=t)
         try:
-            protocol.Reply(g, dst, 950).wait()
+            reply.wait()
         except PSError as exc:
             errors[name] = str(exc)
     try:
