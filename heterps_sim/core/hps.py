@@ -24,6 +24,8 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
+from heterps_sim.core.limits import MAX_SLOWDOWN
+
 Encoding = Literal["none", "fp16", "bf16", "int8"]
 ENCODINGS: tuple[str, ...] = get_args(Encoding)
 """Wire encodings of boundary tensors, narrowest last (fp16/bf16: half the bytes, int8: a
@@ -68,6 +70,18 @@ class HpsOptions(BaseModel):
     quantize: Encoding = "none"
     """Boundary activations and gradients on the wire: none, fp16 or bf16 (half the bytes),
     int8 (a quarter). The flag --quantize."""
+
+    @field_validator("slow_replicas")
+    @classmethod
+    def _slowdown_bounded(cls, v):
+        """A factor past MAX_SLOWDOWN is no unit (1e300 overflowed the engine's sleep and kept
+        the simulator busy for ever); whether the replica exists needs the plan
+        (missing_replica)."""
+        for g, r, f in v:
+            if not f <= MAX_SLOWDOWN:
+                raise ValueError(f"--slow-replica {g}:{r}:{f:g}: the factor must be at most "
+                                 f"{MAX_SLOWDOWN:g}")
+        return v
 
     @field_validator("share", mode="before")
     @classmethod

@@ -23,6 +23,7 @@ from pydantic import (
     model_validator,
 )
 
+from heterps_sim.core import limits
 from heterps_sim.core.files import UserFileError, read_mapping, validation_message
 from heterps_sim.core.limits import MAX_BATCH, MAX_SYNTHETIC_TYPES, MAX_UNITS
 from heterps_sim.core.problem import Problem
@@ -64,13 +65,16 @@ class ModelSection(_Strict):
 
 
 class TypeOverride(_Strict):
-    price_per_hour: float | None = Field(default=None, gt=0)
-    network_gbps: float | None = Field(default=None, gt=0, description="Gbit/s per unit.")
+    price_per_hour: float | None = Field(default=None, gt=0, ge=limits.MIN_PRICE_PER_HOUR,
+                                         le=limits.MAX_PRICE_PER_HOUR)
+    network_gbps: float | None = Field(default=None, gt=0, description="Gbit/s per unit.",
+                                       ge=limits.MIN_BYTES_PER_S * 8 / 1e9,
+                                       le=limits.MAX_BYTES_PER_S * 8 / 1e9)
 
 
 class SyntheticTypes(_Strict):
     count: int = Field(default=0, ge=0, description="Synthetic variants added to the selected types.")
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, le=limits.MAX_SEED)
 
 
 class ClusterSection(_Strict):
@@ -108,7 +112,7 @@ class ProfileSection(_Strict):
 class ScheduleSection(_Strict):
     scheduler: str = "exact"
     mode: Literal["least", "exact"] = "least"
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, le=limits.MAX_SEED)
     options: dict = Field(default_factory=dict, description="The scheduler's Config fields.")
 
 

@@ -124,6 +124,28 @@ def test_extreme_numbers_in_a_problem_json(tmp_path, capsys, problem_json, field
     refused(["check", path], capsys, str(path), needle, "core/limits.py")
 
 
+# -- the simulator's --slow-replica and a scenario's seeds: bounded as the engine's are -------
+
+@pytest.mark.parametrize("command", ["evaluate", "effects"])
+def test_simulator_slow_replica_factor_out_of_range(capsys, command):
+    """1e300 printed a stage 6.8e299 ms long (evaluate) or ran for ever (effects)."""
+    plan = ROOT / "scenarios" / "plans" / "exec-tiny-pipeline.json"
+    extra = ["--engine", "des"] if command == "evaluate" else []
+    refused([command, ROOT / "scenarios" / "exec-tiny.yaml", plan, *extra,
+             "--slow-replica", "0:0:1e300"], capsys, "--slow-replica", "at most 1000")
+
+
+@pytest.mark.parametrize("old, new", [
+    ("schedule:\n  scheduler: exact", "schedule:\n  seed: -5\n  scheduler: exact"),
+    ('  types: ["xeon-icelake-16vcpu", "epyc-milan-32vcpu", "t4"]',
+     '  types: ["xeon-icelake-16vcpu"]\n  synthetic: {count: 1, seed: -5}')])
+def test_a_negative_seed_in_a_scenario(tmp_path, capsys, old, new):
+    assert old in TINY
+    path = tmp_path / "s.yaml"
+    path.write_text(TINY.replace(old, new))
+    refused(["check", path], capsys, str(path), "seed", "greater than or equal to 0")
+
+
 # -- plot: the files it reads must have the shape the figures read ---------------------------
 
 GOOD_SWEEP_HEAD = ("index,scheduler,throughput_limit,feasible,cost_usd,throughput,units,"
