@@ -256,4 +256,9 @@ def test_validate_refuses_bad_input(tmp_path):
     assert code == 2 and "--repeats" in err
     code, _, err = run_exec("validate", "--profile", str(tmp_path / "none.csv"),
                             "--links", str(tmp_path / "none.json"))
-    assert code == 2 and "none.csv: cannot read" in err
+    assert code == 2 and "none.json: no such file" in err  # the links are read first
+    links = tmp_path / "links.json"
+    links.write_text('{"latency_s": 2e-4, "bytes_per_s": 1e9}')
+    code, _, err = run_exec("validate", "--profile", str(tmp_path / "none.csv"),
+                            "--links", str(links), "--out", str(tmp_path / "v"))
+    assert code == 2 and "none.csv: no such file" in err
