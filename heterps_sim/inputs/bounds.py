@@ -34,6 +34,8 @@ def _check(source: str, what: str, values, names, low: float, high: float, unit:
         if value is None:
             continue
         v = float(value)
+        if math.isnan(v):  # a null of the problem file, loaded as NaN: cannot run there
+            continue
         if (zero_ok and v == 0.0) or (inf_ok and v == math.inf) or low <= v <= high:
             continue
         where = f" of {name}" if name else ""
