@@ -10,6 +10,8 @@ the PS with its state stored in the row. Rows are created on first pull from
 How the engine uses it (every rank of the torch.distributed world):
 ```
 ps_group = dist.new_group(ps_ranks + trainer_ranks)          # collective: all ranks call it
+# serve() and PSClient() are collective over ps_group too (the PS ranks' addresses are
+# exchanged there; then each client opens a TCP stream to each PS rank, transport.py)
 # on a PS rank:
 serve(ps_group, trainer_ranks, ShardConfig(shard=i, num_shards=len(ps_ranks), policy="lfu",
       seed=seed, work_dir=run_dir / "ps-live"), restore_dir=ckpt_dir_or_None) -> dict

@@ -164,8 +164,11 @@ def test_a_dataset_smaller_than_one_batch(tmp_path, plan, samples):
 
 # -- capacity: memory and cores, before any rank starts --------------------------------------
 
-def test_a_run_that_cannot_fit_memory_is_refused_before_anything_starts(tmp_path):
-    """Seven replicas of 2emb's 2.6 GiB tables (about 21 GiB each at the peak)."""
+def test_a_run_that_cannot_fit_memory_is_refused_before_anything_starts(tmp_path, monkeypatch):
+    """Seven replicas of 2emb's 2.6 GiB tables (about 21 GiB each at the peak) on a machine
+    with 64 GiB available (pinned, so that a larger machine does not start the run)."""
+    monkeypatch.setattr(capacity, "available_memory_bytes", lambda: 64 * 2**30)
+    monkeypatch.setattr(capacity, "cpu_cores", lambda: 16)
     from heterps_sim.inputs.zoo import get_model
     layers = [la.name for la in get_model("2emb").layers]
     scenario = tmp_path / "s.yaml"
@@ -176,7 +179,7 @@ def test_a_run_that_cannot_fit_memory_is_refused_before_anything_starts(tmp_path
                                 "stages": [{"layers": layers, "resource": "xeon-icelake-16vcpu",
                                             "num_replicas": 7}]}))
     refused(["run", str(plan), "--scenario", str(scenario), "--out", str(tmp_path / "run")],
-            "7 rank(s)", "memory", "--no-capacity-check")
+            "7 rank(s)", "memory", "64.0 GiB available", "--no-capacity-check")
     assert not (tmp_path / "run").exists()
 
 
@@ -184,10 +187,9 @@ def test_a_run_that_cannot_fit_memory_is_refused_before_anything_starts(tmp_path
                                             ("cores", ["per core", "1 core"])])
 def test_the_capacity_check_names_what_does_not_fit(tmp_path, monkeypatch, limit, needles):
     plan = tiny_plan(tmp_path / "p.json", [4, 8], [2, 1, 1])  # 4 ranks
-    if limit == "memory":
-        monkeypatch.setattr(capacity, "available_memory_bytes", lambda: 100 * 2**20)
-    else:
-        monkeypatch.setattr(capacity, "cpu_cores", lambda: 1)
+    monkeypatch.setattr(capacity, "available_memory_bytes",
+                        lambda: 100 * 2**20 if limit == "memory" else 2**40)
+    monkeypatch.setattr(capacity, "cpu_cores", lambda: 1 if limit == "cores" else 64)
     refused(run_argv(plan, tmp_path), *needles)
     assert not (tmp_path / "run").exists()
 
