@@ -18,6 +18,10 @@ the kernel killed them minutes in. Two questions, each a stated rule:
   VM; docs/results/2026-11-27-bad-input.md). The estimate is a planning figure, not a bound.
 - cores: ranks on this node at most RANKS_PER_CORE per core. Each rank runs one torch thread;
   three to a core still finishes (the tests run five on two cores), more only waits.
+
+A rank bound to a GPU (`cuda:N`) keeps its parameters and activations there: they are
+checked against that device's free memory (torch.cuda.mem_get_info), and only the process
+(with its CUDA context) against the host's.
 """
 
 from __future__ import annotations
@@ -33,6 +37,9 @@ ACTIVATION_COPIES = 3.0
 """Each activation byte of a microbatch in flight: the output, what backward saves, its gradient."""
 PROCESS_BYTES = 350 * 2**20
 """One rank's Python, torch and gloo before any parameter (measured: 300-330 MiB here)."""
+CUDA_CONTEXT_BYTES = 600 * 2**20
+"""A CUDA context, on the device and again in the host process (torch's own figure is
+300-600 MiB per process depending on the GPU and libraries; the larger is the planning one)."""
 LAUNCHER_PROCESSES = 2
 """heterps-exec itself and torchrun, each about PROCESS_BYTES."""
 PS_WARM_FRACTION = 0.20
@@ -49,7 +56,11 @@ class RankNeed:
     params_bytes: float
     """Parameters the rank holds (tables included when they are local)."""
     total_bytes: float
-    """Its estimated peak (copies, activations and the process included)."""
+    """Its estimated peak in host memory (the process; copies and activations too on a CPU)."""
+    device: str = "cpu"
+    """Where its parameters live: "cpu" or "cuda:N"."""
+    device_bytes: float = 0.0
+    """Its estimated peak on that GPU (0 on a CPU)."""
 
 
 def _stage_bytes(layers, table_scale: float, ps_shards: int) -> tuple[float, float, float]:
@@ -61,9 +72,11 @@ def _stage_bytes(layers, table_scale: float, ps_shards: int) -> tuple[float, flo
 
 
 def run_estimate(model, plan, *, batch_size: int, table_scale: float, ps_shards: int,
-                 ps_hot_fraction: float, optimizer: str) -> list[RankNeed]:
+                 ps_hot_fraction: float, optimizer: str,
+                 devices: list[str] | None = None) -> list[RankNeed]:
     """Every rank's estimated peak memory: the plan's trainer ranks, then the PS ranks.
-    `model` is the scenario's ModelSpec (its layers' parameter, table and activation sizes)."""
+    `model` is the scenario's ModelSpec (its layers' parameter, table and activation sizes);
+    `devices`: each stage's device (default: every stage on the CPU)."""
     by_name = {la.name: la for la in model.layers}
     copies = PARAM_COPIES.get(optimizer, max(PARAM_COPIES.values()))
     out, all_tables = [], 0.0
@@ -76,8 +89,14 @@ def run_estimate(model, plan, *, batch_size: int, table_scale: float, ps_shards:
         # gpipe keeps a step's microbatches alive until their backward: a replica's share of
         # the batch at once (1f1b fewer; the larger figure is the planning one)
         activations = math.ceil(batch_size / k) * per_sample * ACTIVATION_COPIES
-        need = copies * (dense + tables) + activations + PROCESS_BYTES
-        out += [RankNeed(f"stage {g} replica {r}", dense + tables, need) for r in range(k)]
+        held = copies * (dense + tables) + activations
+        device = devices[g] if devices else "cpu"
+        if device.startswith("cuda"):
+            host, on_device = PROCESS_BYTES + CUDA_CONTEXT_BYTES, held + CUDA_CONTEXT_BYTES
+        else:
+            host, on_device = held + PROCESS_BYTES, 0.0
+        out += [RankNeed(f"stage {g} replica {r}", dense + tables, host, device, on_device)
+                for r in range(k)]
     if ps_shards:
         # each shard: its share of every table's hot and warm rows, with one optimizer value
         # per float (Adagrad's accumulator; SGD keeps none, counted anyway as the tiers' slack)
@@ -87,12 +106,29 @@ def run_estimate(model, plan, *, batch_size: int, table_scale: float, ps_shards:
     return out
 
 
+def _free_on(device: str) -> float:
+    """Free bytes on CUDA device `device` now."""
+    import torch
+    return float(torch.cuda.mem_get_info(torch.device(device))[0])
+
+
 def capacity_problem(ranks: list[RankNeed], *, nnodes: int = 1, available: float | None = None,
-                     cores: int | None = None) -> str | None:
+                     cores: int | None = None, device_free=_free_on) -> str | None:
     """One line saying what does not fit this node, or None. With several nodes the ranks
-    split evenly (torchrun's --nproc-per-node); this node is assumed to get the largest."""
+    split evenly (torchrun's --nproc-per-node); this node is assumed to get the largest.
+    `device_free(device)`: free bytes on a GPU (asked only when a rank is bound to one)."""
     available = available_memory_bytes() if available is None else available
     cores = cpu_cores() if cores is None else cores
+    for device in sorted({r.device for r in ranks if r.device != "cpu"}):
+        mine = [r for r in ranks if r.device == device]
+        need, free = sum(r.device_bytes for r in mine), device_free(device)
+        if need > free:
+            top = max(mine, key=lambda r: r.device_bytes)
+            return (f"the run's {len(mine)} rank(s) on {device} need about {gib(need)} of its "
+                    f"memory, more than the {gib(free)} free now (largest: {top.label}, "
+                    f"{gib(top.device_bytes)} for {gib(top.params_bytes)} of parameters); give "
+                    "fewer replicas, a smaller --table-scale or --ps-shards, or pass "
+                    "--no-capacity-check to run anyway")
     here = math.ceil(len(ranks) / max(nnodes, 1))
     heaviest = sorted(ranks, key=lambda r: r.total_bytes, reverse=True)[:here]
     need = sum(r.total_bytes for r in heaviest) + LAUNCHER_PROCESSES * PROCESS_BYTES

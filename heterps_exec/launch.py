@@ -77,7 +77,7 @@ def prepare(req: RunRequest, nnodes: int = 1) -> tuple[RunSpec, object]:
     _check_against(req, plan)
     bindings = _bind(req, scn, plan)
     if req.capacity_check:  # before the model is captured, data generated or a rank started
-        _check_capacity(req, scn, plan, nnodes)
+        _check_capacity(req, scn, plan, [b.device for b in bindings], nnodes)
     if getattr(scn.model, "module", None):  # a user's PyTorch module (not zoo or YAML layers)
         progress.phase(f"heterps-exec: capturing {scn.model.module} (torch.export) and cutting "
                        "it at the plan's stages")
@@ -164,7 +164,7 @@ def _check_against(req: RunRequest, plan: Plan) -> None:
         raise ExecError(f"--inject-fault: step {req.fault['step']} outside 0..{req.steps}")
 
 
-def _check_capacity(req: RunRequest, scn, plan: Plan, nnodes: int = 1) -> None:
+def _check_capacity(req: RunRequest, scn, plan: Plan, devices: list[str], nnodes: int = 1) -> None:
     """Refuse a run whose ranks would not fit this machine's memory or cores (capacity.py)."""
     from heterps_exec.capacity import capacity_problem, run_estimate
     if getattr(scn.model, "module", None):  # a user's PyTorch module: captured once already
@@ -176,7 +176,7 @@ def _check_capacity(req: RunRequest, scn, plan: Plan, nnodes: int = 1) -> None:
     ranks = run_estimate(model, plan,
                          batch_size=scn.workload.batch_size, table_scale=req.table_scale,
                          ps_shards=req.ps_shards, ps_hot_fraction=req.ps_hot_fraction,
-                         optimizer=req.optimizer)
+                         optimizer=req.optimizer, devices=devices)
     problem = capacity_problem(ranks, nnodes=nnodes)
     if problem:
         raise ExecError(f"{req.plan}: {problem}")

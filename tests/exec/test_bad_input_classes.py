@@ -227,3 +227,31 @@ def test_the_estimate_counts_every_rank_and_the_ps():
         "PS shard 0", "PS shard 1"]
     assert capacity.capacity_problem(local, available=1e15, cores=2) is None
     assert "per core" in capacity.capacity_problem(local * 3, available=1e15, cores=2)
+
+
+def test_ranks_on_a_gpu_are_checked_against_its_free_memory():
+    """Stage 0 (the tables) bound to cuda:0: its parameters count on the GPU, only the
+    process and its CUDA context on the host; no GPU is needed (its free memory is given)."""
+    from heterps_sim.core.plan import plan_from_dict
+    from heterps_sim.inputs.zoo import get_model
+    model = get_model("2emb")
+    names = [la.name for la in model.layers]
+    plan = plan_from_dict({"format_version": 1, "num_microbatches": 2, "schedule": "gpipe",
+                           "stages": [{"layers": names[:3], "resource": "a", "num_replicas": 2},
+                                      {"layers": names[3:], "resource": "a", "num_replicas": 1}]})
+    ranks = capacity.run_estimate(model, plan, batch_size=256, table_scale=1.0, ps_shards=0,
+                                  ps_hot_fraction=0.05, optimizer="sgd",
+                                  devices=["cuda:0", "cpu"])
+    gpu = [r for r in ranks if r.device == "cuda:0"]
+    assert len(gpu) == 2 and all(r.device_bytes > 8 * r.params_bytes > 0 for r in gpu)
+    assert all(r.total_bytes < 2**30 for r in gpu)  # host: the process and its CUDA context
+    asked = []
+
+    def free(device):
+        asked.append(device)
+        return 2 * 2**30
+
+    problem = capacity.capacity_problem(ranks, available=64 * 2**30, cores=16, device_free=free)
+    assert asked == ["cuda:0"] and "2 rank(s) on cuda:0" in problem and "2.0 GiB free" in problem
+    assert capacity.capacity_problem(ranks, available=64 * 2**30, cores=16,
+                                     device_free=lambda d: 1e12) is None
