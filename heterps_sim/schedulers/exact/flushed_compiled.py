@@ -28,6 +28,7 @@ from heterps_sim.cost import ps_traffic
 from heterps_sim.cost.flush import BACKWARD_FRACTION, FORWARD_BOUNDARY_SHARE
 from heterps_sim.cost.reference import fixed_price_per_hour, ps_cap
 from heterps_sim.schedulers.exact import flushed_kernel as kernel
+from heterps_sim.schedulers.exact import flushed_stages
 from heterps_sim.schedulers.exact.flushed_common import EFFECTS, FlushedOptimum
 
 
@@ -37,7 +38,8 @@ class Round:
 
     status: str
     """"found" (best: m's optimum, below the ceiling), "none" (no plan at m below the
-    ceiling) or "budget" (stopped past its labels or work: nothing proven)."""
+    ceiling), "budget" (stopped past its labels or work: nothing proven) or "beam" (a
+    heuristic search: best, when not None, is a real plan, nothing is proven)."""
     best: FlushedOptimum | None
     labels: int
     work: int
@@ -51,6 +53,7 @@ class _PerM:
     bp_start: np.ndarray
     bp_lev: np.ndarray
     pull_per_byte: float
+    work: int
     bound: float = field(default=math.nan)
 
 
@@ -114,10 +117,18 @@ class CompiledSearch:
         self.net = np.asarray(problem.network_bytes_per_s, np.float64)
         self.lev = np.unique(self.net)
         self.bytes = np.asarray(problem.boundary_bytes, np.float64)
-        self.stages = kernel.stage_table(
+        stages = flushed_stages.stage_table(
             t.oct_t, t.odt_t, t.aoct_t, t.run_t, t.kmax, t.par, step_oh, layer_oh, net, capm,
             cum_p, cum_s, cum_a, lat2, batch, k_batch, self.sparse, end_mask, allow,
             bool(fixed_cuts), self.t_max)
+        self.stages_all = len(stages[2])
+        if not (self.contention and self.one_f_one_b):  # (flushed_stages: not monotone there)
+            bnd_max = np.where(np.arange(L) < L - 1, t.ext[:, 0], 0.0)
+            capped = np.array([a is not None for a in problem.available], np.bool_)
+            drop = flushed_stages.dominated_stages(
+                *stages, L, M, t.par, t.price, self.net, self.startup, capped, allow, bnd_max)
+            stages = flushed_stages.compact(*stages, ~drop, L, M)
+        self.stages = stages
         self._per_m: dict[int, _PerM] = {}
 
     # ---- per m ---------------------------------------------------------------------------
@@ -129,6 +140,14 @@ class CompiledSearch:
         spec = ps_traffic.problem_ps(self.p)
         return self.B / m / spec.num_shards * spec.seconds_per_byte
 
+    def all_pulls(self, m: int) -> float:
+        """The pace of the step's pulls less one microbatch's (several stages with rows)."""
+        if not self.ps:
+            return 0.0
+        spec = ps_traffic.problem_ps(self.p)
+        return (self.B * float(self.sparse.sum()) / spec.num_shards * spec.seconds_per_byte
+                * (1.0 - 1.0 / m))
+
     def per_m(self, m: int) -> _PerM:
         got = self._per_m.get(m)
         if got is None:
@@ -137,13 +156,13 @@ class CompiledSearch:
                                  "default)")
             first, count, E, F, K = self.stages
             ppb = self.pull_per_byte(m)
-            mf, mfd, P = kernel.prefix_tables(
+            mf, mfd, P, work = kernel.prefix_tables(
                 first, count, E, F, K, self.L, self.M, self.t.par, m, self.beta, self.fs,
                 self.allreduce, self.transfers, self.contention, self.one_f_one_b, ppb,
                 self.holds, float(self.p.latency_s) if self.transfers else 0.0, self.t.ext,
                 self.t.lvl, self.lev, self.bytes, self.t.price, self.t_max)
             start, lev = kernel.breakpoints(P)
-            got = self._per_m[m] = _PerM(mf, mfd, P, start, lev, ppb)
+            got = self._per_m[m] = _PerM(mf, mfd, P, start, lev, ppb, int(work))
         return got
 
     def lower_bound(self, m: int) -> float:
@@ -165,8 +184,10 @@ class CompiledSearch:
 
     # ---- one search ----------------------------------------------------------------------
     def run(self, m: int, ceiling: float = math.inf, *, max_labels: int = 2_000_000,
-            max_work: int = 200_000_000) -> Round:
-        """The cheapest plan at m below `ceiling` (module docstring)."""
+            max_work: int = 200_000_000, beam: int = 0) -> Round:
+        """The cheapest plan at m below `ceiling` (module docstring). beam > 0: a heuristic
+        search keeping `beam` labels per layer: a plan it finds is real (its cost exact) but
+        "none" proves nothing (status "beam")."""
         if self.cap < self.p.throughput_limit * (1 - 1e-12) or self.lower_bound(m) >= ceiling:
             return Round("none", None, 0, 0)
         t = self.per_m(m)
@@ -174,18 +195,18 @@ class CompiledSearch:
         status, best, cost, FL, IL, labels, work = kernel.search(
             first, count, E, F, K, self.starts_at, self.L, self.M, self.t.par, m,
             self.beta, self.fs, self.allreduce, self.transfers, self.contention,
-            self.one_f_one_b, t.pull_per_byte, self.holds,
-            t.pull_per_byte * float(self.sparse.sum()),
+            self.one_f_one_b, t.pull_per_byte, self.holds, self.all_pulls(m),
             float(self.p.latency_s) if self.transfers else 0.0, self.t.ext, self.t.lvl,
             self.lev, self.bytes, self.t.price, self.net, self.startup, self.slot, self.avail,
             self.t_max, self.cap, self.N, self.gran, self.B, self.fixed, t.min_fill, t.min_fd,
-            t.price, t.bp_start, t.bp_lev, float(ceiling), int(max_labels), int(max_work))
+            t.price, t.bp_start, t.bp_lev, float(ceiling), int(max_labels), int(max_work),
+            int(beam))
         if status == kernel.TOO_MANY:
             return Round("budget", None, int(labels), int(work))
-        if best < 0:
-            return Round("none", None, int(labels), int(work))
-        return Round("found", self._optimum(m, int(best), float(cost), FL, IL, int(labels)),
-                     int(labels), int(work))
+        found = None if best < 0 else self._optimum(m, int(best), float(cost), FL, IL,
+                                                    int(labels))
+        status = "beam" if beam > 0 else "none" if found is None else "found"
+        return Round(status, found, int(labels), int(work))
 
     def _optimum(self, m, best, cost, FL, IL, labels) -> FlushedOptimum:
         p = self.p
@@ -196,7 +217,7 @@ class CompiledSearch:
                                 resource=p.type_names[j], num_replicas=k))
             first, x = e + 1, parent
         plan = Plan(stages=tuple(stages), num_microbatches=m, schedule=self.schedule)
-        T = float(FL[best, 0] + max(FL[best, 2], kernel.pulls_pace(FL[best, 8], FL[best, 10],
-                                                                    self.holds))
+        T = float(FL[best, 0] + max(FL[best, 2], kernel.pulls_pace(
+            FL[best, 8], FL[best, 10], FL[best, 14], self.all_pulls(m)))
                   + FL[best, 3] + FL[best, 4])
         return FlushedOptimum(plan, cost, min(self.B / T, self.cap), T, labels)

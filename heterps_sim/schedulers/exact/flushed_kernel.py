@@ -3,19 +3,15 @@ and dominance (the module docstring there says what they are), with bounds the P
 reference does not have. They only drop what cannot beat the ceiling, so both find the same
 optimum (tested against each other and against brute force).
 
-Three kernels:
+Two kernels, over the stages of flushed_stages.stage_table:
 
-stage_table   the stages a plan may hold, once per problem: for each first layer i and type j
-              the run of last layers e that fit (runnable, memory within the unit range, and
-              non-splitting work F + sum (1 - alpha) OCT within the limit's step time: both
-              only grow with e, so the run ends at the first that fails), with the sums
-              cost.stage_terms makes (sequential, as kernels.stage_sums).
 prefix_tables bounds on how the layers 0..i-1 before a suffix complete it, once per m
               (_prefix_tables' docstring).
 search        the label sweep under a cost ceiling, within a work budget.
 
 Labels live in flat arrays, layer after layer from the last: FL[x] = flushed_reference's
-fields (D, f, PF, PB, Z, r1, n1, s, S, -net of the first type, mn, w1, sa1), IL[x] = (first
+fields (D, f, PF, PB, Z, r1, n1, s, rows, -net of the first type, pace1, w1, sa1), a score
+(beam mode: the least cost the bounds allow a plan holding it) and inph, IL[x] = (first
 type, units, last layer of the first stage, parent label or -1), UL[x] = units of each capped
 type.
 
@@ -29,8 +25,9 @@ import numpy as np
 from numba import njit
 
 from heterps_sim.cost import dominant_numba as dominant
+from heterps_sim.schedulers.exact.flushed_stages import _work
 
-NF = 13
+NF = 15
 """Float fields of a label."""
 DONE, TOO_MANY = 0, 1
 LEVELS = 64
@@ -50,7 +47,7 @@ def job_cost(per_hour, fixed, startup_s, step_s, batch, cap, samples, gran):
 
 
 @njit(cache=True, inline="always")
-def _dominates(FL, UL, a, b, holds, pending, beta, fs):
+def _dominates(FL, UL, a, b, q, pending, beta, fs):
     """flushed_reference.dominates: the same relation on flat labels (pending: 1F1B's
     interface queue under contention)."""
     if (FL[a, 1] > FL[b, 1] or FL[a, 6] > FL[b, 6] or FL[a, 7] > FL[b, 7]
@@ -59,8 +56,7 @@ def _dominates(FL, UL, a, b, holds, pending, beta, fs):
     for c in range(UL.shape[1]):
         if UL[a, c] > UL[b, c]:
             return False
-    e_pf = max(0.0, FL[a, 2] - FL[b, 2],
-               FL[a, 8] - FL[b, 8] + (max(0.0, FL[b, 10] - FL[a, 10]) if holds else 0.0))
+    e_pf = max(0.0, FL[a, 2] - FL[b, 2], _pulls_excess(FL, a, b, q))
     e_x = 0.0
     if pending:
         ca = FL[a, 6] - 1.0
@@ -90,94 +86,22 @@ def paces(nn, w, before, after, beta, fs, contention, one_f_one_b):
 
 
 @njit(cache=True, inline="always")
-def pulls_pace(S, mn, holds):
+def pulls_pace(rows, pace1, inph, q):
     """The PS pulls' pace of the forwards of a label's plan (flushed_reference)."""
-    if S <= 0.0:
+    if inph <= 0.0:
         return 0.0
-    return S - mn if holds else S
-
-
-# ---- the stages ------------------------------------------------------------------------
-
-@njit(cache=True)
-def stage_table(oct_t, odt_t, aoct_t, run_t, kmax, par, step_oh, layer_oh, net, capm, cum_p,
-                cum_s, cum_a, lat2, batch, k_batch, sparse, ends, types, fixed_cuts, t_max):
-    """(first, count, E, F, K): stages first[i, j] .. first[i, j] + count[i, j] - 1 are
-    layers i..E[s] on type j with F[s] = (OCT, ODT without the boundary, alpha (summed as
-    kernels.stage_sums sums them), the default model's fixed seconds, all-reduce bandwidth
-    and latency seconds, embedding bytes per sample) and K[s] = its unit range.
-    `ends`: the layers a stage may end at (the last always); fixed_cuts: only the first of
-    them at or after i."""
-    M, L = oct_t.shape
-    first = np.zeros((L, M), np.int64)
-    count = np.zeros((L, M), np.int64)
-    cap = 1024
-    E = np.zeros(cap, np.int64)
-    F = np.zeros((cap, 7))
-    K = np.zeros((cap, 2), np.int64)
-    n = 0
-    for i in range(L):
-        for j in range(M):
-            first[i, j] = n
-            if not types[i, j]:
-                continue
-            so = sd = sa = serial = sb = 0.0
-            for e in range(i, L):
-                if not run_t[j, e]:
-                    break
-                so += oct_t[j, e]
-                sd += odt_t[j, e]
-                sa += aoct_t[j, e]
-                serial += oct_t[j, e] - aoct_t[j, e]
-                sb += sparse[e]
-                fixed_s, bw_s, lat_s, k_lo, k_hi = dominant.stage_extras(
-                    step_oh[j], layer_oh[j], net[j], capm[j], cum_p, cum_s, cum_a, i, e, lat2,
-                    batch, k_batch)
-                k_hi = min(k_hi, kmax[j])
-                k_lo = max(1, k_lo)
-                # (1 - alpha) P >= sum (1 - alpha_i) oct_i, and S = ODT when odt is serial:
-                # a lower bound on the stage's step-end phase that only grows with e
-                if fixed_s + serial + (0.0 if par else sd) > t_max or k_lo > k_hi:
-                    break
-                if not (ends[e] or e == L - 1):
-                    continue
-                if n >= cap:
-                    cap *= 2
-                    E2 = np.zeros(cap, np.int64)
-                    F2 = np.zeros((cap, 7))
-                    K2 = np.zeros((cap, 2), np.int64)
-                    E2[:n] = E[:n]
-                    F2[:n] = F[:n]
-                    K2[:n] = K[:n]
-                    E, F, K = E2, F2, K2
-                E[n] = e
-                F[n, 0] = so
-                F[n, 1] = sd
-                F[n, 2] = sa / so if so > 0.0 else 0.0
-                F[n, 3] = fixed_s
-                F[n, 4] = bw_s
-                F[n, 5] = lat_s
-                F[n, 6] = sb
-                K[n, 0] = k_lo
-                K[n, 1] = k_hi
-                n += 1
-                count[i, j] += 1
-                if fixed_cuts:
-                    break
-    return first, count, E[:n].copy(), F[:n].copy(), K[:n].copy()
+    return pace1 if rows == 1.0 else q
 
 
 @njit(cache=True, inline="always")
-def _work(so, odt, alpha, par, fixed_s, m):
-    """(w, u): one microbatch's splitting work on one unit, the step-end phase's non-splitting
-    work and fixed costs (as cost.stage_terms and cost/flush.py compute them)."""
-    if par:
-        p_s = so + odt
-        s_s = 0.0
-    else:
-        p_s = so
-        s_s = odt
-    return alpha * p_s / m, (1.0 - alpha) * p_s + s_s + fixed_s
+def _pulls_excess(FL, a, b, q):
+    """flushed_reference.pulls_excess on flat labels."""
+    own = (pulls_pace(FL[a, 8], FL[a, 10], FL[a, 14], q)
+           - pulls_pace(FL[b, 8], FL[b, 10], FL[b, 14], q))
+    wa = q if (FL[a, 8] >= 1.0 and FL[a, 14] > 0.0) else 0.0
+    wb = q if (FL[b, 8] >= 1.0 and FL[b, 14] > 0.0) else 0.0
+    third = q if (FL[a, 8] >= 1.0 and FL[b, 8] == 0.0) else 0.0
+    return max(0.0, own, wa - wb, third)
 
 
 @njit(cache=True, inline="always")
@@ -208,7 +132,8 @@ def prefix_tables(first, count, E, F, K, L, M, par, m, beta, fs, allreduce, tran
                      X_p = max_h (fills of the stages before h + a_h + c_h + pf_h + pb_h
                                   + r_h + fills and drains of the stages after h)
                  (pf_h at least the PS pulls' pace (m - k_h - 1) p_h when h holds
-                 embedding bytes and n_h > 1: S >= (m - k_h) p_h, p_least <= p_h). Taking
+                 embedding bytes and n_h > 1: the pace of one such stage, and the step's
+                 pulls less one microbatch's with several, are at least that). Taking
                  g = h in T, every term of X_p is in it beside the suffix's D, so
                  T >= D_suffix + X_p (the fills before h are bounded by min_fill).
 
@@ -221,6 +146,7 @@ def prefix_tables(first, count, E, F, K, L, M, par, m, beta, fs, allreduce, tran
     min_fd[0] = 0.0
     P[:, 0] = 0.0
     stage_price = np.empty(LEVELS + 1)
+    work = 0  # stage options and level updates: the tables' deterministic cost
     for a in range(L):
         if P[LEVELS, a] == np.inf:
             continue
@@ -241,9 +167,10 @@ def prefix_tables(first, count, E, F, K, L, M, par, m, beta, fs, allreduce, tran
                 c_drain = beta * w + (1.0 - fs) * ser + lat
                 min_fill[e + 1] = min(min_fill[e + 1], min_fill[a] + a_fill)
                 min_fd[e + 1] = min(min_fd[e + 1], min_fd[a] + a_fill + c_drain)
+                k_lo, k_hi = K[s, 0], K[s, 1]
+                pull = pull_per_byte * F[s, 6]
                 stage_price[:] = np.inf
                 lowest = LEVELS + 1
-                k_lo, k_hi = K[s, 0], K[s, 1]
                 prev_n = m + 1
                 for n in range(m, 0, -1):  # units ascending: the fewest for each level
                     k = max(k_lo, (m + n - 1) // n)
@@ -253,11 +180,11 @@ def prefix_tables(first, count, E, F, K, L, M, par, m, beta, fs, allreduce, tran
                     if nn == prev_n:
                         continue
                     prev_n = nn
+                    work += 1
                     ar = dominant.allreduce_time(F[s, 4], F[s, 5], k) if allreduce else 0.0
                     pf, pb = paces(nn, w, 0.0, ser, beta, fs, contention, one_f_one_b)
-                    if F[s, 6] > 0.0 and nn > 1:
-                        pf = max(pf, (m - k - (1.0 if holds else 0.0)) * pull_per_byte
-                                 * F[s, 6])
+                    if pull > 0.0 and nn > 1:
+                        pf = max(pf, (m - k - (1.0 if holds else 0.0)) * pull)
                     own = min_fill[a] + a_fill + c_drain + pf + pb + ar + u
                     if own > t_max * (1.0 + 1e-12):
                         continue
@@ -265,12 +192,13 @@ def prefix_tables(first, count, E, F, K, L, M, par, m, beta, fs, allreduce, tran
                     for x in range(g, lowest):
                         stage_price[x] = price[j] * k
                     lowest = min(lowest, g)
+                work += LEVELS + 1 - lowest
                 for x in range(lowest, LEVELS + 1):
                     before = _level(t_max * x / LEVELS - a_fill - c_drain, t_max, 1.0 + 1e-9)
                     pr = P[before, a] + stage_price[x]
                     if pr < P[x, e + 1]:
                         P[x, e + 1] = pr
-    return min_fill, min_fd, P
+    return min_fill, min_fd, P, work
 
 
 @njit(cache=True)
@@ -310,17 +238,32 @@ def _beats(f, D, t_lo, s, i, P, bp_start, bp_lev, fixed, t_max, batch, cap, samp
     return False
 
 
+@njit(cache=True, inline="always")
+def _least(f, D, t_lo, s, i, P, bp_start, bp_lev, fixed, t_max, batch, cap, samples, gran):
+    """The least cost _beats's levels allow a completion of the suffix (inf: none)."""
+    least = np.inf
+    for b in range(bp_start[i + 1] - 1, bp_start[i] - 1, -1):
+        g = bp_lev[b]
+        below = t_max * max(g - 1, 0) / LEVELS * (1.0 - 1e-9)
+        if D + below > t_max * (1.0 + 1e-12):
+            continue
+        least = min(least, job_cost(f + P[g, i], fixed, s, max(t_lo, D + below), batch, cap,
+                                    samples, gran))
+    return least
+
+
 # ---- the sweep -------------------------------------------------------------------------
 
 @njit(cache=True)
 def search(first, count, E, F, K, starts_at, L, M, par, m, beta, fs, allreduce,
-           transfers, contention, one_f_one_b, pull_per_byte, holds, p_max, latency, ext,
+           transfers, contention, one_f_one_b, pull_per_byte, holds, q_all, latency, ext,
            lvl, lev, bytes_, price, net, startup, slot, avail, t_max, cap, samples, gran,
            batch, fixed, min_fill, min_fd, P, bp_start, bp_lev, incumbent, max_labels,
-           max_work):
+           max_work, beam):
     """(status, best label or -1, its cost, FL, IL, labels made, work): the cheapest plan
     below `incumbent` at m; TOO_MANY past max_labels labels or max_work units of work (stage
-    options tried plus dominance tests: deterministic, unlike time)."""
+    options tried plus dominance tests: deterministic, unlike time). beam > 0: a heuristic,
+    not a proof: each layer keeps only its `beam` labels of least score (a plan, fast)."""
     C = avail.shape[0]
     size = 1024
     FL = np.zeros((size, NF))
@@ -394,9 +337,10 @@ def search(first, count, E, F, K, starts_at, L, M, par, m, beta, fs, allreduce,
                         ar = dominant.allreduce_time(F[s, 4], F[s, 5], k) if allreduce else 0.0
                         r = ar + u
                         pf, pb = paces(nn, w, 0.0, ser, beta, fs, contention, one_f_one_b)
-                        adds = pull > 0.0 and nn > 1
-                        S = (m - k) * pull if adds else 0.0
-                        mn = min(pull, p_max) if adds else p_max
+                        rows = 1.0 if F[s, 6] > 0.0 and pull_per_byte > 0.0 else 0.0
+                        inph = 1.0 if (rows > 0.0 and nn > 1) else 0.0
+                        pace1 = ((m - min(k, m)) * pull - (pull if holds else 0.0)
+                                 if inph > 0.0 else 0.0)
                         if par_ < 0:
                             D = a_fill + c_drain
                             f = price[j] * k
@@ -424,9 +368,11 @@ def search(first, count, E, F, K, starts_at, L, M, par, m, beta, fs, allreduce,
                             Z = max(Z - c_drain - (pb_new - PB), r)
                             PB = pb_new
                             st = max(FL[par_, 7], startup[j])
-                            S += FL[par_, 8]
-                            mn = min(mn, FL[par_, 10])
-                        pace = D + max(PF, pulls_pace(S, mn, holds)) + PB
+                            if rows == 0.0:
+                                pace1 = FL[par_, 10]
+                            rows = min(2.0, rows + FL[par_, 8])
+                            inph = max(inph, FL[par_, 14])
+                        pace = D + max(PF, pulls_pace(rows, pace1, inph, q_all)) + PB
                         t_lo = max(pace + Z + rest_fill, pace + rest_fd)
                         if t_lo > t_max:
                             continue
@@ -443,11 +389,15 @@ def search(first, count, E, F, K, starts_at, L, M, par, m, beta, fs, allreduce,
                         FL[pos, 5] = r if (contention and nn > 1) else 0.0
                         FL[pos, 6] = float(nn) if contention else 1.0
                         FL[pos, 7] = st
-                        FL[pos, 8] = S
+                        FL[pos, 8] = rows
                         FL[pos, 9] = -net[j]
-                        FL[pos, 10] = mn
+                        FL[pos, 10] = pace1
+                        FL[pos, 14] = inph
                         FL[pos, 11] = w if contention else 0.0
                         FL[pos, 12] = ser if contention else 0.0
+                        if beam > 0:
+                            FL[pos, 13] = _least(f, D, t_lo, st, i, P, bp_start, bp_lev, fixed,
+                                                 t_max, batch, cap, samples, gran)
                         IL[pos, 0] = j
                         IL[pos, 1] = k
                         IL[pos, 2] = e
@@ -460,14 +410,17 @@ def search(first, count, E, F, K, starts_at, L, M, par, m, beta, fs, allreduce,
                         count_ += 1
                         if count_ > max_labels:
                             return TOO_MANY, -1, np.inf, FL, IL, count_, work
-        pos, work = _pareto(FL, IL, UL, start, pos, work, holds, pending, beta, fs)
+        pos, work = _pareto(FL, IL, UL, start, pos, work, q_all, pending, beta, fs)
+        if beam > 0 and pos - start > beam:
+            pos = _truncate(FL, IL, UL, start, pos, beam)
         if work > max_work:
             return TOO_MANY, -1, np.inf, FL, IL, count_, work
         lo[i] = start
         hi[i] = pos
     best_cost = incumbent
     for x in range(lo[0], hi[0]):
-        t = FL[x, 0] + max(FL[x, 2], pulls_pace(FL[x, 8], FL[x, 10], holds)) + FL[x, 3] + FL[x, 4]
+        t = (FL[x, 0] + max(FL[x, 2], pulls_pace(FL[x, 8], FL[x, 10], FL[x, 14], q_all))
+             + FL[x, 3] + FL[x, 4])
         if t > t_max:
             continue
         c = job_cost(FL[x, 1], fixed, FL[x, 7], t, batch, cap, samples, gran)
@@ -490,7 +443,21 @@ def _grow(FL, IL, UL):
 
 
 @njit(cache=True)
-def _pareto(FL, IL, UL, start, stop, work, holds, pending, beta, fs):
+def _truncate(FL, IL, UL, start, stop, beam):
+    """Keep the `beam` labels of [start, stop) of least score, least f first again."""
+    keep = np.argsort(FL[start:stop, 13], kind="mergesort")[:beam]
+    keep = keep[np.argsort(FL[start:stop, 1][keep], kind="mergesort")]
+    F = FL[start:stop][keep].copy()
+    G = IL[start:stop][keep].copy()
+    U = UL[start:stop][keep].copy()
+    FL[start:start + beam] = F
+    IL[start:start + beam] = G
+    UL[start:start + beam] = U
+    return start + beam
+
+
+@njit(cache=True)
+def _pareto(FL, IL, UL, start, stop, work, q, pending, beta, fs):
     """Keep the labels of [start, stop) that no other one dominates, compacted to the front
     (least f, then D, first); returns the new stop and the work with one unit per test."""
     n = stop - start
@@ -511,7 +478,7 @@ def _pareto(FL, IL, UL, start, stop, work, holds, pending, beta, fs):
         dominated = False
         for z in range(start, y):
             work += 1
-            if _dominates(FL, UL, z, y, holds, pending, beta, fs):
+            if _dominates(FL, UL, z, y, q, pending, beta, fs):
                 dominated = True
                 break
         if not dominated:

@@ -1,0 +1,225 @@
+"""The cheapest plan under the flushed closed form over every microbatch count, with a proof of
+optimality or a certified gap: `certified_optimum`.
+
+For each m the compiled search (flushed_compiled.CompiledSearch) keeps a proven bound lb[m]:
+no plan at m costs less. It starts at the m's table bound (flushed_kernel.prefix_tables over
+the whole model) and rises with each search under a ceiling X that ends: a search that finds
+nothing proves lb[m] = X, one that finds a plan has found m's optimum. The m whose bound is
+lowest is searched next (best first), under a ceiling between its bound and the best plan so
+far, so the work goes where the global bound min_m lb[m] is; an m whose bound reaches the best
+plan's cost is closed. The answer is proven when every m is closed; when the work budget runs
+out first, the answer is the best plan found and lower_bound_usd = min over open m of lb[m],
+a bound every plan in the searched space respects.
+
+Why these bounds (measured on synthetic-64x64, 2-core VM): the stage model's exact optimum
+(a flushed step is never shorter than its slowest stage) is 2.4 USD there against a flushed
+optimum near 9 and costs 2.5 s to compute; the per-m tables cost ~40 ms per m at 64 x 64 (~1 ms
+for one type) and are 2.8-6 USD, and the searches under ceilings lift them from there. A
+quick heuristic (the same search keeping a few labels per layer, BEAM) gives the first plan
+to beat at a few m's, so the exact searches start with a ceiling.
+
+Work is counted in deterministic units (stage options tried, dominance tests, table entries),
+never time: the same problem and budget give the same answer on any machine.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from heterps_sim.core.problem import Problem
+from heterps_sim.schedulers.exact.flushed_common import EFFECTS, FlushedOptimum
+from heterps_sim.schedulers.exact.flushed_compiled import CompiledSearch
+
+MAX_MICROBATCHES = 64
+"""microbatches=None: m = 2..this (within the batch size) unless the scenario sets m."""
+DEFAULT_MAX_WORK = 150_000_000
+"""Work units one call may spend (about 5 s on the 2-core VM at 64 layers x 64 types)."""
+MAX_LABELS = 2_000_000
+"""Labels one search may hold (memory: ~170 bytes each)."""
+BEAM = 16
+"""Labels per layer of the heuristic search that finds the first plan to beat."""
+BEAM_MS = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+"""The m's the heuristic runs at (those the space covers)."""
+RAISE = 1.25
+"""A search's ceiling over its m's bound while no plan is known (and the most it rises)."""
+LEAST_RAISE = 1.02
+"""The least a ceiling rises over its m's bound (below the best plan's cost)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Certified:
+    """certified_optimum's answer."""
+
+    best: FlushedOptimum | None
+    """The cheapest plan found over every m searched (units, m, cuts, types); None when none
+    was found (none exists, none is cheaper than the incumbent, or the budget ran out)."""
+    lower_bound_usd: float
+    """Certified: no plan in the searched space costs less (inf: none exists; 0.0 when
+    nothing better is known)."""
+    proven: bool
+    """best is optimal (cost <= lower_bound x (1 + 1e-9)), or it is proven that no plan exists
+    (best None; or none cheaper than the incumbent, notes['none_below_incumbent'])."""
+    gap: float
+    """best.cost_usd / lower_bound_usd - 1; 0.0 when proven, inf when no bound or no plan."""
+    microbatches: tuple[int, ...]
+    """The m's the space covers."""
+    work: int
+    """Deterministic work units spent."""
+    notes: dict
+    """Per m ('per_m': {m: (status, bound or cost)}) and the search's counts, for printing."""
+
+
+def microbatch_counts(problem: Problem, microbatches=None) -> tuple[int, ...]:
+    """The m's searched: `microbatches` when given, else the scenario's m when it sets one,
+    else 2..MAX_MICROBATCHES; always within 2 and the batch size."""
+    if microbatches is not None:
+        ms = {int(m) for m in microbatches}
+    elif problem.unit_costs.num_microbatches > 1:
+        ms = {int(problem.unit_costs.num_microbatches)}
+    else:
+        ms = set(range(2, MAX_MICROBATCHES + 1))
+    return tuple(sorted(m for m in ms if 2 <= m <= problem.batch_size))
+
+
+def certified_optimum(problem: Problem, *, schedule: str = "gpipe", microbatches=None,
+                      types: tuple[int, ...] | None = None,
+                      effects: tuple[str, ...] = EFFECTS, max_work: int = DEFAULT_MAX_WORK,
+                      target_gap: float = 0.0, incumbent: float | None = None) -> Certified:
+    """The cheapest plan whose flushed throughput (cost/flush.py, `effects`, `schedule`)
+    meets the limit over every m in the space (microbatch_counts), and how far from optimal
+    it can be (module docstring). `types`: only these type indices (types=(j,): the best plan
+    on type j alone). `incumbent`: the cost of a plan known elsewhere; only cheaper plans are
+    sought. `target_gap`: stop once the best plan is within this fraction of the bound.
+    `max_work`: the budget in work units (deterministic)."""
+    if problem.cost_model != "default":
+        raise ValueError("certified_optimum: the flushed form prices the default cost model "
+                         "only")
+    ms = microbatch_counts(problem, microbatches)
+    search = CompiledSearch(problem, effects=tuple(effects), types=types, schedule=schedule)
+    return _Run(search, ms, max_work, target_gap, incumbent).answer()
+
+
+class _Run:
+    """One certified_optimum call: per-m bounds, the best plan, the work spent."""
+
+    def __init__(self, search: CompiledSearch, ms: tuple[int, ...], max_work: int,
+                 target_gap: float, incumbent: float | None) -> None:
+        self.search, self.ms, self.max_work = search, ms, int(max_work)
+        self.target_gap = max(0.0, float(target_gap))
+        self.incumbent = math.inf if incumbent is None else float(incumbent)
+        self.upper = self.incumbent
+        self.best: FlushedOptimum | None = None
+        self.lb: dict[int, float] = {}
+        self.status: dict[int, str] = {}
+        self.tries: dict[int, int] = {}
+        self.work = self.rounds = self.labels = 0
+        self.out_of_work = False
+
+    # ---- the search ----------------------------------------------------------------------
+    def answer(self) -> Certified:
+        if not self.ms or self.search.cap < self.search.p.throughput_limit * (1 - 1e-12):
+            for m in self.ms:
+                self.status[m] = "none"
+                self.lb[m] = math.inf
+            return self._certified()
+        for m in self.ms:
+            self._charge(self.search.per_m(m).work)
+            self.lb[m] = self.search.lower_bound(m)
+            self.status[m] = "none" if self.lb[m] == math.inf else "open"
+        self._heuristic()
+        while not self.out_of_work:
+            m = self._next()
+            if m is None:
+                break
+            self._round(m)
+        return self._certified()
+
+    def _charge(self, work: int) -> None:
+        self.work += int(work)
+        if self.work >= self.max_work:
+            self.out_of_work = True
+
+    def _improve(self, got: FlushedOptimum | None) -> None:
+        if got is not None and got.cost_usd < self.upper:
+            self.upper, self.best = got.cost_usd, got
+
+    def _heuristic(self) -> None:
+        """A first plan to beat: the beam search at a few m's (cheap; proves nothing)."""
+        for m in [m for m in BEAM_MS if m in self.lb and self.status[m] == "open"]:
+            if self.out_of_work or self.lb[m] >= self.upper * (1 - 1e-9):
+                continue
+            got = self.search.run(m, self.upper, max_labels=MAX_LABELS,
+                                  max_work=self.max_work - self.work, beam=BEAM)
+            self._charge(got.work)
+            self._improve(got.best)
+
+    def _next(self) -> int | None:
+        """The open m of least bound, or None when every m is closed or the gap is met."""
+        for m in self.ms:
+            if self.status[m] == "open" and self.lb[m] >= self.upper * (1 - 1e-9):
+                self.status[m] = "none"  # nothing at m is cheaper than the best plan
+        open_ = [m for m in self.ms if self.status[m] == "open"]
+        if not open_:
+            return None
+        m = min(open_, key=lambda x: (self.lb[x], x))
+        if self.best is not None and self.upper <= self.lb[m] * (1 + self.target_gap) \
+                and self.target_gap > 0:
+            return None
+        return m
+
+    def _ceiling(self, m: int) -> float:
+        lb = self.lb[m]
+        if lb <= 0.0:  # free units: only a search without a ceiling bounds it
+            return self.upper
+        if not math.isfinite(self.upper):
+            # no plan known: rising ever faster (RAISE, its square, its fourth power, ...),
+            # so an m where no plan exists is closed by a search without a ceiling
+            tries = self.tries.get(m, 0)
+            self.tries[m] = tries + 1
+            return lb * RAISE ** (2 ** tries) if tries < 6 else math.inf
+        # halfway (geometrically) to the best plan, within [LEAST_RAISE, RAISE] of the bound
+        step = min(RAISE, max(LEAST_RAISE, math.sqrt(self.upper / lb)))
+        ceiling = lb * step
+        return self.upper if ceiling >= self.upper / LEAST_RAISE else ceiling
+
+    def _round(self, m: int) -> None:
+        ceiling = self._ceiling(m)
+        got = self.search.run(m, ceiling, max_labels=MAX_LABELS,
+                              max_work=self.max_work - self.work)
+        self.rounds += 1
+        self.labels += got.labels
+        self._charge(got.work)
+        if got.status == "found":
+            self._improve(got.best)
+            self.lb[m] = got.best.cost_usd
+            self.status[m] = "optimal"
+        elif got.status == "none":
+            self.lb[m] = max(self.lb[m], ceiling)
+            if ceiling >= self.upper * (1 - 1e-12) or ceiling == math.inf:
+                self.status[m] = "none"
+        else:  # the budget ran out inside this search: its bound stays
+            self.out_of_work = True
+
+    # ---- the answer ----------------------------------------------------------------------
+    def _certified(self) -> Certified:
+        open_ = [m for m in self.ms if self.status[m] == "open"]
+        bound = min([self.upper] + [self.lb[m] for m in open_])
+        best = self.best
+        if best is None:
+            proven = not open_
+            gap = 0.0 if proven else math.inf
+            lower = bound
+        else:
+            proven = not open_ or best.cost_usd <= bound * (1 + 1e-9)
+            lower = min(bound, best.cost_usd)
+            gap = 0.0 if proven else (best.cost_usd / lower - 1.0 if lower > 0 else math.inf)
+        notes = {
+            "per_m": {m: (self.status[m], self.lb[m]) for m in self.ms},
+            "open_microbatches": open_, "rounds": self.rounds, "labels": self.labels,
+            "out_of_work": self.out_of_work,
+        }
+        if best is None and not open_ and math.isfinite(self.incumbent):
+            notes["none_below_incumbent"] = True
+        return Certified(best, float(lower), bool(proven), float(gap), self.ms, int(self.work),
+                         notes)
