@@ -158,6 +158,13 @@ def _check_against(req: RunRequest, plan: Plan) -> None:
         if done is not None and done >= req.steps:
             raise ExecError(f"--checkpoint-dir: {req.checkpoint_dir} is already at step {done}; "
                             f"--steps {req.steps} leaves nothing to run")
+        if done is not None:  # the PS's half of the same step (ps_bridge.PS_DIR)
+            from heterps_exec.ps.checkpoint import resume_problem
+            from heterps_exec.ps_bridge import PS_DIR
+            problem = resume_problem(str(Path(req.checkpoint_dir) / PS_DIR), done - 1,
+                                     req.ps_shards)
+            if problem:
+                raise ExecError(f"--checkpoint-dir: {problem}")
     if req.fault and not 0 <= req.fault["rank"] < world:
         raise ExecError(f"--inject-fault: rank {req.fault['rank']} outside 0..{world - 1}")
     if req.fault and not 0 <= req.fault["step"] <= req.steps:  # steps: after the last step

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from pathlib import Path
 
 import numpy as np
 
@@ -116,6 +117,44 @@ def common_step(root: str, num_shards: int) -> int | None:
             return None
         steps.append(int(os.path.basename(path).split("-")[1]))
     return min(steps)
+
+
+def resume_problem(root: str, step: int, num_shards: int) -> str | None:
+    """Why the PS of `num_shards` ranks cannot resume at `step` from `root` (the checkpoint
+    directory's ps/ folder), or None: every shard's checkpoint of that step is there, whole,
+    written by a PS of as many shards (rows are split by id % shards: another count would
+    silently lose rows), and with num_shards 0 no PS checkpoint of that step is there (the
+    trainers' checkpoint then lacks the tables the PS held). Read before any rank starts."""
+    from heterps_sim.core.files import UserFileError, read_mapping
+    name = f"step-{step:09d}"
+    if num_shards == 0:
+        if os.path.isdir(os.path.join(shard_dir(root, 0), name)):
+            return (f"{root}: step {step + 1} was saved with its tables on parameter-server "
+                    "ranks; resume with the same --ps-shards")
+        return None
+    for s in range(num_shards):
+        path = os.path.join(shard_dir(root, s), name)
+        try:
+            meta = read_mapping(Path(path) / "meta.json")
+        except UserFileError as exc:
+            return f"{exc} (no complete PS checkpoint of step {step + 1} for shard {s})"
+        want = {"step": step, "shard": s, "num_shards": num_shards}
+        wrong = {k: meta.get(k) for k, v in want.items() if meta.get(k) != v}
+        if wrong:
+            return (f"{path}/meta.json: {', '.join(f'{k} {v!r}' for k, v in wrong.items())}, "
+                    f"expected {', '.join(f'{k} {want[k]}' for k in wrong)} (--ps-shards "
+                    f"{num_shards})")
+        tables = meta.get("tables")
+        if not isinstance(tables, list):
+            return f"{path}/meta.json: tables: expected a list"
+        missing = [i for i in range(len(tables))
+                   if not os.path.isfile(os.path.join(path, f"table-{i}.npz"))]
+        if missing:
+            return f"{path}: table-{missing[0]}.npz missing"
+    if os.path.isdir(os.path.join(shard_dir(root, num_shards), name)):
+        return (f"{root}: step {step + 1} was saved by more than {num_shards} PS shards; resume "
+                "with the same --ps-shards")
+    return None
 
 
 def restore(shard: Shard, root: str, step: int | None = None) -> int | None:

@@ -255,3 +255,41 @@ def test_ranks_on_a_gpu_are_checked_against_its_free_memory():
     assert asked == ["cuda:0"] and "2 rank(s) on cuda:0" in problem and "2.0 GiB free" in problem
     assert capacity.capacity_problem(ranks, available=64 * 2**30, cores=16,
                                      device_free=lambda d: 1e12) is None
+
+
+def _ps_step(root: Path, shard: int, step: int, num_shards: int, tables: int = 1,
+             **meta) -> Path:
+    path = root / f"ps-shard-{shard}" / f"step-{step:09d}"
+    path.mkdir(parents=True)
+    (path / "meta.json").write_text(json.dumps({"step": step, "shard": shard,
+                                                "num_shards": num_shards,
+                                                "tables": [{}] * tables, **meta}))
+    for i in range(tables):
+        (path / f"table-{i}.npz").write_bytes(b"")
+    return path
+
+
+@pytest.mark.parametrize("case, shards, needle", [
+    ("complete", 2, None),
+    ("no PS checkpoint now", 0, "resume with the same --ps-shards"),
+    ("fewer shards now", 1, "num_shards 2, expected num_shards 1"),
+    ("more shards now", 3, "num_shards 2, expected num_shards 3"),
+    ("a shard's meta is garbage", 2, "expected a mapping"),
+    ("a table file missing", 2, "table-0.npz missing"),
+    ("written by another shard count", 2, "num_shards 4"),
+])
+def test_a_ps_checkpoint_that_cannot_resume_this_run(tmp_path, case, shards, needle):
+    """--checkpoint-dir with --ps-shards: the PS's half of the step, checked before launch."""
+    from heterps_exec.ps.checkpoint import resume_problem
+    root = tmp_path / "ps"
+    for s in range(2):
+        path = _ps_step(root, s, 5, 4 if case.startswith("written") else 2)
+    if case == "a shard's meta is garbage":
+        (path / "meta.json").write_text("[1]")
+    if case == "a table file missing":
+        (path / "table-0.npz").unlink()
+    problem = resume_problem(str(root), 5, shards)
+    if needle is None:
+        assert problem is None
+    else:
+        assert problem is not None and needle in problem, problem
