@@ -44,6 +44,15 @@ class Baselines:
                 "types_tried": self.types_tried}
 
 
+def fixed_ps(problem: Problem) -> Problem:
+    """`problem` with its parameter-server hosts as they are (no candidates left to choose)."""
+    ps = problem.ps
+    if ps is None or not getattr(ps, "hosts", ()) or not getattr(ps, "host_type", None):
+        return problem
+    from dataclasses import replace
+    return replace(problem, ps=ps.model_copy(update={"hosts": ()}))
+
+
 def whole_model_types(problem: Problem) -> list[int]:
     """Types that can run every layer (the only ones a one-type plan can use)."""
     runnable = problem.runnable
@@ -52,7 +61,11 @@ def whole_model_types(problem: Problem) -> list[int]:
 
 def one_type_baselines(problem: Problem, pricing: Pricing, *,
                        max_work: int | None = None) -> Baselines:
-    """The best one-type and one-stage plans of `problem` under `pricing`."""
+    """The best one-type and one-stage plans of `problem` under `pricing`. When the problem
+    prices parameter-server hosts, the baselines keep the hosts `problem` has (the answer's
+    choice: pass answer.problem): the comparison is between the stages' types, and it stays
+    one search per type rather than one per type and host choice."""
+    problem = fixed_ps(problem)
     best_type: Answer | None = None
     best_stage: Answer | None = None
     proven, lower = True, math.inf

@@ -67,7 +67,9 @@ class Planner:
             if self.search == "exact-flushed" and not pricing.flushed:
                 raise ValueError("exact-flushed prices the default model's flushed schedule; "
                                  "this problem uses the " + pricing.describe())
-            return searches.exact(problem, pricing, options=options, max_work=self.max_work)
+            answer = searches.exact(problem, pricing, options=options, max_work=self.max_work)
+            answer.scheduler = self.search  # the name asked for (exact-flushed: by name)
+            return answer
         return searches.scheduler(problem, pricing, self.search, self.options, self.seed)
 
     def check(self, answer: Answer, *, repair: bool = False, settings=None, replan=None):
