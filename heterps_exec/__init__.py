@@ -8,7 +8,8 @@ Where things live (a folder per role; only this package imports torch for traini
                    all-reduce), quantize (boundary encodings), auto_quantize (--quantize auto)
     calibration/   profiler (measured layers), links (gloo timed in situ), calibrate (a problem
                    from those), validate (predictions vs measured runs), figure
-    ps/            the tiered parameter server's ranks; ps_bridge.py its tables in a run
+    ps/            the tiered parameter server's ranks (own TCP streams to their clients);
+                   ps_bridge.py its tables in a run
     rows.py        deterministic initial embedding rows (shared with the parameter server)
     data/          the training data: a scenario's `data:` section (synthetic, Criteo text,
                    Parquet, a factory) as one stream of global batches; held-out scores
@@ -17,6 +18,7 @@ Where things live (a folder per role; only this package imports torch for traini
     request.py     RunRequest: the run's options, checked as they are built (H-PS fields
                    from heterps_sim.core.hps); ExecError, the one-line bad input
     launch.py      loads and binds, writes the run folder, starts torchrun (with restarts)
+    capacity.py    will the ranks fit this machine (memory, GPU memory, cores)? before launch
     api.py         run_plan: `heterps-exec run` from Python (the same checks and result)
     worker.py      one rank: process groups, stage, steps, checkpoints, results to rank 0
     runtime.py     one replica's step: forwards, backwards, messages, all-reduce, update
