@@ -95,5 +95,17 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from heterps_sim.core import progress
     with progress.showing(False if args.quiet else None):
-        return run_command("heterps-sim", args.command, lambda: args.run(args))
+        return run_command("heterps-sim", args.command, lambda: _checked(args).run(args))
+
+
+def _checked(args):
+    """Flags every command shares, checked before any work: a seed is 0..2^32-1."""
+    seed = getattr(args, "seed", None)
+    if seed is not None:
+        from heterps_sim.core.files import UserFileError
+        from heterps_sim.core.limits import seed_problem
+        problem = seed_problem(seed)
+        if problem:
+            raise UserFileError(problem)
+    return args
 

@@ -73,8 +73,7 @@ def _exact_flushed(problem: Problem, pricing: Pricing, types, max_work) -> Answe
     if len(per_host) > 1:
         notes["ps_hosts"] = per_host
     if best is None:
-        notes["reason"] = ("no plan meets the limit under the flushed closed form at m = "
-                           f"{_span(ms)}" + ("" if proven else " within the search's budget"))
+        notes["reason"] = _no_plan_reason(problem, ms, proven)
         return Answer(scheduler="exact", plan=None, result=None, pricing=pricing,
                       problem=problem, proven=proven, lower_bound_usd=None, wall_s=wall,
                       notes=notes)
@@ -96,6 +95,19 @@ def _exact_flushed(problem: Problem, pricing: Pricing, types, max_work) -> Answe
                   problem=variant, proven=proven and cost <= lower * (1 + 1e-9),
                   lower_bound_usd=lower if math.isfinite(lower) and lower > 0 else None,
                   evaluations=1, wall_s=wall, notes=notes)
+
+
+def _no_plan_reason(problem: Problem, ms, proven: bool) -> str:
+    """Why no plan meets the limit: the parameter server's capacity when it is below the limit
+    for every host choice, else the search's verdict."""
+    from heterps_sim.cost.reference import ps_cap
+    limit = problem.throughput_limit
+    cap = max(ps_cap(variant) for variant, _ in ps_variants(problem))
+    if cap < limit * (1 - 1e-12):
+        return (f"no plan reaches {limit:,.6g} samples/s: the parameter server's shared "
+                f"bandwidth carries at most {cap:,.6g} samples/s of embedding traffic")
+    return (f"no plan meets the limit {limit:,.6g} samples/s under the flushed closed form at "
+            f"m = {_span(ms)}" + ("" if proven else " within the search's budget"))
 
 
 def _exact_stage(problem: Problem, pricing: Pricing, options: dict, types) -> Answer:
