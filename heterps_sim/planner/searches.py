@@ -79,6 +79,14 @@ def _exact_flushed(problem: Problem, pricing: Pricing, types, max_work) -> Answe
                       notes=notes)
     cost, variant, got, label = best
     plan = got.best.plan
+    if not proven and types is None:
+        # past its budget the search may have missed a plan of one type that its per-type
+        # search finds (each is small): the cheaper of the two is the answer, under the same
+        # certified bound
+        one = _best_one_type(variant, pricing, ms, cost, kw)
+        if one is not None:
+            cost, plan = one.cost_usd, one.plan
+            notes["from"] = "the one-type search (cheaper than the budgeted search's plan)"
     if label:  # the plan says which hosts hold the tables
         from heterps_sim.core.plan import PsHosts
         plan = replace(plan, ps=PsHosts(resource=label.host_type, num_shards=label.num_shards))
@@ -95,6 +103,21 @@ def _exact_flushed(problem: Problem, pricing: Pricing, types, max_work) -> Answe
                   problem=variant, proven=proven and cost <= lower * (1 + 1e-9),
                   lower_bound_usd=lower if math.isfinite(lower) and lower > 0 else None,
                   evaluations=1, wall_s=wall, notes=notes)
+
+
+def _best_one_type(problem: Problem, pricing: Pricing, ms, below: float, kw: dict):
+    """The cheapest plan of one type cheaper than `below` (FlushedOptimum), or None."""
+    from heterps_sim.schedulers.exact.certified import certified_optimum
+    runnable = problem.runnable
+    best = None
+    for j in range(problem.num_types):
+        if not runnable[:, j].all():
+            continue
+        got = certified_optimum(problem, schedule=pricing.schedule, microbatches=ms, types=(j,),
+                                incumbent=best.cost_usd if best else below, **kw)
+        if got.best is not None and got.best.cost_usd < (best.cost_usd if best else below):
+            best = got.best
+    return best
 
 
 def _no_plan_reason(problem: Problem, ms, proven: bool) -> str:
