@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: setup
-	$(VENV)/bin/heterps-sim simulate
+	$(VENV)/bin/heterps-sim simulate scenarios/dlrm-criteo1tb-aws.yaml
 
 test: setup
 	$(PY) -m pytest
