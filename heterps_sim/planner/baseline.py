@@ -31,7 +31,7 @@ class Baselines:
     one_type: Answer | None
     """The cheapest one-type plan (None: no single type meets the limit)."""
     one_stage: Answer | None
-    """The cheapest one-stage plan (None: none meets the limit)."""
+    """The cheapest one-stage plan (None: none meets the limit, or not asked for)."""
     types_tried: int = 0
 
     def to_json_dict(self) -> dict:
@@ -59,8 +59,8 @@ def whole_model_types(problem: Problem) -> list[int]:
     return [j for j in range(problem.num_types) if runnable[:, j].all()]
 
 
-def one_type_baselines(problem: Problem, pricing: Pricing, *,
-                       max_work: int | None = None) -> Baselines:
+def one_type_baselines(problem: Problem, pricing: Pricing, *, max_work: int | None = None,
+                       one_stage: bool = True) -> Baselines:
     """The best one-type and one-stage plans of `problem` under `pricing`. When the problem
     prices parameter-server hosts, the baselines keep the hosts `problem` has (the answer's
     choice: pass answer.problem): the comparison is between the stages' types, and it stays
@@ -81,6 +81,8 @@ def one_type_baselines(problem: Problem, pricing: Pricing, *,
                 best_type = got
         elif not got.proven:
             lower = 0.0  # a type the search could not settle: no bound from it
+        if not one_stage:
+            continue
         one = Plan(stages=(Stage(layers=problem.layer_names, resource=problem.type_names[j]),),
                    schedule=pricing.schedule)
         plan, result = pricing.price(problem, one)

@@ -263,7 +263,7 @@ def _single_type_costs(problem: Problem, limits, mode: str) -> list[float]:
     costs = []
     for limit in limits:
         at = problem.with_limit(limit)
-        best = one_type_baselines(at, Pricing.of(at, provisioning=mode)).one_type
+        best = one_type_baselines(at, Pricing.of(at, provisioning=mode), one_stage=False).one_type
         costs.append(best.cost_usd if best is not None else math.inf)
     return costs
 
