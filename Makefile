@@ -32,6 +32,7 @@ bench: setup
 	$(PY) benchmarks/bench_exact.py
 	$(PY) benchmarks/des_speed.py
 	$(PY) benchmarks/bench_headline.py
+	$(PY) benchmarks/bench_planner.py
 	$(PY) benchmarks/bench_exec.py
 	$(PY) benchmarks/bench_tradeoff.py
 	$(PY) benchmarks/bench_ps.py --quick
