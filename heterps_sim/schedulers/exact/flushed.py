@@ -51,7 +51,6 @@ fixed_price_per_hour: the parameter-server hosts), as cost.reference.job_cost ad
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from heterps_sim.core.plan import Plan
 from heterps_sim.core.problem import Problem
@@ -180,59 +179,3 @@ def stage_model_optimum(problem: Problem) -> tuple[float, Plan | None]:
     if not result.feasible:
         return 0.0, None
     return float(result.cost_usd) * (1 - 1e-9), plan
-
-
-@dataclass(frozen=True, slots=True)
-class OverMicrobatches:
-    """best_over_microbatches' answer: the cheapest plan over the searched m's (None: none
-    meets the limit at any of them), and the m's whose search ran past its labels."""
-
-    best: FlushedOptimum | None
-    searched: tuple[int, ...]
-    skipped: tuple[int, ...]
-    labels: int
-
-
-def best_over_microbatches(problem: Problem, ms, schedule: str = "gpipe", *,
-                           effects: tuple[str, ...] = EFFECTS, max_labels: int = 2_000_000,
-                           types: tuple[int, ...] | None = None,
-                           ends: frozenset[int] | None = None,
-                           max_skipped: int | None = None,
-                           upper: FlushedOptimum | None = None,
-                           lower_bound: float | None = None) -> OverMicrobatches:
-    """The cheapest plan over every m in `ms`, each m searched exactly: optimum() at the first
-    m, then each other m only for a plan cheaper than the best so far (solve() with that
-    ceiling: none found proves there is none at that m, and the ceiling keeps it fast). A
-    unit count k makes ceil(m / k) jump between neighbouring m's, so the cheapest m is not
-    where a few round numbers would look (nce-cpu-gpu: 192 USD at m = 12, 251 at m = 16).
-    `max_skipped`: once that many m's ran past max_labels, the rest are skipped unsearched
-    (a problem too large for the budget at one m mostly is at the others). `upper`: a known
-    plan (e.g. another planner's, provisioned under this form), the answer when nothing
-    searched is cheaper; `lower_bound`: optimum()'s first ceiling."""
-    ms = tuple(sorted({int(m) for m in ms if 2 <= int(m) <= problem.batch_size}))
-    first = sorted(ms, key=lambda m: (abs(m - 8), m))  # a middling m first: a good ceiling
-    best, skipped, labels, seeded = upper, [], 0, upper is not None
-    for m in first:
-        if max_skipped is not None and len(skipped) >= max_skipped:
-            skipped.append(m)
-            continue
-        try:
-            if best is None or seeded:  # the first m: rising ceilings up to the known plan
-                seeded = False
-                got = optimum(problem, m, schedule, effects=effects, max_labels=max_labels,
-                              types=types, ends=ends, lower_bound=lower_bound,
-                              top=best.cost_usd * (1 - 1e-9) if best else math.inf)
-            else:
-                got = solve(problem, m, schedule, effects=effects, max_labels=max_labels,
-                            types=types, ends=ends, incumbent=best.cost_usd * (1 - 1e-9))
-        except LabelLimit:
-            skipped.append(m)
-            continue
-        if got is not None:
-            labels += got.labels
-            if best is None or got.cost_usd < best.cost_usd:
-                best = got
-    if best is not None:
-        best = FlushedOptimum(best.plan, best.cost_usd, best.throughput, best.step_time_s,
-                              labels)
-    return OverMicrobatches(best, ms, tuple(sorted(skipped)), labels)

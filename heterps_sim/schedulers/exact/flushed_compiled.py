@@ -75,7 +75,7 @@ class CompiledSearch:
         unknown = set(effects) - set(EFFECTS)
         if unknown:
             raise ValueError(f"flushed optimum: unknown effects {sorted(unknown)}")
-        p = self.p = problem
+        self.p = problem
         self.schedule, self.beta, self.fs = schedule, float(beta), float(forward_share)
         self.ps = "ps" in effects and problem.sparse_bytes is not None
         self.holds = self.ps and ps_odt.odt_holds_ps_side(problem)

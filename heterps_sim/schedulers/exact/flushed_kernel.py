@@ -193,8 +193,11 @@ def prefix_tables(first, count, E, F, K, L, M, par, m, beta, fs, allreduce, tran
                         stage_price[x] = price[j] * k
                     lowest = min(lowest, g)
                 work += LEVELS + 1 - lowest
+                # the level of the budget left before it, t_max x / LEVELS - a - c, rounded
+                # up (a whole level more at most: a cheaper bound, never a tighter one)
+                shift = int(np.floor((a_fill + c_drain) / t_max * LEVELS * (1.0 - 1e-9)))
                 for x in range(lowest, LEVELS + 1):
-                    before = _level(t_max * x / LEVELS - a_fill - c_drain, t_max, 1.0 + 1e-9)
+                    before = max(x - shift, 0)
                     pr = P[before, a] + stage_price[x]
                     if pr < P[x, e + 1]:
                         P[x, e + 1] = pr
@@ -410,9 +413,12 @@ def search(first, count, E, F, K, starts_at, L, M, par, m, beta, fs, allreduce,
                         count_ += 1
                         if count_ > max_labels:
                             return TOO_MANY, -1, np.inf, FL, IL, count_, work
-        pos, work = _pareto(FL, IL, UL, start, pos, work, q_all, pending, beta, fs)
-        if beam > 0 and pos - start > beam:
-            pos = _truncate(FL, IL, UL, start, pos, beam)
+        if beam > 0:  # a heuristic: the least scores, no dominance tests
+            if pos - start > beam:
+                work += pos - start
+                pos = _truncate(FL, IL, UL, start, pos, beam)
+        else:
+            pos, work = _pareto(FL, IL, UL, start, pos, work, q_all, pending, beta, fs)
         if work > max_work:
             return TOO_MANY, -1, np.inf, FL, IL, count_, work
         lo[i] = start

@@ -1,12 +1,12 @@
-"""`exact-flushed`: the cheapest plan as its flushed schedule runs, exactly (flushed.py).
+"""`exact-flushed`: the cheapest plan as its flushed schedule runs, proven or with a certified
+gap (certified.certified_optimum).
 
 The `exact` scheduler optimises the stage model (a steady pipeline, each stage priced alone);
 its plans can fall well short in the simulator, which runs the flush the engine runs. This
-scheduler optimises cost/flush.py's closed form instead (within ~0.25% of the simulator over
-the benchmark's optima), exactly for every microbatch count from 2 to 64 (or the set given),
-and returns the plan with its units and m. The search is exact but its work grows fast with layers x types and with
-capped types: past `max_labels` at some m, that m is left out and notes["proven_optimal"]
-is False.
+scheduler optimises cost/flush.py's closed form instead, over every microbatch count from 2
+to 64 (or the set given), and returns the plan with its units and m. Its notes say
+proven_optimal=True only when the search proved it; otherwise, past its work budget, they
+carry the certified lower bound (lower_bound_usd) and gap_bound = cost / bound - 1.
 """
 
 from __future__ import annotations
@@ -16,8 +16,11 @@ from pydantic import Field
 from heterps_sim.core.plan import Plan
 from heterps_sim.core.problem import Problem
 from heterps_sim.schedulers.base import Evaluator, NoFeasiblePlan, SchedulerConfig
-from heterps_sim.schedulers.exact.flushed import best_over_microbatches, stage_model_optimum
-from heterps_sim.schedulers.exact.flushed_provision import provision_flushed
+from heterps_sim.schedulers.exact.certified import DEFAULT_MAX_WORK, certified_optimum
+
+WORK_PER_LABEL = 100
+"""max_labels (the earlier budget, in labels per microbatch count) counts as this many units
+of work per label per microbatch count when max_work is not given."""
 
 
 class FlushedExactScheduler:
@@ -27,17 +30,22 @@ class FlushedExactScheduler:
 
     class Config(SchedulerConfig):
         microbatches: list[int] | None = Field(default=None, min_length=1)
-        """Microbatch counts searched (each exactly) when the scenario's costs.num_microbatches
-        is 1; None: every m from 2 to max_microbatches (and the batch size)."""
+        """Microbatch counts searched when the scenario's costs.num_microbatches is 1; None:
+        every m from 2 to max_microbatches (and the batch size)."""
         max_microbatches: int = Field(default=64, ge=2)
         """The largest m searched when `microbatches` is None."""
         schedule: str = Field(default="gpipe", pattern="^(gpipe|1f1b)$")
-        """The flushed schedule the plan runs with (both have the same closed form)."""
-        max_labels: int = Field(default=2_000_000, ge=1)
-        """Labels one search may make (and 100x as many stage options tried); past it that m
-        is skipped (not proven optimal)."""
-        max_skipped: int = Field(default=3, ge=1)
-        """After this many skipped m's, the rest are skipped unsearched."""
+        """The flushed schedule the plan runs with (1f1b differs only with contention)."""
+        max_work: int | None = Field(default=None, ge=1)
+        """Work units the search may spend (deterministic; None: the default, about 5 s at
+        64 layers x 64 types on a 2-core machine, or max_labels' equivalent); past it the
+        best plan found is returned with its certified gap."""
+        max_labels: int | None = Field(default=None, ge=1)
+        """The earlier budget in labels per microbatch count: when max_work is None,
+        max_work = max_labels x WORK_PER_LABEL x the number of microbatch counts, at most the
+        default."""
+        target_gap: float = Field(default=0.0, ge=0.0)
+        """Stop once the plan is within this fraction of the certified bound (0: prove it)."""
 
     def __init__(self, config: Config | None = None) -> None:
         self.config = config or self.Config()
@@ -53,36 +61,43 @@ class FlushedExactScheduler:
             ms = list(range(2, self.config.max_microbatches + 1))
         return [m for m in ms if 2 <= m <= problem.batch_size]
 
+    def max_work(self, num_ms: int) -> int:
+        c = self.config
+        if c.max_work is not None:
+            return c.max_work
+        if c.max_labels is not None:
+            return min(c.max_labels * WORK_PER_LABEL * max(1, num_ms), DEFAULT_MAX_WORK)
+        return DEFAULT_MAX_WORK
+
     def schedule(self, problem: Problem, evaluate: Evaluator) -> Plan:
         if problem.cost_model != "default":
+            self.notes = {"reason": "exact-flushed prices the default cost model's flushed "
+                                    "schedule; this problem uses the paper model"}
             raise NoFeasiblePlan("exact-flushed prices the default cost model's flushed "
                                  "schedule; this problem uses the paper model")
         ms = self.microbatch_counts(problem)
         if not ms:
             raise NoFeasiblePlan("exact-flushed: no microbatch count between 2 and the batch "
                                  f"size ({problem.batch_size})")
-        # the stage model's optimum: a lower bound on every plan's cost, and its cuts and
-        # types provisioned as they run, the plan to beat
-        bound, stage_plan = stage_model_optimum(problem)
-        upper = None
-        if stage_plan is not None:
-            stage_plan = Plan(stages=stage_plan.stages, schedule=self.config.schedule)
-            upper = provision_flushed(problem, stage_plan, ms)
-        got = best_over_microbatches(problem, ms, self.config.schedule,
-                                     max_labels=self.config.max_labels,
-                                     max_skipped=self.config.max_skipped, upper=upper,
-                                     lower_bound=bound)
-        skipped, best = list(got.skipped), got.best
-        self.notes = {"proven_optimal": not skipped, "microbatches_searched": _span(ms),
-                      "microbatches_skipped": skipped, "labels": got.labels}
-        if skipped and best is not None and bound > 0:
-            # not proven: how far the plan can be from the optimum at most
-            self.notes.update(lower_bound_usd=bound, gap_bound=best.cost_usd / bound - 1.0)
-        if best is None:
-            why = (f"past {self.config.max_labels} labels at m = {skipped}" if skipped else
-                   "no plan meets the limit under the flushed schedule at m = " + _span(ms))
+        got = certified_optimum(problem, schedule=self.config.schedule, microbatches=ms,
+                                max_work=self.max_work(len(ms)),
+                                target_gap=self.config.target_gap)
+        open_ = got.notes["open_microbatches"]
+        self.notes = {"proven_optimal": got.proven, "microbatches_searched": _span(ms),
+                      "microbatches_open": open_, "work": got.work,
+                      "labels": got.notes["labels"]}
+        if not got.proven:
+            # not proven: the certified bound and how far the plan can be from the optimum
+            self.notes["lower_bound_usd"] = got.lower_bound_usd
+            self.notes["gap_bound"] = got.gap
+        if got.best is None:
+            why = ("no plan meets the limit under the flushed schedule at m = " + _span(ms)
+                   if got.proven else
+                   f"no plan found within the work budget ({self.max_work(len(ms)):,} units; "
+                   f"no plan costs less than {got.lower_bound_usd:.6g} USD)")
             self.notes["reason"] = why
             raise NoFeasiblePlan(f"exact-flushed: {why}")
+        best = got.best
         # the closed form's numbers (the evaluator's are the stage model's)
         self.notes.update(flushed_cost_usd=best.cost_usd, flushed_throughput=best.throughput,
                           num_microbatches=best.plan.num_microbatches)

@@ -3,7 +3,6 @@ flushed closed form (cost/flush.py): every contiguous partition x type per stage
 of tiny random default-model problems, each plan costed by flushed_throughput and the job's
 bill, with and without availability caps."""
 
-import itertools
 import math
 
 import numpy as np
@@ -11,65 +10,12 @@ import pytest
 
 from heterps_sim.core.plan import Plan, Stage
 from heterps_sim.cost.flush import flushed_throughput
-from heterps_sim.cost.reference import MAX_REPLICAS, job_cost, plan_stages, plan_startup_s
-from heterps_sim.cost.terms import stage_terms
+from heterps_sim.cost.reference import job_cost, plan_stages, plan_startup_s
 from heterps_sim.schedulers.exact.flushed import EFFECTS, optimum, solve, unit_candidates
 from heterps_sim.testing import random_default_problem
+from tests.sim.schedulers.flushed_oracle import brute_force, partitions, switches
 
 SHAPES = [(1, 2), (2, 2), (2, 3), (3, 2), (3, 3), (4, 2)]
-
-
-def switches(effects):
-    return {e: e in effects for e in EFFECTS}
-
-
-def partitions(n):
-    """Every split of 0..n-1 into contiguous (first, last) runs."""
-    for cuts in itertools.product((False, True), repeat=n - 1):
-        out, first = [], 0
-        for i, cut in enumerate(cuts):
-            if cut:
-                out.append((first, i))
-                first = i + 1
-        out.append((first, n - 1))
-        yield out
-
-
-def brute_force(p, m, effects=EFFECTS, types=None, ends=None, schedule="gpipe"):
-    """(least cost, its plan) over every plan; units per stage from k_lo up to well past the
-    point where more units cannot change ceil(m / k)."""
-    best, best_plan = math.inf, None
-    allowed = range(p.num_types) if types is None else types
-    for parts in partitions(p.num_layers):
-        if ends is not None and any(b not in ends for _, b in parts[:-1]):
-            continue
-        for types in itertools.product(allowed, repeat=len(parts)):
-            if not all(p.runnable[a:b + 1, j].all() for (a, b), j in zip(parts, types)):
-                continue
-            ranges = []
-            for g, ((a, b), j) in enumerate(zip(parts, types)):
-                nj = types[g + 1] if g + 1 < len(types) else -1
-                t = stage_terms(p, a, b, j, nj)
-                hi = min(t.k_hi, MAX_REPLICAS, p.available[j] or MAX_REPLICAS)
-                ranges.append(range(max(1, t.k_lo), min(hi, max(t.k_lo, m) + 3) + 1))
-            for ks in itertools.product(*ranges):
-                used = np.zeros(p.num_types, int)
-                for j, k in zip(types, ks):
-                    used[j] += k
-                if any(a is not None and used[j] > a for j, a in enumerate(p.available)):
-                    continue
-                plan = Plan(stages=tuple(
-                    Stage(layers=tuple(p.layer_names[a:b + 1]), resource=p.type_names[j],
-                          num_replicas=k) for (a, b), j, k in zip(parts, types, ks)),
-                    num_microbatches=m, schedule=schedule)
-                thr = flushed_throughput(p, plan, m, **switches(effects))
-                if thr < p.throughput_limit * (1 - 1e-12):
-                    continue
-                per_hour = sum(p.price_per_hour[j] * k for j, k in zip(types, ks))
-                cost = job_cost(p, per_hour, thr, plan_startup_s(p, plan_stages(p, plan)))
-                if cost < best:
-                    best, best_plan = cost, plan
-    return best, best_plan
 
 
 def test_unit_candidates_keep_the_fewest_units_per_ceil():
@@ -332,53 +278,30 @@ def test_a_dominated_suffix_is_never_better_for_any_completion(seed):
     assert compared >= 20
 
 
-def test_best_over_microbatches_is_the_least_optimum_over_its_counts():
-    """best_over_microbatches (the first m searched in full, the others only below the best
-    so far) returns the least of the per-m optima, each the brute force's."""
-    from heterps_sim.schedulers.exact.flushed import best_over_microbatches
-
-    rng = np.random.default_rng(58)
-    found = 0
-    for layers, types in [(3, 2), (2, 3), (3, 3), (4, 2)]:
-        p = random_default_problem(rng, layers, types, caps=bool(rng.random() < 0.4))
-        ms = (2, 3, 5, 8)
-        got = best_over_microbatches(p, ms)
-        want = min(brute_force(p, m)[0] for m in ms)
-        assert got.searched == ms and got.skipped == ()
-        if want == math.inf:
-            assert got.best is None
-            continue
-        found += 1
-        assert got.best.cost_usd == pytest.approx(want, rel=1e-9)
-        m = got.best.plan.num_microbatches
-        assert brute_force(p, m)[0] == pytest.approx(want, rel=1e-9)
-    assert found >= 2
-
-
-def test_searches_past_the_budget_are_skipped_and_said():
-    """An m whose search passes max_labels is skipped; past max_skipped of them the rest go
-    unsearched; the scheduler's notes then say its plan is not proven optimal."""
+def test_the_scheduler_past_its_budget_says_its_plan_is_not_proven():
+    """exact-flushed proves its optimum (the brute force's) within its budget; past its work
+    budget it says its plan is not proven and bounds how far it may be."""
     from dataclasses import replace
 
     from heterps_sim.schedulers.base import run_scheduler
-    from heterps_sim.schedulers.exact.flushed import best_over_microbatches
     from heterps_sim.schedulers.registry import make_scheduler
 
     p = random_default_problem(np.random.default_rng(50), 4, 3)
     p = replace(p, costs=replace(p.unit_costs, num_microbatches=1))
-    full = best_over_microbatches(p, (2, 3, 4, 5))
-    assert full.best is not None and full.skipped == ()
-    tight = best_over_microbatches(p, (2, 3, 4, 5), max_labels=1, max_skipped=2)
-    assert tight.best is None and tight.skipped == (2, 3, 4, 5) and tight.labels == 0
-    sched = make_scheduler("exact-flushed", microbatches=[2, 3, 4, 5], max_labels=1,
-                           max_skipped=2)
-    # the scheduler still answers with the plan it starts from (the stage model's optimum,
-    # provisioned as it runs), never cheaper than the optimum, and bounds how far it may be
-    plan = run_scheduler(sched, p, "least").plan
+    want = min(brute_force(p, m)[0] for m in (2, 3, 4, 5))
+    sched = make_scheduler("exact-flushed", microbatches=[2, 3, 4, 5])
+    run_scheduler(sched, p, "least")
+    assert sched.notes["proven_optimal"] is True
+    assert sched.notes["flushed_cost_usd"] == pytest.approx(want, rel=1e-9)
+    assert "gap_bound" not in sched.notes
+    sched = make_scheduler("exact-flushed", microbatches=[2, 3, 4, 5], max_work=1)
+    outcome = run_scheduler(sched, p, "least")
     notes = sched.notes
-    assert notes["proven_optimal"] is False and notes["microbatches_skipped"] == [2, 3, 4, 5]
-    assert plan is not None
-    assert notes["flushed_cost_usd"] >= full.best.cost_usd * (1 - 1e-9)
-    assert notes["lower_bound_usd"] <= full.best.cost_usd
-    assert notes["gap_bound"] == pytest.approx(
-        notes["flushed_cost_usd"] / notes["lower_bound_usd"] - 1)
+    assert notes["proven_optimal"] is False
+    assert notes["lower_bound_usd"] <= want * (1 + 1e-9)
+    if outcome.plan is not None:  # a plan found within the budget: never below the optimum
+        assert notes["flushed_cost_usd"] >= want * (1 - 1e-9)
+        assert notes["gap_bound"] == pytest.approx(
+            notes["flushed_cost_usd"] / notes["lower_bound_usd"] - 1)
+    else:
+        assert "work budget" in notes["reason"]

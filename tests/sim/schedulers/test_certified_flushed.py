@@ -1,0 +1,176 @@
+"""certified_optimum (schedulers/exact/certified.py) is the brute-force optimum over every plan
+(cuts x types x units x m, flushed_oracle) on tiny random problems, with and without
+availability caps, under gpipe and 1F1B, with and without a fixed price (priced PS hosts), and
+says it is proven there; restricted to one type it is that type's brute force; past its work
+budget it answers with a certified bound at or below the optimum and a consistent gap."""
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from heterps_sim.core.ps_spec import PsSpec
+from heterps_sim.cost.flush import flushed_throughput
+from heterps_sim.cost.reference import (
+    fixed_price_per_hour,
+    job_cost,
+    plan_stages,
+    plan_startup_s,
+)
+from heterps_sim.schedulers.exact.certified import certified_optimum, microbatch_counts
+from heterps_sim.testing import random_default_problem
+from tests.sim.schedulers.flushed_oracle import brute_force
+
+MS = (2, 3, 5)
+SHAPES = [(2, 3), (3, 2), (3, 3), (4, 2)]
+
+
+def _problem(rng, layers, types, *, fixed=0.0):
+    """A random default-model problem; half of them with heavy embedding bytes (the PS pulls
+    then pace the forwards) and a described PS; `fixed` USD/h of PS hosts."""
+    p = random_default_problem(rng, layers, types, caps=bool(rng.random() < 0.4))
+    p = replace(p, costs=replace(p.unit_costs, num_microbatches=1))
+    if rng.random() < 0.5 and p.sparse_bytes is not None:
+        p = replace(p, sparse_bytes=np.asarray(p.sparse_bytes) * float(rng.choice([30.0, 1e3])),
+                    ps=PsSpec())
+    if fixed > 0:
+        p = replace(p, ps=PsSpec(host_type="ps-host", price_per_hour=fixed))
+    return p
+
+
+def _recost(p, plan):
+    """The plan's cost as the closed form and the bill give it (None: misses the limit)."""
+    m = plan.num_microbatches
+    thr = flushed_throughput(p, plan, m, contention=True, ps=True)
+    if thr < p.throughput_limit * (1 - 1e-12):
+        return None
+    per_hour = sum(p.price_per_hour[p.type_index(s.resource)] * s.num_replicas
+                   for s in plan.stages)
+    return job_cost(p, per_hour, thr, plan_startup_s(p, plan_stages(p, plan)))
+
+
+def _check(p, got, want):
+    assert got.proven is True and got.gap == 0.0
+    assert got.microbatches == MS
+    if want == math.inf:
+        assert got.best is None and got.lower_bound_usd == math.inf
+        return False
+    assert got.best is not None
+    assert got.best.cost_usd == pytest.approx(want, rel=1e-9)
+    assert got.lower_bound_usd == pytest.approx(want, rel=1e-9)
+    assert got.best.plan.num_microbatches in MS
+    assert _recost(p, got.best.plan) == pytest.approx(got.best.cost_usd, rel=1e-9)
+    return True
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_certified_optimum_is_the_brute_force_optimum(seed):
+    rng = np.random.default_rng(8100 + seed)
+    feasible = 0
+    for layers, types in SHAPES:
+        p = _problem(rng, layers, types)
+        schedule = str(rng.choice(["gpipe", "1f1b"]))
+        want = min(brute_force(p, m, schedule=schedule)[0] for m in MS)
+        got = certified_optimum(p, schedule=schedule, microbatches=MS)
+        feasible += _check(p, got, want)
+        assert got.best is None or got.best.plan.schedule == schedule
+    assert feasible >= 1
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_a_fixed_price_is_paid_by_every_plan_and_priced_by_the_search(seed):
+    """Priced PS hosts (problem.ps.price_per_hour): the search's optimum is the brute force's,
+    whose bill (job_cost) adds the hosts' USD/h to every plan."""
+    rng = np.random.default_rng(8200 + seed)
+    feasible = 0
+    for layers, types in SHAPES[:3]:
+        p = _problem(rng, layers, types, fixed=float(rng.uniform(0.5, 20.0)))
+        assert fixed_price_per_hour(p) > 0
+        want = min(brute_force(p, m)[0] for m in MS)
+        got = certified_optimum(p, microbatches=MS)
+        if _check(p, got, want):
+            feasible += 1
+            free = replace(p, ps=PsSpec(host_type="ps-host", price_per_hour=0.0))
+            # the same plan costs exactly the hosts' share less without them
+            per_hour = sum(p.price_per_hour[p.type_index(s.resource)] * s.num_replicas
+                           for s in got.best.plan.stages)
+            without = _recost(free, got.best.plan)
+            assert got.best.cost_usd == pytest.approx(
+                without * (per_hour + fixed_price_per_hour(p)) / per_hour, rel=1e-9)
+    assert feasible >= 1
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_one_type_is_the_brute_force_over_that_type(seed):
+    rng = np.random.default_rng(8300 + seed)
+    found = 0
+    for layers, types in [(3, 3), (4, 3)]:
+        p = _problem(rng, layers, types)
+        for j in range(types):
+            want = min(brute_force(p, m, types=(j,))[0] for m in MS)
+            got = certified_optimum(p, microbatches=MS, types=(j,))
+            found += _check(p, got, want)
+            if got.best is not None:
+                assert {s.resource for s in got.best.plan.stages} == {p.type_names[j]}
+    assert found >= 1
+
+
+def test_past_its_budget_the_answer_is_certified_not_proven():
+    """A problem too large for a tiny budget: not proven, its bound at or below the optimum (the
+    unbudgeted answer, proven), its plan (if any) at or above it, the gap as the two say."""
+    p = random_default_problem(np.random.default_rng(77), 10, 4)
+    p = replace(p, costs=replace(p.unit_costs, num_microbatches=1))
+    ms = tuple(range(2, 9))
+    full = certified_optimum(p, microbatches=ms)
+    assert full.proven and full.best is not None
+    cut = certified_optimum(p, microbatches=ms, max_work=full.work // 20)
+    assert not cut.proven and cut.work < full.work
+    assert 0 < cut.lower_bound_usd <= full.best.cost_usd * (1 + 1e-9)
+    if cut.best is None:
+        assert cut.gap == math.inf
+    else:
+        assert cut.best.cost_usd >= full.best.cost_usd * (1 - 1e-9)
+        assert cut.gap == pytest.approx(cut.best.cost_usd / cut.lower_bound_usd - 1)
+    # deterministic: the same budget gives the same answer
+    again = certified_optimum(p, microbatches=ms, max_work=full.work // 20)
+    assert (again.lower_bound_usd, again.work, again.proven) == (
+        cut.lower_bound_usd, cut.work, cut.proven)
+    # a gap to stop at: the answer is within it of the bound
+    loose = certified_optimum(p, microbatches=ms, target_gap=0.05)
+    assert loose.best is not None
+    assert loose.best.cost_usd <= loose.lower_bound_usd * 1.05 * (1 + 1e-9)
+    assert loose.lower_bound_usd <= full.best.cost_usd * (1 + 1e-9)
+
+
+def test_an_incumbent_prunes_and_none_below_it_is_proven():
+    rng = np.random.default_rng(8400)
+    p = _problem(rng, 3, 3)
+    while min(brute_force(p, m)[0] for m in MS) == math.inf:
+        p = _problem(rng, 3, 3)
+    want = min(brute_force(p, m)[0] for m in MS)
+    below = certified_optimum(p, microbatches=MS, incumbent=want * 0.999)
+    assert below.best is None and below.proven
+    assert below.notes["none_below_incumbent"] is True
+    assert below.lower_bound_usd == pytest.approx(want * 0.999)
+    above = certified_optimum(p, microbatches=MS, incumbent=want * 1.5)
+    assert above.proven and above.best.cost_usd == pytest.approx(want, rel=1e-9)
+
+
+def test_no_plan_at_all_is_proven():
+    p = random_default_problem(np.random.default_rng(8500), 3, 2)
+    p = replace(p, throughput_limit=p.throughput_limit * 1e6,
+                costs=replace(p.unit_costs, num_microbatches=1))
+    got = certified_optimum(p, microbatches=MS)
+    assert got.best is None and got.proven and got.lower_bound_usd == math.inf
+
+
+def test_microbatch_counts():
+    p = random_default_problem(np.random.default_rng(1), 2, 2)
+    p = replace(p, batch_size=40, costs=replace(p.unit_costs, num_microbatches=1))
+    assert microbatch_counts(p) == tuple(range(2, 41))
+    assert microbatch_counts(p, (1, 3, 50, 3)) == (3,)
+    p = replace(p, costs=replace(p.unit_costs, num_microbatches=6))
+    assert microbatch_counts(p) == (6,)
+    with pytest.raises(ValueError, match="default cost model"):
+        certified_optimum(replace(p, cost_model="paper"))
