@@ -42,7 +42,7 @@ from pydantic import Field
 
 from heterps_sim.core.plan import Plan, Stage
 from heterps_sim.core.problem import Problem
-from heterps_sim.cost.reference import MAX_REPLICAS, job_cost, ps_cap
+from heterps_sim.cost.reference import MAX_REPLICAS, fixed_price_per_hour, job_cost, ps_cap
 from heterps_sim.cost.terms import boundary_latency_s, model_arrays
 from heterps_sim.schedulers.base import Evaluator, NoFeasiblePlan, SchedulerConfig
 from heterps_sim.schedulers.exact.caps import CapSolver
@@ -282,11 +282,14 @@ class _Sweep:
 
     def reach(self, lower: float) -> float:
         """Plans with f (USD per hour) >= lower and throughput below this cost at least the
-        incumbent: cost >= f x billed hours of N / Thr (+ the startup, default model).
+        incumbent: cost >= f x billed hours of N / Thr (default model: (f + the fixed price)
+        x billed hours of the startup + N / Thr).
         inf: every such plan does."""
         n = self.problem.num_samples
         if self.problem.cost_model != "default":
             return lower * n / 3600.0 / self.incumbent
+        # every plan also pays the fixed price (job_cost adds it): f + fixed per hour
+        lower = lower + fixed_price_per_hour(self.problem)
         if lower <= 0.0:  # free units: no bill excludes a plan
             return 0.0
         # the fewest seconds a plan of f = lower must be billed to cost the incumbent
@@ -309,7 +312,9 @@ class _Sweep:
         if self.problem.cost_model != "default":
             return self.incumbent * 3600.0 * self.thr_max / self.problem.num_samples
         run_s = self.problem.num_samples / self.thr_max + self.startup_s
-        return self.incumbent * 3600.0 / run_s if run_s > 0.0 else INF
+        # the bill is (f + the fixed price) x hours (job_cost)
+        fixed = fixed_price_per_hour(self.problem)
+        return self.incumbent * 3600.0 / run_s - fixed if run_s > 0.0 else INF
 
     def cost(self, found: _Found) -> float:
         """USD of a plan as the reference costs it."""
