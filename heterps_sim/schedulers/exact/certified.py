@@ -33,13 +33,14 @@ from heterps_sim.schedulers.exact.flushed_compiled import CompiledSearch
 
 MAX_MICROBATCHES = 64
 """microbatches=None: m = 2..this (within the batch size) unless the scenario sets m."""
-DEFAULT_MAX_WORK = 150_000_000
-"""Work units one call may spend (about 5 s on the 2-core VM at 64 layers x 64 types)."""
+DEFAULT_MAX_WORK = 75_000_000
+"""Work units one call may spend (about 5 s on the 2-core VM at 64 layers x 64 types: a unit
+is one stage option tried or one dominance test, 15-20 million a second there)."""
 MAX_LABELS = 2_000_000
 """Labels one search may hold (memory: ~170 bytes each)."""
-BEAM = 16
+BEAM = 8
 """Labels per layer of the heuristic search that finds the first plan to beat."""
-BEAM_MS = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+BEAM_MS = (2, 4, 8, 16, 32, 64)
 """The m's the heuristic runs at (those the space covers)."""
 RAISE = 1.25
 """A search's ceiling over its m's bound while no plan is known (and the most it rises)."""

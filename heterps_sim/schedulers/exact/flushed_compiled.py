@@ -52,6 +52,9 @@ class _PerM:
     price: np.ndarray
     bp_start: np.ndarray
     bp_lev: np.ndarray
+    pace: np.ndarray
+    bpv_start: np.ndarray
+    bpv_lev: np.ndarray
     pull_per_byte: float
     work: int
     bound: float = field(default=math.nan)
@@ -156,13 +159,15 @@ class CompiledSearch:
                                  "default)")
             first, count, E, F, K = self.stages
             ppb = self.pull_per_byte(m)
-            mf, mfd, P, work = kernel.prefix_tables(
+            mf, mfd, P, PV, work = kernel.prefix_tables(
                 first, count, E, F, K, self.L, self.M, self.t.par, m, self.beta, self.fs,
                 self.allreduce, self.transfers, self.contention, self.one_f_one_b, ppb,
                 self.holds, float(self.p.latency_s) if self.transfers else 0.0, self.t.ext,
                 self.t.lvl, self.lev, self.bytes, self.t.price, self.t_max)
             start, lev = kernel.breakpoints(P)
-            got = self._per_m[m] = _PerM(mf, mfd, P, start, lev, ppb, int(work))
+            vstart, vlev = kernel.breakpoints(PV)
+            got = self._per_m[m] = _PerM(mf, mfd, P, start, lev, PV, vstart, vlev, ppb,
+                                         int(work))
         return got
 
     def lower_bound(self, m: int) -> float:
@@ -173,14 +178,22 @@ class CompiledSearch:
         if math.isnan(t.bound):
             t.bound = math.inf
             if self.cap >= self.p.throughput_limit * (1 - 1e-12):
-                for b in range(t.bp_start[self.L], t.bp_start[self.L + 1]):
-                    g = int(t.bp_lev[b])
-                    step = max(float(t.min_fd[self.L]),
-                               self.t_max * max(g - 1, 0) / kernel.LEVELS * (1 - 1e-9))
-                    t.bound = min(t.bound, float(kernel.job_cost(
-                        float(t.price[g, self.L]), self.fixed, self.least_startup, step,
-                        self.B, self.cap, self.N, self.gran)))
+                # X and V of the whole plan are both at most its step: the larger bound
+                t.bound = max(self._least(t.price, t.bp_start, t.bp_lev, t.min_fd),
+                              self._least(t.pace, t.bpv_start, t.bpv_lev, t.min_fd))
         return t.bound
+
+    def _least(self, price, start, levels, min_fd) -> float:
+        """The least cost a whole plan can have by one of the level tables (inf: none)."""
+        least = math.inf
+        for b in range(start[self.L], start[self.L + 1]):
+            g = int(levels[b])
+            step = max(float(min_fd[self.L]),
+                       self.t_max * max(g - 1, 0) / kernel.LEVELS * (1 - 1e-9))
+            least = min(least, float(kernel.job_cost(
+                float(price[g, self.L]), self.fixed, self.least_startup, step, self.B,
+                self.cap, self.N, self.gran)))
+        return least
 
     # ---- one search ----------------------------------------------------------------------
     def run(self, m: int, ceiling: float = math.inf, *, max_labels: int = 2_000_000,
@@ -199,7 +212,8 @@ class CompiledSearch:
             float(self.p.latency_s) if self.transfers else 0.0, self.t.ext, self.t.lvl,
             self.lev, self.bytes, self.t.price, self.net, self.startup, self.slot, self.avail,
             self.t_max, self.cap, self.N, self.gran, self.B, self.fixed, t.min_fill, t.min_fd,
-            t.price, t.bp_start, t.bp_lev, float(ceiling), int(max_labels), int(max_work),
+            t.price, t.bp_start, t.bp_lev, t.pace, t.bpv_start, t.bpv_lev, float(ceiling),
+            int(max_labels), int(max_work),
             int(beam))
         if status == kernel.TOO_MANY:
             return Round("budget", None, int(labels), int(work))

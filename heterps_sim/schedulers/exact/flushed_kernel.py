@@ -136,17 +136,26 @@ def prefix_tables(first, count, E, F, K, L, M, par, m, beta, fs, allreduce, tran
                  pulls less one microbatch's with several, are at least that). Taking
                  g = h in T, every term of X_p is in it beside the suffix's D, so
                  T >= D_suffix + X_p (the fills before h are bounded by min_fill).
+    pace[x, i]   its least USD per hour when V_p <= t_max x / LEVELS, V_p = A_p + its largest
+                 forward pace pf_h (with the pulls' bound): taking the suffix's stages as g in
+                 T, T >= D_suffix + Y_suffix + A_p + PF >= D_suffix + Y_suffix + V_p (a cheap
+                 prefix of slow units or few units on its embedding stage fills and paces the
+                 forwards for the whole pipeline). V_p = max(V_before + a_h, fills before h
+                 + a_h + pf_h), a DP like price's.
 
     The table is a DP over the prefix's last stage: X_p = max(X_before + a_h + c_h, own_h),
     the budget left to the stages before looked up at or above it (never a tighter bound)."""
     min_fill = np.full(L + 1, np.inf)
     min_fd = np.full(L + 1, np.inf)
     P = np.full((LEVELS + 1, L + 1), np.inf)
+    PV = np.full((LEVELS + 1, L + 1), np.inf)
+    PV[:, 0] = 0.0
+    stage_price_v = np.empty(LEVELS + 1)
     min_fill[0] = 0.0
     min_fd[0] = 0.0
     P[:, 0] = 0.0
     stage_price = np.empty(LEVELS + 1)
-    work = 0  # stage options and level updates: the tables' deterministic cost
+    work = 0  # stage options (unit counts) tried: the tables' deterministic cost
     for a in range(L):
         if P[LEVELS, a] == np.inf:
             continue
@@ -170,11 +179,13 @@ def prefix_tables(first, count, E, F, K, L, M, par, m, beta, fs, allreduce, tran
                 k_lo, k_hi = K[s, 0], K[s, 1]
                 pull = pull_per_byte * F[s, 6]
                 stage_price[:] = np.inf
+                stage_price_v[:] = np.inf
                 lowest = LEVELS + 1
+                lowest_v = LEVELS + 1
                 prev_n = m + 1
                 for n in range(m, 0, -1):  # units ascending: the fewest for each level
                     k = max(k_lo, (m + n - 1) // n)
-                    if k > k_hi or lowest <= 1:
+                    if k > k_hi or (lowest <= 1 and lowest_v <= 1):
                         break
                     nn = (m + k - 1) // k
                     if nn == prev_n:
@@ -192,7 +203,15 @@ def prefix_tables(first, count, E, F, K, L, M, par, m, beta, fs, allreduce, tran
                     for x in range(g, lowest):
                         stage_price[x] = price[j] * k
                     lowest = min(lowest, g)
-                work += LEVELS + 1 - lowest
+                    g = _level(min_fill[a] + a_fill + pf, t_max, 1.0 - 1e-12)
+                    for x in range(g, lowest_v):
+                        stage_price_v[x] = price[j] * k
+                    lowest_v = min(lowest_v, g)
+                shift = int(np.floor(a_fill / t_max * LEVELS * (1.0 - 1e-9)))
+                for x in range(lowest_v, LEVELS + 1):
+                    pr = PV[max(x - shift, 0), a] + stage_price_v[x]
+                    if pr < PV[x, e + 1]:
+                        PV[x, e + 1] = pr
                 # the level of the budget left before it, t_max x / LEVELS - a - c, rounded
                 # up (a whole level more at most: a cheaper bound, never a tighter one)
                 shift = int(np.floor((a_fill + c_drain) / t_max * LEVELS * (1.0 - 1e-9)))
@@ -201,7 +220,7 @@ def prefix_tables(first, count, E, F, K, L, M, par, m, beta, fs, allreduce, tran
                     pr = P[before, a] + stage_price[x]
                     if pr < P[x, e + 1]:
                         P[x, e + 1] = pr
-    return min_fill, min_fd, P, work
+    return min_fill, min_fd, P, PV, work
 
 
 @njit(cache=True)
@@ -261,8 +280,8 @@ def _least(f, D, t_lo, s, i, P, bp_start, bp_lev, fixed, t_max, batch, cap, samp
 def search(first, count, E, F, K, starts_at, L, M, par, m, beta, fs, allreduce,
            transfers, contention, one_f_one_b, pull_per_byte, holds, q_all, latency, ext,
            lvl, lev, bytes_, price, net, startup, slot, avail, t_max, cap, samples, gran,
-           batch, fixed, min_fill, min_fd, P, bp_start, bp_lev, incumbent, max_labels,
-           max_work, beam):
+           batch, fixed, min_fill, min_fd, P, bp_start, bp_lev, PV, bpv_start, bpv_lev,
+           incumbent, max_labels, max_work, beam):
     """(status, best label or -1, its cost, FL, IL, labels made, work): the cheapest plan
     below `incumbent` at m; TOO_MANY past max_labels labels or max_work units of work (stage
     options tried plus dominance tests: deterministic, unlike time). beam > 0: a heuristic,
@@ -381,6 +400,10 @@ def search(first, count, E, F, K, starts_at, L, M, par, m, beta, fs, allreduce,
                             continue
                         if not _beats(f, D, t_lo, st, i, P, bp_start, bp_lev, fixed, t_max,
                                       batch, cap, samples, gran, ceiling):
+                            continue
+                        # the prefix's fill and forward pace after the suffix's drain and Y
+                        if not _beats(f, D + PB + Z, t_lo, st, i, PV, bpv_start, bpv_lev,
+                                      fixed, t_max, batch, cap, samples, gran, ceiling):
                             continue
                         if pos >= FL.shape[0]:
                             FL, IL, UL = _grow(FL, IL, UL)
