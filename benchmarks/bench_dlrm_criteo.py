@@ -116,15 +116,15 @@ def shard_check(problem) -> list[dict]:
 def answer(problem) -> list[dict]:
     """Per PS choice: exact's plan and the best one-type plan (stage model) provisioned as
     gpipe runs them (their cuts and types, the cheapest units and m under the flushed closed
-    form: schedulers/exact/flushed_provision.as_it_runs)."""
-    from heterps_sim.schedulers.exact.flushed_provision import as_it_runs
+    form: the planner's Pricing)."""
+    from heterps_sim.planner import Pricing
     rows = []
     for choice in ps_hosts.ps_choices(problem):
         q = ps_hosts.with_ps(problem, choice)
         row = {"ps": choice.label}
         for name in ("exact", "homogeneous"):
             got = run_scheduler(make_scheduler(name), q, "least")
-            plan, result, _ = as_it_runs(q, got.plan, got.result)
+            plan, result = Pricing.of(q).price(q, got.plan.with_replicas(None))
             row[name] = {"stage_model_usd": got.result.cost_usd,
                          "flushed_usd": result.cost_usd if result.feasible else math.inf,
                          "m": plan.num_microbatches,

@@ -7,7 +7,7 @@ import pytest
 from heterps_sim.cli import main
 from heterps_sim.core.plan import plan_from_dict
 from heterps_sim.inputs.load import load_input
-from heterps_sim.schedulers.exact.flushed_provision import flushed_result
+from heterps_sim.planner.pricing import flushed_result
 from heterps_sim.schedulers.registry import scheduler_names
 
 

@@ -11,9 +11,9 @@ import pytest
 from heterps_sim.core.plan import Plan, Stage
 from heterps_sim.cost.flush import flushed_throughput
 from heterps_sim.cost.reference import plan_stages
+from heterps_sim.planner.pricing import flushed_result
 from heterps_sim.schedulers.exact.flushed_provision import (
     applies,
-    flushed_result,
     microbatch_counts,
     provision_flushed,
 )
