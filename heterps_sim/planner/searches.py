@@ -100,7 +100,9 @@ def _exact_flushed(problem: Problem, pricing: Pricing, types, max_work) -> Answe
                            + result.reason)
         proven = False
     return Answer(scheduler="exact", plan=plan, result=result, pricing=pricing,
-                  problem=variant, proven=proven and cost <= lower * (1 + 1e-9),
+                  # proven when the certified bound over every host choice reaches the cost
+                  # (a choice the search did not finish still bounds it from below)
+                  problem=variant, proven=result.feasible and bound >= cost * (1 - 1e-9),
                   lower_bound_usd=lower if math.isfinite(lower) and lower > 0 else None,
                   evaluations=1, wall_s=wall, notes=notes)
 
