@@ -3,7 +3,7 @@
 For random default-model problems (heterps_sim.testing.random_default_problem, seed 7) of
 growing size and for shipped scenarios, one exact search per microbatch count: wall time,
 labels, the optimum's cost and stages; then the optimum is simulated as `schedule` checks
-it (studies/verify.py: deterministic effects, the plan's m, seed 0) and its closed-form
+it (planner/check.py: deterministic effects, the plan's m, seed 0) and its closed-form
 throughput is compared with the simulated one. Beside it, the stage model's exact optimum
 (the `exact` scheduler) simulated the same way: how far short of the limit it falls.
 
@@ -30,10 +30,10 @@ import numpy as np
 from heterps_sim.des import simulate
 from heterps_sim.des.options import DesOptions
 from heterps_sim.inputs.load import load_input
+from heterps_sim.planner.check import VerifySettings
 from heterps_sim.schedulers.base import run_scheduler
 from heterps_sim.schedulers.exact.flushed import LabelLimit, best_over_microbatches, optimum
 from heterps_sim.schedulers.registry import make_scheduler
-from heterps_sim.studies.verify import VerifySettings
 from heterps_sim.testing import random_default_problem
 
 ROOT = Path(__file__).resolve().parents[1]

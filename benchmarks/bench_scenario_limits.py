@@ -6,7 +6,7 @@ For each scenario, at its shipped batch and limit and at the ones it had before:
   stage optimum   the `exact` scheduler's plan (the stage model's optimum, least
                   provisioning): its analytic throughput and cost, and the simulator's
                   throughput of it as `schedule` checks it (deterministic effects, the plan's
-                  microbatches, seed 0; studies/verify.py's settings)
+                  microbatches, seed 0; planner/check.py's settings)
   grown           the most the flushed closed form (cost/flush.py, the same effects) gives
                   that plan's stages when units are added greedily (a quarter more to the stage
                   that gains most, up to --growth x its units) at m = 16 .. 128: whether

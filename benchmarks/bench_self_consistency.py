@@ -2,7 +2,7 @@
 
 Cases: the exact optimum (least provisioning) of every shipped scenario that has one, and of
 random default-model problems (heterps_sim.testing.random_default_problem, seeded) of up to
-64 layers x 64 types. Each optimum is simulated as `schedule` checks it (studies/verify.py:
+64 layers x 64 types. Each optimum is simulated as `schedule` checks it (planner/check.py:
 the deterministic effects on, the plan's schedule and microbatches, seed 0) and, for the
 attribution, with no effect and with the effects switched on one after another
 (studies/self_consistency.py).

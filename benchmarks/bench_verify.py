@@ -1,7 +1,7 @@
 """What the simulator's check adds to `heterps-sim simulate` on the 64-type scenarios.
 
 Per scenario: the exact scheduler's plan (least provisioning, the shipped scenario as it is),
-then studies.verify.verify_plan with re-provisioning, as `simulate` runs it (--verify des):
+then planner.check.verify_plan with re-provisioning, as `simulate` runs it (--verify des):
 the deterministic effects on, the plan's schedule and microbatches, seed 0. Each row: the
 median wall time of the scheduler, of one simulation of its plan (what `schedule` adds) and
 of the whole check (what `simulate` adds), the check's share of scheduler + check, its simulations, status, and the analytic vs simulated throughput. Goal: the check adds
