@@ -246,18 +246,21 @@ def breakpoints(P):
 @njit(cache=True, inline="always")
 def _beats(f, D, t_lo, s, i, P, bp_start, bp_lev, fixed, t_max, batch, cap, samples, gran,
            ceiling):
-    """Can some prefix complete a suffix (price f, fill and drain D, step at least t_lo,
-    startup s) below `ceiling`? Its X_p lies in a level g (price >= P[g, i]) and above the
-    level below (T >= D + t_max (g - 1) / LEVELS); the cheapest levels first."""
+    """(can some prefix complete a suffix (price f, fill and drain D, step at least t_lo,
+    startup s) below `ceiling`?, levels tried: the work). Its X_p lies in a level g (price
+    >= P[g, i]) and above the level below (T >= D + t_max (g - 1) / LEVELS); the cheapest
+    levels first."""
+    tried = 0
     for b in range(bp_start[i + 1] - 1, bp_start[i] - 1, -1):
         g = bp_lev[b]
         below = t_max * max(g - 1, 0) / LEVELS * (1.0 - 1e-9)
         if D + below > t_max * (1.0 + 1e-12):
             continue
+        tried += 1
         if job_cost(f + P[g, i], fixed, s, max(t_lo, D + below), batch, cap, samples,
                     gran) < ceiling:
-            return True
-    return False
+            return True, tried
+    return False, tried
 
 
 @njit(cache=True, inline="always")
@@ -398,12 +401,16 @@ def search(first, count, E, F, K, starts_at, L, M, par, m, beta, fs, allreduce,
                         t_lo = max(pace + Z + rest_fill, pace + rest_fd)
                         if t_lo > t_max:
                             continue
-                        if not _beats(f, D, t_lo, st, i, P, bp_start, bp_lev, fixed, t_max,
-                                      batch, cap, samples, gran, ceiling):
+                        ok, tried = _beats(f, D, t_lo, st, i, P, bp_start, bp_lev, fixed,
+                                           t_max, batch, cap, samples, gran, ceiling)
+                        work += tried // 4
+                        if not ok:
                             continue
                         # the prefix's fill and forward pace after the suffix's drain and Y
-                        if not _beats(f, D + PB + Z, t_lo, st, i, PV, bpv_start, bpv_lev,
-                                      fixed, t_max, batch, cap, samples, gran, ceiling):
+                        ok, tried = _beats(f, D + PB + Z, t_lo, st, i, PV, bpv_start, bpv_lev,
+                                           fixed, t_max, batch, cap, samples, gran, ceiling)
+                        work += tried // 4
+                        if not ok:
                             continue
                         if pos >= FL.shape[0]:
                             FL, IL, UL = _grow(FL, IL, UL)
