@@ -1,146 +1,135 @@
-"""The exact-flushed scheduler: how far it scales, and whether the simulator agrees with it.
+"""certified_optimum (the exact-flushed search): time, answer, certified bound and gap per
+problem, at the default work budget.
 
-For random default-model problems (heterps_sim.testing.random_default_problem, seed 7) of
-growing size and for shipped scenarios, one exact search per microbatch count: wall time,
-labels, the optimum's cost and stages; then the optimum is simulated as `schedule` checks
-it (planner/check.py: deterministic effects, the plan's m, seed 0) and its closed-form
-throughput is compared with the simulated one. Beside it, the stage model's exact optimum
-(the `exact` scheduler) simulated the same way: how far short of the limit it falls.
+Problems: shipped scenarios (their m when they set one, else 2..64) and random default-model
+problems (heterps_sim.testing.random_default_problem, seed 7, m = 2..64). Per problem: the
+median wall time over --repeat runs (the answer itself is deterministic: the budget counts
+work, not time), the best plan's cost and m, the certified lower bound, proven or the gap,
+the work spent. --one-type SCENARIO: the planner's baseline sweep, certified_optimum with
+types=(j,) for every type j (total time, how many proven, the best one-type plan).
+--slow-family N: N random problems 12x12..32x32 (the slow test's family): how many proven
+within the budget, the largest gap, the median and slowest time.
 
-Then, per scenario, the scheduler's own search over every m from 2 to --over-m
-(best_over_microbatches): the cheapest m, its cost, the m's past the label budget, wall time.
-
-Usage: python benchmarks/bench_flushed_exact.py [--sizes 8x8,12x8,16x16,24x16,32x32]
-       [--scenarios nce-cpu-gpu,ctr-dnn-64types] [--m 4,16] [--max-labels 2000000]
-       [--over-m 64] [--scale 48x48,64x64]
-
---scale: for each size, optimum at m = 8 on ten random problems (seeds 1000-1009) within
---max-labels (default here 1,000,000 for it): how many are proven, and the times.
+Usage: python benchmarks/bench_flushed_exact.py [--scenarios synthetic-64x64,...]
+       [--random 64x64,256x64] [--repeat 3] [--max-work N] [--one-type synthetic-64x64]
+       [--slow-family 50]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from heterps_sim.des import simulate
-from heterps_sim.des.options import DesOptions
 from heterps_sim.inputs.load import load_input
-from heterps_sim.planner.check import VerifySettings
-from heterps_sim.schedulers.base import run_scheduler
-from heterps_sim.schedulers.exact.flushed import LabelLimit, best_over_microbatches, optimum
-from heterps_sim.schedulers.registry import make_scheduler
+from heterps_sim.schedulers.exact.certified import DEFAULT_MAX_WORK, certified_optimum
 from heterps_sim.testing import random_default_problem
 
 ROOT = Path(__file__).resolve().parents[1]
+SLOW_SIZES = [(12, 12), (16, 16), (20, 12), (24, 16), (32, 32)]
 
 
-def simulated(problem, plan) -> float:
-    s = VerifySettings()
-    opts = DesOptions.with_effects(tuple(s.effects), num_steps=s.num_steps)
-    return simulate(problem, plan, seed=s.seed, options=opts, record_spans=False).result.throughput
-
-
-def stage_optimum_shortfall(problem) -> str:
-    out = run_scheduler(make_scheduler("exact"), problem, "least")
-    if out.plan is None:
-        return "stage model: no plan"
-    plan = out.plan.with_replicas([s.num_replicas for s in out.result.stages])
-    sim = simulated(problem, plan)
-    return (f"stage-model optimum {out.result.cost_usd:.4g} USD, {len(plan.stages)} stages, "
-            f"simulated {sim / problem.throughput_limit - 1:+.1%} vs limit")
-
-
-def case(name: str, problem, ms: list[int], max_labels: int) -> list[float]:
-    errors = []
-    print(f"{name} ({problem.num_layers} layers x {problem.num_types} types): "
-          f"{stage_optimum_shortfall(problem)}")
-    for m in ms:
-        start = time.perf_counter()
-        try:
-            got = optimum(problem, m, max_labels=max_labels)
-        except LabelLimit:
-            print(f"  m={m:<3} past {max_labels:,} labels after {time.perf_counter() - start:.2f} s")
-            continue
-        wall = time.perf_counter() - start
-        if got is None:
-            print(f"  m={m:<3} {wall:7.2f} s  no plan meets the limit under the flushed schedule")
-            continue
-        sim = simulated(problem, got.plan)
-        err = got.throughput / sim - 1.0
-        errors.append(abs(err))
-        units = "-".join(str(s.num_replicas) for s in got.plan.stages)
-        print(f"  m={m:<3} {wall:7.2f} s  {got.labels:>9,} labels  {got.cost_usd:.4g} USD  "
-              f"{len(got.plan.stages)} stages ({units})  closed form {got.throughput:,.0f}  "
-              f"simulated {sim:,.0f}  ({err:+.2%})  vs limit {sim / problem.throughput_limit - 1:+.1%}")
-    return errors
-
-
-def over_microbatches(name: str, problem, top: int, max_labels: int) -> None:
-    start = time.perf_counter()
-    got = best_over_microbatches(problem, range(2, top + 1), max_labels=max_labels)
-    wall = time.perf_counter() - start
-    head = f"{name}: m = 2..{top} in {wall:.2f} s, {len(got.skipped)} m's past the labels"
-    if got.best is None:
-        print(f"{head}; no plan")
-        return
-    units = "-".join(str(s.num_replicas) for s in got.best.plan.stages)
-    print(f"{head}; cheapest at m={got.best.plan.num_microbatches}: {got.best.cost_usd:.4g} USD "
-          f"({units}); simulated {simulated(problem, got.best.plan):,.0f} "
-          f"against the limit {problem.throughput_limit:,.0f}")
-
-
-def scale(size: str, max_labels: int) -> None:
+def random_problem(size: str, seed: int = 7):
     layers, types = (int(x) for x in size.split("x"))
-    times, proven = [], []
-    for seed in range(1000, 1010):
-        problem = random_default_problem(np.random.default_rng(seed), layers, types)
+    p = random_default_problem(np.random.default_rng(seed), layers, types)
+    return replace(p, costs=replace(p.unit_costs, num_microbatches=1))
+
+
+def timed(problem, repeat: int, **kw):
+    """(answer, median seconds) over `repeat` runs."""
+    times, got = [], None
+    for _ in range(repeat):
         start = time.perf_counter()
-        try:
-            optimum(problem, 8, max_labels=max_labels)
-            done = True
-        except LabelLimit:
-            done = False
+        got = certified_optimum(problem, **kw)
         times.append(time.perf_counter() - start)
-        if done:
-            proven.append(times[-1])
-    print(f"{size}: {len(proven)} of 10 proven within {max_labels:,} labels (times "
-          f"{', '.join(f'{t:.2f}' for t in sorted(proven)) or '-'} s); median of all ten "
-          f"{float(np.median(times)):.2f} s, slowest {max(times):.2f} s")
+    return got, float(np.median(times))
+
+
+def line(name: str, problem, got, wall: float) -> str:
+    size = f"{problem.num_layers}x{problem.num_types}"
+    if got.best is None:
+        answer = "no plan" + (" (proven)" if got.proven else "")
+    else:
+        answer = f"{got.best.cost_usd:,.4f} USD at m={got.best.plan.num_microbatches}"
+    proof = "proven" if got.proven else (f"gap <= {100 * got.gap:.1f}%" if np.isfinite(got.gap)
+                                         else "no bound on the gap")
+    return (f"| {name} | {size} | {wall:.2f} | {answer} | {got.lower_bound_usd:,.4f} | {proof} "
+            f"| {got.work / 1e6:.1f} |")
+
+
+def one_type_sweep(name: str, max_work: int) -> None:
+    problem = load_input(str(ROOT / "scenarios" / f"{name}.yaml")).problem
+    start = time.perf_counter()
+    proven, best, gaps, work = 0, None, [], 0
+    for j in range(problem.num_types):
+        got = certified_optimum(problem, types=(j,), max_work=max_work)
+        proven += got.proven
+        work += got.work
+        if not got.proven and np.isfinite(got.gap):
+            gaps.append(got.gap)
+        if got.best is not None and (best is None or got.best.cost_usd < best[0]):
+            best = (got.best.cost_usd, problem.type_names[j], got.best.plan.num_microbatches)
+    wall = time.perf_counter() - start
+    print(f"\none-type sweep on {name} ({problem.num_types} types, max_work {max_work:,} each): "
+          f"{wall:.1f} s, {proven} of {problem.num_types} proven, work {work / 1e6:.1f} M"
+          + (f", largest gap {100 * max(gaps):.1f}%" if gaps else "")
+          + (f"; best {best[0]:,.4f} USD on {best[1]} at m={best[2]}" if best else
+             "; no one-type plan"))
+
+
+def slow_family(count: int, max_work: int) -> None:
+    times, proven, gaps = [], 0, []
+    for n in range(count):
+        layers, types = SLOW_SIZES[n % len(SLOW_SIZES)]
+        rng = np.random.default_rng(9000 + n)
+        p = random_default_problem(rng, layers, types, caps=bool(rng.random() < 0.3))
+        p = replace(p, costs=replace(p.unit_costs, num_microbatches=1))
+        start = time.perf_counter()
+        got = certified_optimum(p, max_work=max_work)
+        times.append(time.perf_counter() - start)
+        proven += got.proven
+        if not got.proven:
+            gaps.append(got.gap)
+    print(f"\n{count} random problems 12x12..32x32 (seeds 9000..): {proven} proven; "
+          f"time median {np.median(times):.2f} s, slowest {max(times):.1f} s"
+          + (f"; unproven gaps: {', '.join(f'{100 * g:.1f}%' for g in sorted(gaps))}"
+             if gaps else ""))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", default="8x8,12x8,16x16,24x16,32x32")
-    ap.add_argument("--scenarios", default="nce-cpu-gpu,ctr-dnn-64types,2emb-ps-contention")
-    ap.add_argument("--m", default="4,16")
-    ap.add_argument("--max-labels", type=int, default=2_000_000)
-    ap.add_argument("--over-m", type=int, default=64)
-    ap.add_argument("--scale", default="")
+    ap.add_argument("--scenarios", default="synthetic-64x64,synthetic-256x64,dlrm-64types,"
+                                           "ctr-dnn-64types")
+    ap.add_argument("--random", default="16x16,32x32,64x64,256x64")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--max-work", type=int, default=DEFAULT_MAX_WORK)
+    ap.add_argument("--one-type", default="")
+    ap.add_argument("--slow-family", type=int, default=0)
     args = ap.parse_args()
-    ms = [int(x) for x in args.m.split(",")]
-    print(f"machine: {platform.machine()}, {platform.system()}, python {platform.python_version()}")
-    optimum(random_default_problem(np.random.default_rng(1), 3, 3), 4)  # compile first
-    errors = []
-    for size in filter(None, args.sizes.split(",")):
-        layers, types = (int(x) for x in size.split("x"))
-        problem = random_default_problem(np.random.default_rng(7), layers, types)
-        errors += case(f"random {size}", problem, ms, args.max_labels)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.system()}, "
+          f"python {platform.python_version()}, load average {load:.1f}; "
+          f"max_work {args.max_work:,}")
+    certified_optimum(random_problem("3x3"), microbatches=(2, 3))  # compile first
+    print("\n| problem | layers x types | s (median) | answer | lower bound USD | proof | "
+          "work (M) |\n|---|---|---|---|---|---|---|")
     for name in filter(None, args.scenarios.split(",")):
         problem = load_input(str(ROOT / "scenarios" / f"{name}.yaml")).problem
-        errors += case(name, problem, ms, args.max_labels)
-    for name in filter(None, args.scenarios.split(",")):
-        problem = load_input(str(ROOT / "scenarios" / f"{name}.yaml")).problem
-        over_microbatches(name, problem, args.over_m, args.max_labels)
-    for size in filter(None, args.scale.split(",")):
-        scale(size, args.max_labels)
-    if errors:
-        print(f"closed form vs simulator over {len(errors)} optima: MAPE "
-              f"{100 * sum(errors) / len(errors):.2f}%, worst {100 * max(errors):.2f}%")
+        got, wall = timed(problem, args.repeat, max_work=args.max_work)
+        print(line(name, problem, got, wall), flush=True)
+    for size in filter(None, args.random.split(",")):
+        problem = random_problem(size)
+        got, wall = timed(problem, args.repeat, max_work=args.max_work)
+        print(line(f"random {size}", problem, got, wall), flush=True)
+    if args.one_type:
+        one_type_sweep(args.one_type, args.max_work)
+    if args.slow_family:
+        slow_family(args.slow_family, args.max_work)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@ For each m the compiled search (flushed_compiled.CompiledSearch) keeps a proven 
 no plan at m costs less. It starts at the m's table bound (flushed_kernel.prefix_tables over
 the whole model) and rises with each search under a ceiling X that ends: a search that finds
 nothing proves lb[m] = X, one that finds a plan has found m's optimum. The m whose bound is
-lowest is searched next (best first), under a ceiling between its bound and the best plan so
+lowest is searched next (best first; an m whose tables are not built yet counts 0 and gets
+them first, so a budget that ends early leaves no bound claimed for it), under a ceiling between its bound and the best plan so
 far, so the work goes where the global bound min_m lb[m] is; an m whose bound reaches the best
 plan's cost is closed. The answer is proven when every m is closed; when the work budget runs
 out first, the answer is the best plan found and lower_bound_usd = min over open m of lb[m],
@@ -114,6 +115,7 @@ class _Run:
         self.lb: dict[int, float] = {}
         self.status: dict[int, str] = {}
         self.tries: dict[int, int] = {}
+        self.tabled: set[int] = set()
         self.work = self.rounds = self.labels = 0
         self.out_of_work = False
 
@@ -124,17 +126,30 @@ class _Run:
                 self.status[m] = "none"
                 self.lb[m] = math.inf
             return self._certified()
-        for m in self.ms:
-            self._charge(self.search.per_m(m).work)
-            self.lb[m] = self.search.lower_bound(m)
-            self.status[m] = "none" if self.lb[m] == math.inf else "open"
+        for m in self.ms:  # no bound known yet: 0 until the m's tables are built
+            self.lb[m], self.status[m] = 0.0, "open"
+        for m in [m for m in BEAM_MS if m in self.lb]:
+            self._tables(m)
         self._heuristic()
         while not self.out_of_work:
             m = self._next()
             if m is None:
                 break
-            self._round(m)
+            if m not in self.tabled:
+                self._tables(m)
+            else:
+                self._round(m)
         return self._certified()
+
+    def _tables(self, m: int) -> None:
+        """m's bounds on a prefix and its whole-plan bound (flushed_kernel.prefix_tables)."""
+        if self.out_of_work:
+            return
+        self.tabled.add(m)
+        self._charge(self.search.per_m(m).work)
+        self.lb[m] = max(self.lb[m], self.search.lower_bound(m))
+        if self.lb[m] == math.inf:
+            self.status[m] = "none"
 
     def _charge(self, work: int) -> None:
         self.work += int(work)
@@ -147,7 +162,7 @@ class _Run:
 
     def _heuristic(self) -> None:
         """A first plan to beat: the beam search at a few m's (cheap; proves nothing)."""
-        for m in [m for m in BEAM_MS if m in self.lb and self.status[m] == "open"]:
+        for m in [m for m in BEAM_MS if m in self.tabled and self.status[m] == "open"]:
             if self.out_of_work or self.lb[m] >= self.upper * (1 - 1e-9):
                 continue
             got = self.search.run(m, self.upper, max_labels=MAX_LABELS,
