@@ -133,7 +133,10 @@ def plan_startup_s(problem: Problem, terms) -> float:
 def fixed_price_per_hour(problem: Problem) -> float:
     """USD per hour a plan pays whatever its stages: the parameter-server hosts the problem
     prices (0 when it prices none). Every plan of the problem pays it, so job_cost adds it and
-    every search adds it to each plan's stage prices."""
+    every search adds it to each plan's stage prices. The paper model is the published
+    formula (N / Thr x the stages' prices, no parameter server), so it prices none."""
+    if problem.cost_model != "default":
+        return 0.0
     ps = getattr(problem, "ps", None)
     return float(getattr(ps, "price_per_hour", 0.0) or 0.0)
 

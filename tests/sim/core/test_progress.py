@@ -102,7 +102,7 @@ def test_rl_schedule_says_what_it_does_and_stdout_is_unchanged(capsys, monkeypat
     assert main(line) == 0
     plain = capsys.readouterr()
     assert plain.err == ""  # stderr is not a terminal here: nothing
-    for text in ("scheduling: rl (least provisioning)...", "rl: fine-tuning the policy (PPO)",
+    for text in ("planning: rl (flushed closed form (gpipe, m = 2-64))...", "rl: fine-tuning the policy (PPO)",
                  "updates=2", "rl: polishing the best 2 plans", "polish:"):
         assert text in shown.err, text
     # stdout: one JSON document, the same but for the run's timings
@@ -138,7 +138,7 @@ def test_a_terminal_gets_phases_a_pipe_gets_none_and_stdout_is_the_same_bytes():
     cli = [sys.executable, "-m", "heterps_sim.cli", "schedule", TINY, "--verify", "des"]
     out_tty, err_tty, rc = _on_a_terminal(cli)
     assert rc == 0
-    assert "scheduling: exact (least provisioning)..." in err_tty
+    assert "planning: exact (flushed closed form (gpipe, m = 2-64))..." in err_tty
     assert "checking the plan in the simulator" in err_tty
     piped = subprocess.run(cli, capture_output=True, cwd=REPO,
                            env={k: v for k, v in os.environ.items() if k != progress.ENV})

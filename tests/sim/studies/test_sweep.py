@@ -76,16 +76,18 @@ def test_least_provisioning_can_make_a_higher_limit_cheaper():
     assert evaluate_plan(problem, plan, "exact").cost_usd <= at60.cost_usd  # exact: monotone
 
 
-def test_reachable_range_ends_where_the_exact_scheduler_gives_up():
-    from heterps_sim.schedulers.base import run_scheduler
-    from heterps_sim.schedulers.registry import make_scheduler
+def test_reachable_range_ends_where_the_planner_gives_up():
+    # The range is the planner's (the exact search under the flushed pricing): it answers at
+    # the top, no plan 0.2% above it, and the cheapest plan's throughput below the bottom.
+    from heterps_sim.planner import Planner
     problem = load_input("scenarios/wide-deep-capped.yaml").problem
     lo, hi = reachable_range(problem)
-    exact = make_scheduler("exact")
-    assert run_scheduler(exact, problem.with_limit(hi), "exact").result.feasible
-    assert run_scheduler(exact, problem.with_limit(hi * 1.002), "exact").plan is None
-    below = run_scheduler(exact, problem.with_limit(lo / 10), "exact").result
-    assert below.throughput == pytest.approx(lo)  # the cheapest plan: flat below lo
+    planner = Planner(search="exact", provisioning="exact")
+    top = planner.plan(problem.with_limit(hi))
+    assert top.feasible and top.result.throughput >= hi
+    assert planner.plan(problem.with_limit(hi * 1.002)).plan is None
+    below = planner.plan(problem.with_limit(lo / 10))
+    assert below.result.throughput == pytest.approx(lo)  # the cheapest plan: flat below lo
 
 
 def test_default_schedulers_are_exact_and_the_fast_ones():
