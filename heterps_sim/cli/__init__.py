@@ -1,6 +1,7 @@
-"""`heterps-sim`: catalog, check, problem, schedule, evaluate, simulate, tradeoff, plot, report.
+"""`heterps-sim`: plan where each layer trains on heterogeneous rented hardware.
 
-Every command takes a scenario YAML or a problem JSON (none: the built-in default scenario);
+Every command takes a scenario YAML, a shipped scenario's name (`heterps-sim scenarios`) or a
+problem JSON (none: the built-in default scenario);
 `--json` prints one JSON document to stdout. Bad input prints one line naming the file, the
 field and the problem, and exits 2. Exit 1 means the input was fine but no plan meets the
 throughput limit.
@@ -28,6 +29,8 @@ COMMANDS = {
                  "(default) or rl (see heterps-sim train-rl [--scheduler rl] --help)", ""),
     "catalog": ("heterps_sim.cli.inputs", "list the resource types",
                 "heterps-sim catalog --kind gpu"),
+    "scenarios": ("heterps_sim.cli.inputs", "list the shipped scenarios (a name works "
+                  "wherever a scenario path does)", "heterps-sim scenarios"),
     "check": ("heterps_sim.cli.inputs", "validate scenario files",
               "heterps-sim check scenarios/*.yaml"),
     "problem": ("heterps_sim.cli.inputs", "export the numeric problem",

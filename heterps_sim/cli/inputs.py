@@ -27,6 +27,26 @@ def cmd_catalog(args) -> int:
     return 0
 
 
+def add_scenarios(p) -> None:
+    pass
+
+
+def cmd_scenarios(args) -> int:
+    """The shipped scenarios: a name works wherever a scenario path does."""
+    from heterps_sim.inputs.shipped import SHIPPED, scenarios
+    found = scenarios()
+    if args.json:
+        print(dump([{"name": s.name, "path": str(s.path), "description": s.description}
+                    for s in found]))
+        return 0
+    width = max(len(s.name) for s in found)
+    for s in found:
+        print(f"{s.name:<{width}}  {s.description}")
+    print(f"\n{len(found)} scenarios ({SHIPPED / 'scenarios'}); use a name wherever a "
+          "scenario path goes: heterps-sim simulate dlrm-criteo1tb-aws")
+    return 0
+
+
 def add_check(p) -> None:
     p.add_argument("scenarios", nargs="*")
 
@@ -77,6 +97,7 @@ def cmd_problem(args) -> int:
     return 0
 
 
-HANDLERS = {"catalog": (add_catalog, cmd_catalog), "check": (add_check, cmd_check),
+HANDLERS = {"catalog": (add_catalog, cmd_catalog), "scenarios": (add_scenarios, cmd_scenarios),
+            "check": (add_check, cmd_check),
             "problem": (add_problem, cmd_problem)}
 """Command name -> (add its arguments to a parser, run it with the parsed args)."""

@@ -15,6 +15,7 @@ from heterps_sim.core.files import UserFileError, read_mapping, validation_messa
 from heterps_sim.core.plan import Plan, plan_from_dict
 from heterps_sim.core.problem import Problem, problem_from_dict
 from heterps_sim.inputs.bounds import check_problem
+from heterps_sim.inputs.shipped import resolve
 from heterps_sim.inputs.scenario import (
     ScenarioModel,
     load_scenario,
@@ -55,7 +56,7 @@ def _load_input(path: str | Path | None, model: str | None = None) -> LoadedInpu
     if path is None:
         scn, p = load_scenario(None)
         return LoadedInput(scenario_problem(_with_model(scn, model), p), None, scn)
-    p = Path(path)
+    p = resolve(path)  # a shipped scenario by name works wherever a path does
     data = read_mapping(p)
     if p.suffix == ".json":
         try:
@@ -67,7 +68,7 @@ def _load_input(path: str | Path | None, model: str | None = None) -> LoadedInpu
 
 
 def load_plan(path: str | Path) -> Plan:
-    p = Path(path)
+    p = resolve(path)
     data = read_mapping(p)
     try:
         return plan_from_dict(data)

@@ -143,7 +143,8 @@ def parse_scenario(data: dict, source: str = "<scenario>") -> ScenarioModel:
 
 
 def load_scenario(path: str | Path | None = None) -> tuple[ScenarioModel, Path]:
-    path = Path(path) if path is not None else DEFAULT_SCENARIO
+    from heterps_sim.inputs.shipped import resolve
+    path = resolve(path) if path is not None else DEFAULT_SCENARIO
     return parse_scenario(read_mapping(path), str(path)), path
 
 

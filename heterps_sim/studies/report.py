@@ -24,9 +24,11 @@ import time
 from pathlib import Path
 
 from heterps_sim.core.files import UserFileError
+from heterps_sim.inputs.shipped import SHIPPED, resolve
 from heterps_sim.studies.report_check import check_plans, check_table, headline_cells, verdict
 
-SCENARIO_DIR = Path(__file__).resolve().parents[2] / "scenarios"
+SCENARIO_DIR = SHIPPED / "scenarios"
+"""The shipped scenarios (the repository's scenarios/ in a checkout, the wheel's copy else)."""
 REPORT_SCHEDULERS = ("exact", "homogeneous", "paddle-heuristic", "greedy")
 
 
@@ -42,9 +44,7 @@ def resolve_scenarios(text: str | None) -> list[Path]:
         return [_shown(p) for p in sorted(SCENARIO_DIR.glob("*.yaml"))]
     paths = []
     for item in (x.strip() for x in text.split(",") if x.strip()):
-        path = Path(item)
-        if not path.exists():
-            path = SCENARIO_DIR / (item if item.endswith(".yaml") else f"{item}.yaml")
+        path = resolve(item)
         if not path.exists():
             known = ", ".join(p.stem for p in sorted(SCENARIO_DIR.glob("*.yaml")))
             raise ReportError(f"--scenarios: unknown scenario {item!r} (shipped: {known})")

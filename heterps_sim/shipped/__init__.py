@@ -1,0 +1,2 @@
+"""Data the wheel ships (no code): scenarios/, examples/ and traces/profiles/, links to the
+repository's folders in a checkout. Look files up with heterps_sim.inputs.shipped.resolve."""
