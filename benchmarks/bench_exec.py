@@ -160,7 +160,8 @@ def overhead(tmp: Path, steps: int) -> dict:
 
 def _balanced_cut(tmp: Path, layers: list[str], scn: str, m: int) -> tuple[int, list[float]]:
     """The 2-stage cut whose slower stage computes least (timed in one process)."""
-    from heterps_exec.launch import RunRequest, prepare
+    from heterps_exec.launch.prepare import prepare
+    from heterps_exec.request import RunRequest
     best = None
     for name in ("concat", "fc_0", "fc_1", "fc_2"):
         cut = layers.index(name) + 1

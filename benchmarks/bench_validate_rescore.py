@@ -51,7 +51,10 @@ def _modules():
 def main() -> None:
     run_dir, plans, max_ranks = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     cli, validate = _modules()
-    launch = importlib.import_module("heterps_exec.launch")
+    try:  # the launcher's torchrun half (launch/ became a folder on 11-27)
+        launch = importlib.import_module("heterps_exec.launch.torchrun")
+    except ModuleNotFoundError:
+        launch = importlib.import_module("heterps_exec.launch")
     launch.launch = lambda spec, options=None: _Saved()
     try:
         from heterps_sim.inputs.load import load_input

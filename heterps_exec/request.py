@@ -102,7 +102,7 @@ class RunRequest(HpsOptions):
     """Testing: {"rank": r, "step": s, "mode": "kill" | "hang"} (RunSpec.fault)."""
     capacity_check: bool = True
     """Refuse a run whose ranks would not fit this machine's memory and cores before any rank
-    starts (heterps_exec.capacity); False runs it anyway (--no-capacity-check)."""
+    starts (heterps_exec.launch.capacity); False runs it anyway (--no-capacity-check)."""
 
     def __init__(self, **fields) -> None:
         try:

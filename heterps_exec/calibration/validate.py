@@ -189,9 +189,10 @@ def component_errors(rows: list[dict]) -> dict:
 
 def validate(req: ValidateRequest, progress=None) -> dict:
     """Run the whole comparison; returns the report dict (also written by the CLI)."""
-    from heterps_exec import binding as bindings
     from heterps_exec.calibration.calibrate import LayerFit, calibrated_problem
-    from heterps_exec.launch import LaunchOptions, launch, prepare
+    from heterps_exec.launch import binding as bindings
+    from heterps_exec.launch.prepare import prepare
+    from heterps_exec.launch.torchrun import LaunchOptions, launch
     from heterps_exec.measure import exec_result, load_ranks
     from heterps_exec.request import RunRequest
     from heterps_sim.core.plan import save_plan

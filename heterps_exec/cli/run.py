@@ -132,11 +132,12 @@ def start(args):
     """Check `args` (the parsed run line), prepare the run folder and run torchrun to the end:
     (spec, problem, LaunchOutcome). Bad input raises a UserFileError before any rank starts.
     heterps_exec.api.run_plan calls this too, so Python runs are checked as the CLI's are."""
-    from heterps_exec.bind_addr import chosen_bind_addr
     from heterps_exec.cli import ExecCliError
     from heterps_exec.cli.run_flags import check_run_flags
-    from heterps_exec.dir_lock import hold
-    from heterps_exec.launch import LaunchOptions, launch, prepare
+    from heterps_exec.launch.bind_addr import chosen_bind_addr
+    from heterps_exec.launch.dir_lock import hold
+    from heterps_exec.launch.prepare import prepare
+    from heterps_exec.launch.torchrun import LaunchOptions, launch
     from heterps_exec.request import RunRequest
     check_run_flags(args)  # launch flags and output paths: bad ones exit 2 before any work
     if args.nnodes > 1 and not args.rdzv_endpoint:

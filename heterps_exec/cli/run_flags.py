@@ -46,7 +46,7 @@ def problems(args) -> list[str]:
             found.append(f"--rdzv-endpoint: expected HOST:PORT, got {args.rdzv_endpoint!r}")
     bind = getattr(args, "bind_addr", "")
     if bind:  # an address this machine has, so that nothing listens beyond it
-        from heterps_exec.bind_addr import bind_problem
+        from heterps_exec.launch.bind_addr import bind_problem
         found.append(bind_problem(bind) if args.nnodes > 1 else
                      "--bind-addr: only with --nnodes > 1 (one machine listens on 127.0.0.1)")
     return [f for f in found if f]

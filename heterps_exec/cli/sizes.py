@@ -5,7 +5,7 @@ killed by the kernel minutes in; now the estimate is compared with the memory th
 can give now (MemAvailable) first, and a request past it is one line naming the flag and the
 limit (exit 2). The estimates count the big arrays only (tables, id streams, activations)
 with measured multipliers (PROFILE_COPIES); `heterps-exec run` asks the same question of its
-ranks (heterps_exec/capacity.py).
+ranks (heterps_exec/launch/capacity.py).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from heterps_exec.proctree import loopback_interface
+from heterps_exec.launch.proctree import loopback_interface
 
 
 def _entry(rank, world, init_file, num_servers, config_kw, client_kw, restore, fn, args,

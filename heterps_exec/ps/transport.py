@@ -33,7 +33,7 @@ from heterps_exec.ps import protocol
 from heterps_exec.ps.protocol import REPLY_BYTES, PSError
 
 BIND_HOST = "HETERPS_BIND_HOST"
-"""The launcher's choice of listening address (heterps_exec.proctree.BIND_HOST)."""
+"""The launcher's choice of listening address (heterps_exec.launch.proctree.BIND_HOST)."""
 BACKLOG = 1024
 RECV_CHUNK = 4 << 20
 """Largest single read from a socket."""

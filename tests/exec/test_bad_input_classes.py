@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from heterps_exec import capacity, launch
 from heterps_exec.cli import main
+from heterps_exec.launch import capacity, prepare
 from heterps_exec.request import RunRequest
 from heterps_sim.core.limits import MAX_SEED
 from tests.exec.helpers import SCENARIO, tiny_plan
@@ -200,8 +200,8 @@ def test_no_capacity_check_lets_the_run_be_prepared(tmp_path, monkeypatch):
     plan = tiny_plan(tmp_path / "p.json", [10], [1, 1])
     req = dict(plan=str(plan), scenario=SCENARIO, steps=2, out_dir=str(tmp_path / "a"))
     with pytest.raises(Exception, match="memory"):
-        launch.prepare(RunRequest(**req))
-    spec, _ = launch.prepare(RunRequest(**{**req, "out_dir": str(tmp_path / "b")},
+        prepare.prepare(RunRequest(**req))
+    spec, _ = prepare.prepare(RunRequest(**{**req, "out_dir": str(tmp_path / "b")},
                                         capacity_check=False))
     assert (Path(spec.out_dir) / "spec.json").is_file()
 

@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from heterps_exec.bind_addr import bind_problem, chosen_bind_addr, interface_of
 from heterps_exec.cli import main
-from heterps_exec.launch import LaunchOptions, bind_host
+from heterps_exec.launch.bind_addr import bind_problem, chosen_bind_addr, interface_of
+from heterps_exec.launch.torchrun import LaunchOptions, bind_host
 from tests.exec.helpers import SCENARIO, tiny_plan
 from tests.exec.procs import (
     is_loopback,

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from heterps_exec.binding import BindingFile, TypeBinding, stage_bindings
+from heterps_exec.launch.binding import BindingFile, TypeBinding, stage_bindings
 from heterps_sim.core.plan import plan_from_dict
 from heterps_sim.inputs.catalog import load_catalog
 from tests.exec.helpers import CPU_TYPE, SCENARIO, run_exec, tiny_plan
@@ -96,7 +96,7 @@ def test_emulated_types_keep_their_peak_speed_ratios():
 def test_shipped_bindings_validate_against_the_shipped_plan():
     from pathlib import Path
 
-    from heterps_exec.binding import BindingError, load_binding
+    from heterps_exec.launch.binding import BindingError, load_binding
     root = Path(__file__).resolve().parents[2]
     types = {t.name: t for t in load_catalog()}
     plan = plan_from_dict(json.loads((root / "scenarios/plans/exec-tiny-pipeline.json").read_text()))

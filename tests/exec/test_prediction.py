@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from heterps_exec.launch import prepare
+from heterps_exec.launch.prepare import prepare
 from heterps_exec.layout import RunSpec
 from heterps_exec.measure import exec_result, load_ranks
 from heterps_exec.prediction import (

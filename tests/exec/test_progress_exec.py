@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from heterps_exec.launch import LaunchOptions, launch, prepare
+from heterps_exec.launch.prepare import prepare
+from heterps_exec.launch.torchrun import LaunchOptions, launch
 from heterps_exec.request import RunRequest
 from heterps_sim.core import progress
 from tests.exec.helpers import SCENARIO, tiny_plan

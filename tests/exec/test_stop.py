@@ -12,8 +12,9 @@ import threading
 
 import pytest
 
-from heterps_exec.dir_lock import hold
-from heterps_exec.launch import LaunchOptions, launch, prepare
+from heterps_exec.launch.dir_lock import hold
+from heterps_exec.launch.prepare import prepare
+from heterps_exec.launch.torchrun import LaunchOptions, launch
 from heterps_exec.request import RunRequest
 from tests.exec.helpers import SCENARIO, run_exec, tiny_plan
 from tests.exec.procs import (

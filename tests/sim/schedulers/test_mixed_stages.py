@@ -255,7 +255,7 @@ def test_cli_shows_mixed_stages_and_simulates_them(capsys, tmp_path):
 
 
 def test_binding_gives_each_replica_its_types_dilation():
-    from heterps_exec.binding import BindingError, BindingFile, TypeBinding, stage_bindings
+    from heterps_exec.launch.binding import BindingError, BindingFile, TypeBinding, stage_bindings
     from heterps_sim.inputs.catalog import load_catalog
     types = {t.name: t for t in load_catalog()}
     plan = Plan(stages=(Stage(layers=("a",), replicas=(("t4", 2), ("epyc-milan-32vcpu", 1))),))

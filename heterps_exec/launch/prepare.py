@@ -1,33 +1,21 @@
-"""Plan + scenario + binding -> a checked RunSpec -> torchrun -> RunResult(source="exec").
+"""Plan + scenario + binding -> a checked RunSpec in a new run folder, before any rank starts.
 
-    spec = prepare(RunRequest(plan="plan.json", scenario="scenarios/exec-tiny.yaml", ...))
-    outcome = launch(spec, LaunchOptions(max_restarts=1))      # runs torchrun, waits
-    result = collect(spec, problem)                             # reads the run folder
+    spec, problem = prepare(RunRequest(plan="plan.json", scenario="scenarios/exec-tiny.yaml"))
+    outcome = launch(spec, LaunchOptions())                     # launch/torchrun.py
 
-Everything that can be wrong with the inputs is found before any process starts, as a one-line
-ExecError: the request checks its own values as it is built, `prepare` what needs the plan and
-the files. torchrun does the process management: a c10d rendezvous on 127.0.0.1 on one machine,
-a c10d rendezvous endpoint for several (`--nnodes`, `--node-rank`, `--rdzv-endpoint`),
-`--max-restarts` after a failure. Every process of the run stops with the launcher
-(heterps_exec.proctree): at the end, on Ctrl-C or SIGTERM, at the timeout (so a hung rank fails
-the run instead of hanging it) and, through the kernel's parent-death signal, when the
-launcher itself is killed. On one machine every listening socket of the run is on 127.0.0.1;
-across machines, on the address each node was given (heterps_exec.bind_addr).
+Everything that can be wrong with the inputs is found here, before any process starts, as a
+one-line ExecError: the request checks its own values as it is built, `prepare` what needs the
+plan and the files (replicas named by --slow-replica, the checkpoint to resume from, the
+fault's rank), binds every stage to a device (binding.py) and checks that the ranks fit this
+machine (capacity.py). It writes plan.json and spec.json, which every rank reads.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import time
-import uuid
-from dataclasses import dataclass
 from pathlib import Path
 
-from heterps_exec import proctree
-from heterps_exec.binding import load_binding, stage_bindings
 from heterps_exec.data.prepare import prepare_data
+from heterps_exec.launch.binding import load_binding, stage_bindings
 from heterps_exec.layout import RunSpec
 from heterps_exec.request import ExecError, RunRequest
 from heterps_sim.core import progress
@@ -39,22 +27,6 @@ from heterps_sim.inputs.model_source import layer_dicts
 MAX_RANKS = 64
 """More ranks than this on one launch is almost surely a mistake (a plan provisioned for a
 production cluster); pass a plan with explicit num_replicas instead."""
-LOG = "torchrun.log"
-LOOPBACK = "127.0.0.1"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LaunchOptions:
-    nnodes: int = 1
-    node_rank: int = 0
-    rdzv_endpoint: str = ""
-    rdzv_id: str = "heterps"
-    bind_addr: str = ""
-    """Multi-node: the address this node's stores and gloo listen on (heterps_exec.bind_addr);
-    "" leaves it to torch (every interface)."""
-    max_restarts: int = 0
-    timeout_s: float = 600.0
-    """Whole-run wall-clock limit (all attempts)."""
 
 
 def _provisioned(plan: Plan, problem, source: str) -> Plan:
@@ -173,7 +145,7 @@ def _check_against(req: RunRequest, plan: Plan) -> None:
 
 def _check_capacity(req: RunRequest, scn, plan: Plan, devices: list[str], nnodes: int = 1) -> None:
     """Refuse a run whose ranks would not fit this machine's memory or cores (capacity.py)."""
-    from heterps_exec.capacity import capacity_problem, run_estimate
+    from heterps_exec.launch.capacity import capacity_problem, run_estimate
     if getattr(scn.model, "module", None):  # a user's PyTorch module: captured once already
         from heterps_sim.inputs.torch_model import scenario_model_spec
         model = scenario_model_spec(scn.model, req.scenario, Path(req.scenario))
@@ -190,7 +162,7 @@ def _check_capacity(req: RunRequest, scn, plan: Plan, devices: list[str], nnodes
 
 
 def _bind(req: RunRequest, scn, plan: Plan) -> list:
-    """Every stage's device (heterps_exec.binding), from the binding file or "cpu"."""
+    """Every stage's device (heterps_exec.launch.binding), from the binding file or "cpu"."""
     from heterps_sim.inputs.scenario import build_cluster
     types = {t.name: t for t in build_cluster(scn.cluster, req.scenario).types}
     import torch
@@ -201,84 +173,3 @@ def _bind(req: RunRequest, scn, plan: Plan) -> list:
 def _json(data) -> str:
     import json
     return json.dumps(data, indent=1) + "\n"
-
-
-def torchrun_command(spec: RunSpec, opts: LaunchOptions) -> list[str]:
-    world = spec.layout().world_size + spec.ps_shards
-    if world % opts.nnodes:
-        raise ExecError(f"--nnodes {opts.nnodes}: the run's {world} ranks (PS included) do not "
-                        "split evenly over the nodes")
-    # torchrun through proctree: tied to this launcher, its stores bound to bind_host(opts)
-    cmd = [sys.executable, "-m", "heterps_exec.proctree", "torchrun",
-           f"--max-restarts={opts.max_restarts}", "--monitor-interval=0.2", f"--nproc-per-node={world // opts.nnodes}"]
-    if opts.nnodes == 1:  # --standalone's rendezvous, on the loopback address only
-        cmd += ["--nnodes=1", "--rdzv-backend=c10d", f"--rdzv-endpoint={LOOPBACK}:0",
-                f"--rdzv-id={uuid.uuid4().hex}", f"--local-addr={LOOPBACK}"]
-    else:
-        cmd += [f"--nnodes={opts.nnodes}", f"--node-rank={opts.node_rank}",
-                "--rdzv-backend=c10d", f"--rdzv-endpoint={opts.rdzv_endpoint}",
-                f"--rdzv-id={opts.rdzv_id}"]
-        if opts.bind_addr:  # this node's address, as the other nodes reach it
-            cmd += [f"--local-addr={opts.bind_addr}"]
-    return cmd + ["-m", "heterps_exec.proctree", "rank", "heterps_exec.worker",
-                  str(Path(spec.out_dir) / "spec.json")]
-
-
-def bind_host(opts: LaunchOptions) -> str:
-    """Where the run's stores listen: loopback on one machine; across several, the address
-    chosen for this node (--bind-addr or a local rendezvous host), else "" (torch's own
-    choice, every interface of the node that hosts them)."""
-    return LOOPBACK if opts.nnodes == 1 else opts.bind_addr
-
-
-@dataclass(frozen=True, slots=True)
-class LaunchOutcome:
-    returncode: int
-    wall_s: float
-    log: Path
-    timed_out: bool = False
-
-    def tail(self, lines: int = 15) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-
-def launch(spec: RunSpec, opts: LaunchOptions = LaunchOptions(), *,
-           keep_fds: tuple[int, ...] = ()) -> LaunchOutcome:
-    """Run torchrun and wait (bounded); its output goes to the run folder's torchrun.log.
-
-    Nothing of the run outlives this call: on return, an exception, Ctrl-C, SIGTERM or the
-    timeout, every process of the run (torchrun, ranks, PS ranks) is stopped (proctree).
-    `keep_fds` (e.g. the checkpoint directory's lock) stay open in torchrun while it lives."""
-    log = Path(spec.out_dir) / (LOG if opts.nnodes == 1 else f"torchrun.node{opts.node_rank}.log")
-    token = proctree.new_token()
-    env = {**os.environ, "OMP_NUM_THREADS": str(spec.threads_per_rank),
-           "PYTHONUNBUFFERED": "1", proctree.RUN_TOKEN: token,
-           proctree.PARENT_PID: str(os.getpid())}
-    if opts.nnodes == 1:  # stores on 127.0.0.1; gloo's pairs listen on the interface named
-        env[proctree.BIND_HOST] = bind_host(opts)
-        env["GLOO_SOCKET_IFNAME"] = proctree.loopback_interface()
-    elif opts.bind_addr:  # several nodes: the address this node was given, and its interface
-        from heterps_exec.bind_addr import interface_of
-        env[proctree.BIND_HOST] = opts.bind_addr
-        env["GLOO_SOCKET_IFNAME"] = interface_of(opts.bind_addr) or ""
-    t0 = time.perf_counter()
-    world = spec.layout().world_size + spec.ps_shards  # trainers (mixed stages too) + PS ranks
-    progress.phase(f"heterps-exec: launching torchrun ({world} ranks) and waiting for them to "
-                   f"run {spec.steps} steps (log: {log})")
-    with open(log, "w") as fh, proctree.sigterm_as_interrupt():
-        proc = None
-        try:
-            proc = subprocess.Popen(torchrun_command(spec, opts), stdout=fh,
-                                    stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                                    pass_fds=keep_fds)
-            try:
-                rc = proc.wait(timeout=opts.timeout_s)
-                return LaunchOutcome(rc, time.perf_counter() - t0, log)
-            except subprocess.TimeoutExpired:
-                proctree.stop_tree(token, proc, grace_s=0.0)
-                return LaunchOutcome(-9, time.perf_counter() - t0, log, timed_out=True)
-        finally:
-            proctree.stop_tree(token, proc)

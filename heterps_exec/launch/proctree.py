@@ -11,7 +11,7 @@ Three mechanisms, each covering what the others cannot:
   (PR_SET_PDEATHSIG), so a launcher killed with SIGKILL, which runs no code, still takes
   torchrun with it, and torchrun's death takes the ranks. A process whose parent died before
   it could ask exits at once.
-- `python -m heterps_exec.proctree torchrun ARGS` is torchrun tied to the launcher, with its
+- `python -m heterps_exec.launch.proctree torchrun ARGS` is torchrun tied to the launcher, with its
   rendezvous stores listening only on `HETERPS_BIND_HOST` (127.0.0.1 for a single machine):
   torch's TCPStore listens on every interface unless it is handed a socket bound elsewhere;
   `... proctree rank heterps_exec.worker SPEC` is a rank tied to torchrun.
@@ -182,7 +182,7 @@ def main(argv: list[str]) -> None:
         sys.argv = list(rest)
         runpy.run_module(rest[0], run_name="__main__", alter_sys=True)
     else:
-        raise SystemExit(f"usage: python -m heterps_exec.proctree torchrun|rank ARGS (got {what!r})")
+        raise SystemExit(f"usage: python -m heterps_exec.launch.proctree torchrun|rank ARGS (got {what!r})")
 
 
 if __name__ == "__main__":
