@@ -161,6 +161,20 @@ def job_cost(problem: Problem, per_hour: float, thr: float, startup_s: float) ->
         startup_s + run_s, problem.unit_costs.billing_granularity_s)
 
 
+def billing_extra(problem: Problem, terms, thr: float) -> dict:
+    """RunResult.extra["billing"] of a feasible plan under the default model: what job_cost
+    bills (the slowest start among the plan's types, the run, the granule they round up to,
+    the hours billed), so a printed cost adds up on screen. {} under the paper model (it
+    bills the run's hours only)."""
+    if problem.cost_model != "default" or thr <= 0.0:
+        return {}
+    startup = plan_startup_s(problem, terms)
+    run_s = problem.num_samples / thr
+    granule = float(problem.unit_costs.billing_granularity_s)
+    return {"billing": {"startup_s": startup, "run_s": run_s, "granularity_s": granule,
+                        "billed_hours": dominant.billed_hours(startup + run_s, granule)}}
+
+
 def _stage_price(problem: Problem, t, k: int) -> float:
     """USD per hour of one stage's units."""
     return float(sum(problem.price_per_hour[j] * n for j, n in t.groups(k)))
@@ -321,7 +335,7 @@ def _feasible(problem, plan, terms, label, ks, thr, per_hour, cost) -> RunResult
         hours=problem.num_samples / thr / 3600.0, cost_per_hour=per_hour, provisioning=label,
         throughput_limit=problem.throughput_limit, bottleneck_stage=_bottleneck(problem, terms, ks),
         stages=_stage_stats(problem, plan, terms, ks, thr), units_per_type=_units(problem, terms, ks),
-        extra=ps_extra(problem))
+        extra={**ps_extra(problem), **billing_extra(problem, terms, thr)})
 
 
 def _infeasible(problem, plan, terms, label, reason, ks=None) -> RunResult:

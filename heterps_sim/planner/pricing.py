@@ -33,6 +33,7 @@ from heterps_sim.core.result import RunResult
 from heterps_sim.cost.flush import FLUSHED, flushed_throughput
 from heterps_sim.cost.reference import (
     MODES,
+    billing_extra,
     evaluate_plan,
     job_cost,
     plan_stages,
@@ -197,7 +198,9 @@ def flushed_result(problem: Problem, plan: Plan, provisioning: str = "fixed") ->
                    step_time_s=problem.batch_size / thr, cost_usd=cost if feasible else math.inf,
                    hours=problem.num_samples / thr / 3600.0 if feasible else math.inf,
                    provisioning=provisioning, stages=stages,
-                   extra={**base.extra, "model": "flushed", "num_microbatches": used_m})
+                   extra={**base.extra, "model": "flushed", "num_microbatches": used_m,
+                          **(billing_extra(problem, plan_stages(problem, plan), thr)
+                             if feasible else {"billing": None})})
 
 
 def _default_m(problem: Problem, plan: Plan) -> int:

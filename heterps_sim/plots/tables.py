@@ -50,14 +50,28 @@ def _ps_line(result: RunResult) -> list[str]:
             f"{_fmt(result.cost_per_hour, ' USD/h')})"]
 
 
+def _cost_line(result: RunResult) -> str:
+    """The cost as it adds up: USD/h x the hours billed, and what the billed hours are (the
+    default model bills the slowest start and the run, rounded up to whole granules)."""
+    rate = result.cost_per_hour + _ps_price(result)
+    bill = result.extra.get("billing") if result.feasible else None
+    if not bill:
+        return (f"cost            {_fmt(result.cost_usd, ' USD')}  over {_fmt(result.hours, ' h')} "
+                f"at {_fmt(rate, ' USD/h')}")
+    granule = (f", rounded up to {_fmt(bill['granularity_s'], ' s')} granules"
+               if bill["granularity_s"] > 0 else "")
+    return (f"cost            {_fmt(result.cost_usd, ' USD')} = {_fmt(rate, ' USD/h')} x "
+            f"{_fmt(bill['billed_hours'], ' h')} billed (startup {_fmt(bill['startup_s'], ' s')}"
+            f" + run {_fmt(bill['run_s'], ' s')}{granule})")
+
+
 def result_summary(result: RunResult) -> str:
     head = "FEASIBLE" if result.feasible else f"INFEASIBLE: {result.reason}"
     lines = [
         head,
         f"throughput      {_fmt(result.throughput, ' samples/s')} "
         f"(limit {_fmt(result.throughput_limit, ' samples/s')})",
-        f"cost            {_fmt(result.cost_usd, ' USD')}  over {_fmt(result.hours, ' h')} "
-        f"at {_fmt(result.cost_per_hour + _ps_price(result), ' USD/h')}",
+        _cost_line(result),
         *_ps_line(result),
         f"provisioning    {result.provisioning}; units: "
         + (", ".join(f"{k} x{v}" for k, v in result.units_per_type.items()) or "none"),
