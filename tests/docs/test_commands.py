@@ -17,7 +17,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs.markdown_commands import REPO, SHELL_TAGS, all_blocks, fences, pages, workdir
+from tests.docs.markdown_commands import (
+    REPO,
+    SHELL_TAGS,
+    all_blocks,
+    fences,
+    missing_lines,
+    pages,
+    replace_block,
+    workdir,
+)
 
 BIN = Path(sys.executable).parent
 """The venv's scripts (heterps-sim, heterps-exec, torchrun, python) come first on PATH."""
@@ -34,7 +43,12 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _run(command: str, cwd: Path, expected: int, timeout: float) -> None:
+UPDATE = os.environ.get("HETERPS_DOCS_UPDATE") == "1"
+"""Rewrite drifted text blocks with what the commands print now (markdown_commands)."""
+
+
+def _run(command: str, cwd: Path, expected: int, timeout: float) -> str:
+    """Run one command; its stdout then its stderr."""
     # `.venv/bin/heterps-sim` in a page means the venv's script, which is first on PATH here.
     command = re.sub(r"(^|[\s;|&(])\.venv/bin/", r"\1", command)
     words = shlex.split(command, comments=True) if command.strip() else []
@@ -49,12 +63,30 @@ def _run(command: str, cwd: Path, expected: int, timeout: float) -> None:
     if proc.returncode != expected:
         tail = (proc.stdout[-3000:] + "\n" + proc.stderr[-3000:]).strip()
         pytest.fail(f"`{command}` exited {proc.returncode}, the docs say {expected}:\n{tail}")
+    return "" if words[:1] == ["make"] else proc.stdout + proc.stderr
 
 
 def _run_blocks(blocks, cwd: Path, timeout: float) -> None:
+    """Run each block's commands; where the page shows their output, compare it."""
+    drifted = []
     for block in blocks:
-        for command in block.commands:
-            _run(command, cwd, block.exit_code, timeout)
+        output = "".join(_run(command, cwd, block.exit_code, timeout)
+                         for command in block.commands)
+        if block.shown is None:
+            continue
+        missing = missing_lines(block.shown, output.replace(str(cwd), "<path>"))
+        if missing:
+            drifted.append((block, missing, output))
+    if UPDATE:  # bottom up, so the line numbers of the blocks above still hold
+        for block, _, output in sorted(drifted, key=lambda d: -d[0].shown.line):
+            replace_block(REPO / block.page, block.shown, output)
+        return
+    if drifted:
+        block, missing, output = drifted[0]
+        pytest.fail(f"{block.page}:{block.shown.line}: the page shows lines the command no "
+                    f"longer prints ({len(drifted)} block(s) drifted on this page; "
+                    f"HETERPS_DOCS_UPDATE=1 rewrites them):\n  first missing: "
+                    f"{missing[0]!r}\n--- the command printed:\n{output[-3000:]}")
 
 
 def test_the_docs_show_commands():
@@ -90,3 +122,22 @@ def test_slow_commands(block, tmp_path):
     before = [b for b in BLOCKS if b.page == block.page and not b.slow and b.line < block.line]
     _run_blocks(before, cwd, timeout=300)
     _run_blocks([block], cwd, timeout=4 * 3600)
+
+
+@pytest.mark.parametrize("page", [p.relative_to(REPO).as_posix() for p in pages()])
+def test_every_fence_is_closed(page):
+    """An unclosed fence swallows the rest of the page into one code block, and mkdocs
+    --strict does not see it: every opening fence has its closing fence of the same kind."""
+    open_fence, opened_at = None, 0
+    for number, line in enumerate((REPO / page).read_text().splitlines(), start=1):
+        m = re.match(r"^\s*(```+|~~~+)(.*)$", line)
+        if not m or (m[1][0] == "`" and "`" in m[2]):  # inline code, not a fence (CommonMark)
+            continue
+        if open_fence is None:
+            open_fence, opened_at = m[1], number
+        elif m[1].startswith(open_fence) and not m[2].strip():
+            open_fence = None
+        elif m[2].strip():
+            pytest.fail(f"{page}:{number}: a fence opens ({line.strip()!r}) inside the block "
+                        f"opened at line {opened_at}: that block is not closed")
+    assert open_fence is None, f"{page}:{opened_at}: this fence is never closed"
