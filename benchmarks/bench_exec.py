@@ -34,11 +34,11 @@ ROOT = Path(__file__).resolve().parents[1]
 from exec_cli import run_exec  # noqa: E402
 
 from heterps_exec.data import BatchStream  # noqa: E402
-from heterps_exec.layout import RunSpec, microbatch_bounds  # noqa: E402
 from heterps_exec.model.build import build_model  # noqa: E402
 from heterps_exec.model.partition import boundary_after, stage_model  # noqa: E402
 from heterps_exec.model.spec_graph import graph_for  # noqa: E402
-from heterps_exec.worker import make_optimizer  # noqa: E402
+from heterps_exec.runtime.layout import RunSpec, microbatch_bounds  # noqa: E402
+from heterps_exec.runtime.worker import make_optimizer  # noqa: E402
 
 CPU = "xeon-icelake-16vcpu"
 

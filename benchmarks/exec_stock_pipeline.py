@@ -18,9 +18,9 @@ import torch.distributed as dist
 from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
 from heterps_exec.data import BatchStream
-from heterps_exec.layout import RunSpec
 from heterps_exec.model.partition import stage_model
 from heterps_exec.model.spec_graph import graph_for
+from heterps_exec.runtime.layout import RunSpec
 
 
 class First(torch.nn.Module):

@@ -33,7 +33,7 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from heterps_exec.layout import RunSpec
+from heterps_exec.runtime.layout import RunSpec
 from heterps_sim.core.plan import Plan, plan_from_dict
 from heterps_sim.core.result import RunResult
 

@@ -19,10 +19,10 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from heterps_exec.layout import RunSpec
 from heterps_exec.ps import PSClient, PSEmbeddingBag, ShardConfig, TableSpec, serve
 from heterps_exec.ps.server import STALL_TIMEOUT_S
 from heterps_exec.ps.spec import QUANTIZE
+from heterps_exec.runtime.layout import RunSpec
 
 PS_DIR = "ps"
 """Sub-folder of the checkpoint directory holding the PS shards' checkpoints."""

@@ -9,7 +9,7 @@ back-to-back time, and its mean far more (rare long wake-ups). So every figure t
 uses is measured *in situ*: each round, every rank first does `after_compute_s` of fixed
 compute work (the same number of matrix products each round and on every rank, so the
 ranks drift apart only as fast as real replicas do), then the message or all-reduce is
-timed, and the MEAN over rounds (and over ranks for an all-reduce, as measure.py averages a
+timed, and the MEAN over rounds (and over ranks for an all-reduce, as runtime/measure.py averages a
 stage's replicas) is kept: a run's throughput is its mean step, long tails included.
     point-to-point: rank 0 computes, stamps time.perf_counter() (CLOCK_MONOTONIC, one clock
                     for every process of the host) into the message and sends; rank 1 sits in

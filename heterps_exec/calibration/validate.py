@@ -193,8 +193,8 @@ def validate(req: ValidateRequest, progress=None) -> dict:
     from heterps_exec.launch import binding as bindings
     from heterps_exec.launch.prepare import prepare
     from heterps_exec.launch.torchrun import LaunchOptions, launch
-    from heterps_exec.measure import exec_result, load_ranks
     from heterps_exec.request import RunRequest
+    from heterps_exec.runtime.measure import exec_result, load_ranks
     from heterps_sim.core.plan import save_plan
     from heterps_sim.cost.reference import evaluate_plan
     from heterps_sim.des import simulate

@@ -188,8 +188,8 @@ def finish(args, spec, problem):
     """The finished run's RunResult (measured, data counts and held-out scores, both
     predictions), written to the run folder with its trace and state as `args` asks."""
     from heterps_exec.data.report import data_report
-    from heterps_exec.measure import exec_result, exec_spans, load_ranks
     from heterps_exec.prediction import predict, with_prediction
+    from heterps_exec.runtime.measure import exec_result, exec_spans, load_ranks
     from heterps_sim.core.outputs import mark_complete, write_via
     from heterps_sim.core.result import save_result
     from heterps_sim.core.trace import save_trace

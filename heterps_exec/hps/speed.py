@@ -2,7 +2,7 @@
 
 The split itself (counts, interleaving, per-replica orders) is heterps_sim.core.sharing, which the
 simulator uses too; here every trainer's seconds per microbatch are smoothed identically on
-every rank, so all of them derive the same assignment (`StageSharing`, used by worker.py).
+every rank, so all of them derive the same assignment (`StageSharing`, used by runtime/worker.py).
 """
 
 from __future__ import annotations

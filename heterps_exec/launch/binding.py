@@ -24,7 +24,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from heterps_exec.layout import StageBinding
+from heterps_exec.runtime.layout import StageBinding
 from heterps_sim.core.files import UserFileError, read_mapping, validation_message
 from heterps_sim.core.limits import MAX_SLOWDOWN
 from heterps_sim.core.plan import Plan

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from heterps_exec.data.prepare import prepare_data
 from heterps_exec.launch.binding import load_binding, stage_bindings
-from heterps_exec.layout import RunSpec
 from heterps_exec.request import ExecError, RunRequest
+from heterps_exec.runtime.layout import RunSpec
 from heterps_sim.core import progress
 from heterps_sim.core.files import new_run_folder
 from heterps_sim.core.outputs import atomic_write

@@ -14,7 +14,7 @@ Three mechanisms, each covering what the others cannot:
 - `python -m heterps_exec.launch.proctree torchrun ARGS` is torchrun tied to the launcher, with its
   rendezvous stores listening only on `HETERPS_BIND_HOST` (127.0.0.1 for a single machine):
   torch's TCPStore listens on every interface unless it is handed a socket bound elsewhere;
-  `... proctree rank heterps_exec.worker SPEC` is a rank tied to torchrun.
+  `... proctree rank heterps_exec.runtime.worker SPEC` is a rank tied to torchrun.
 
 Linux only (prctl, /proc), like the engine's launch.
 """

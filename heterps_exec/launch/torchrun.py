@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from heterps_exec.launch import proctree
-from heterps_exec.layout import RunSpec
 from heterps_exec.request import ExecError
+from heterps_exec.runtime.layout import RunSpec
 from heterps_sim.core import progress
 
 LOG = "torchrun.log"
@@ -63,7 +63,7 @@ def torchrun_command(spec: RunSpec, opts: LaunchOptions) -> list[str]:
                 f"--rdzv-id={opts.rdzv_id}"]
         if opts.bind_addr:  # this node's address, as the other nodes reach it
             cmd += [f"--local-addr={opts.bind_addr}"]
-    return cmd + ["-m", "heterps_exec.launch.proctree", "rank", "heterps_exec.worker",
+    return cmd + ["-m", "heterps_exec.launch.proctree", "rank", "heterps_exec.runtime.worker",
                   str(Path(spec.out_dir) / "spec.json")]
 
 

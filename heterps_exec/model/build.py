@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from heterps_exec.model.ops import LOSS, build_op
-from heterps_exec.rows import initial_rows
+from heterps_exec.model.rows import initial_rows
 from heterps_sim.inputs.graph import ModelGraph
 
 MIN_SCALED_ROWS = 16

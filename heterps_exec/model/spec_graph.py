@@ -6,8 +6,8 @@ predictions turn a RunSpec into the graph they build, feed or price.
 
 from __future__ import annotations
 
-from heterps_exec.layout import RunSpec
 from heterps_exec.model.build import scale_tables
+from heterps_exec.runtime.layout import RunSpec
 from heterps_sim.inputs.graph import ModelGraph
 from heterps_sim.inputs.model_source import run_graph
 

@@ -2,10 +2,10 @@
 
     entry = run_entry(section, "s.yaml", plan, table_scale=1.0)   # launcher: RunSpec.user_model
     module, cut_in, cut_out = user_stage(spec, plan, stage, device, wire)   # a rank's stage
-    model = whole_model(spec)        # the eager module: heterps_exec/reference.py's oracle
+    model = whole_model(spec)        # the eager module: heterps_exec/runtime/reference.py's oracle
 
 Every rank builds the whole module from the factory (same seed, so the same weights), sets
-each embedding table to its deterministic initial rows (heterps_exec/rows.py: what a
+each embedding table to its deterministic initial rows (heterps_exec/model/rows.py: what a
 parameter-server shard creates lazily, so local, PS and single-process training start
 alike), captures it with torch.export and keeps only its stage's layers. The launcher
 captures once before any rank starts, so a model that cannot be built, captured or cut at
@@ -21,7 +21,7 @@ from functools import lru_cache
 import torch
 from torch import nn
 
-from heterps_exec.rows import initial_rows
+from heterps_exec.model.rows import initial_rows
 from heterps_sim.inputs.graph import F32, ID_BYTES, ModelGraph, Node
 from heterps_sim.inputs.torch_model import capture_section
 from heterps_sim.inputs.torch_model.capture import CaptureError

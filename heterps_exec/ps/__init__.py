@@ -5,7 +5,7 @@ a hot tier (bounded RAM slots; policy lru, lfu with admission, or paddle = "demo
 unseen for n passes"), a warm RAM tier (LRU) and a disk tier (numpy memmap for fixed-size
 tables, RocksDB via rocksdict for unbounded ones). The sparse optimizer (SGD, Adagrad) runs on
 the PS with its state stored in the row. Rows are created on first pull from
-`heterps_exec.rows.initial_rows(table, ids, dim, seed)`, the same numbers local tables use.
+`heterps_exec.model.rows.initial_rows(table, ids, dim, seed)`, the same numbers local tables use.
 
 How the engine uses it (every rank of the torch.distributed world):
 ```

@@ -18,9 +18,9 @@ from collections import deque
 
 import numpy as np
 
+from heterps_exec.model.rows import initial_rows
 from heterps_exec.ps.spec import MAX_TABLES, PSRequestError, ShardConfig, TableSpec
 from heterps_exec.ps.store import MemmapStore, RocksStore
-from heterps_exec.rows import initial_rows
 from heterps_sim.tiers.policies import make_policy
 from heterps_sim.tiers.tiers import TieredRows
 

@@ -123,7 +123,7 @@ class ShardConfig:
     passes: int = 16
     """paddle policy: a row unseen for more than this many steps is demoted."""
     seed: int = 0
-    """Seed of the initial rows (`heterps_exec.rows.initial_rows`)."""
+    """Seed of the initial rows (`heterps_exec.model.rows.initial_rows`)."""
     staleness: int = 0
     """0: synchronous steps; s > 0: pushes apply on arrival, pulls may lag s steps."""
     work_dir: str = ""

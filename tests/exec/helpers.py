@@ -10,8 +10,8 @@ from pathlib import Path
 import torch
 
 from heterps_exec.cli import main as exec_main
-from heterps_exec.layout import RunSpec
-from heterps_exec.reference import train_reference
+from heterps_exec.runtime.layout import RunSpec
+from heterps_exec.runtime.reference import train_reference
 from heterps_sim.inputs.zoo import get_model
 
 SCENARIO = str(Path(__file__).resolve().parents[2] / "scenarios" / "exec-tiny.yaml")

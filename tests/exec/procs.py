@@ -40,7 +40,7 @@ def run_pids(marker: str, *, without: str = "\0") -> list[int]:
 
 def worker_pids(run_dir: Path) -> list[int]:
     """The ranks (torchrun's command line names the same module and spec)."""
-    return run_pids(f"proctree rank heterps_exec.worker {run_dir}/spec.json",
+    return run_pids(f"proctree rank heterps_exec.runtime.worker {run_dir}/spec.json",
                     without="proctree torchrun")
 
 

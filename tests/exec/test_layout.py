@@ -11,7 +11,7 @@ import itertools
 
 import pytest
 
-from heterps_exec.layout import Layout, microbatch_bounds
+from heterps_exec.runtime.layout import Layout, microbatch_bounds
 from heterps_sim.core.lanes import STEP, B, F
 from tests.exec.helpers import replay_actions
 

@@ -12,8 +12,6 @@ from pathlib import Path
 import pytest
 
 from heterps_exec.launch.prepare import prepare
-from heterps_exec.layout import RunSpec
-from heterps_exec.measure import exec_result, load_ranks
 from heterps_exec.prediction import (
     PROFILE_DIRS,
     error_pct,
@@ -23,6 +21,8 @@ from heterps_exec.prediction import (
     with_prediction,
 )
 from heterps_exec.request import RunRequest
+from heterps_exec.runtime.layout import RunSpec
+from heterps_exec.runtime.measure import exec_result, load_ranks
 from heterps_sim.core.plan import plan_from_dict
 from heterps_sim.des import DesOptions, simulate
 from heterps_sim.inputs.load import load_input

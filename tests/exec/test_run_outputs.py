@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from heterps_exec.worker import save_state
+from heterps_exec.runtime.worker import save_state
 from tests.exec.helpers import SCENARIO, assert_matches_reference, run_exec, tiny_plan
 
 

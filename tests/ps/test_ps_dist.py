@@ -9,12 +9,12 @@ import pytest
 import torch
 from torch import nn
 
+from heterps_exec.model.rows import initial_rows
 from heterps_exec.ps import protocol
 from heterps_exec.ps.embedding import PSEmbeddingBag
 from heterps_exec.ps.local import run_local
 from heterps_exec.ps.protocol import PSError
 from heterps_exec.ps.spec import TableSpec
-from heterps_exec.rows import initial_rows
 
 ROWS, DIM, BAG, BATCH, STEPS, MICRO = 40, 4, 3, 8, 6, 2
 

@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 import torch
 
+from heterps_exec.model.rows import initial_rows
 from heterps_exec.ps import protocol
 from heterps_exec.ps.local import run_local
 from heterps_exec.ps.protocol import (
@@ -39,7 +40,6 @@ from heterps_exec.ps.protocol import (
     PSError,
 )
 from heterps_exec.ps.spec import TableSpec
-from heterps_exec.rows import initial_rows
 
 PROBE = TableSpec(name="probe", rows=64, dim=4)
 TARGET = TableSpec(name="t", rows=50, dim=4)

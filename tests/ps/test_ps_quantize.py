@@ -78,8 +78,8 @@ def test_none_is_bit_identical_and_int8_within_half_a_step(pulled):
 
 @pytest.mark.timeout(120)
 def test_requests_of_more_than_a_socket_read_arrive_whole(pulled):
+    from heterps_exec.model.rows import initial_rows
     from heterps_exec.ps import transport
-    from heterps_exec.rows import initial_rows
     before, after = pulled[2]
     assert BIG * 8 > transport.RECV_CHUNK / 4  # ids and rows span several reads
     assert np.array_equal(before, initial_rows("big", np.arange(BIG), 2, 0))

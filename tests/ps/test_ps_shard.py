@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
+from heterps_exec.model.rows import initial_rows
 from heterps_exec.ps import checkpoint
 from heterps_exec.ps.shard import Shard
 from heterps_exec.ps.spec import PSRequestError, ShardConfig, TableSpec
-from heterps_exec.rows import initial_rows
 
 
 def _shard(tmp_path, **kw) -> Shard:

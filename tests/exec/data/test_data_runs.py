@@ -15,10 +15,10 @@ import yaml
 
 from heterps_exec.data.criteo_sample import write_criteo_sample
 from heterps_exec.data.synthetic import raw_tensors
-from heterps_exec.layout import RunSpec
 from heterps_exec.model.build import build_model
 from heterps_exec.model.spec_graph import graph_for
-from heterps_exec.reference import train_reference
+from heterps_exec.runtime.layout import RunSpec
+from heterps_exec.runtime.reference import train_reference
 from tests.exec.data.oracle import (
     auc_pairs,
     criteo_tensors,

@@ -17,7 +17,7 @@ from heterps_exec.data.columns import hash_row
 from heterps_exec.data.prepare import DataError, prepare_data
 from heterps_exec.data.readers import row_stream
 from heterps_exec.data.synthetic import raw_tensors
-from heterps_exec.layout import RunSpec
+from heterps_exec.runtime.layout import RunSpec
 from heterps_sim.inputs.scenario import parse_scenario
 from heterps_sim.inputs.zoo import model_graph
 from tests.exec.data.oracle import splitmix_row

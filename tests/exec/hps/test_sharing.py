@@ -9,7 +9,7 @@ import random
 import pytest
 
 from heterps_exec.hps import speed as sharing
-from heterps_exec.layout import Layout
+from heterps_exec.runtime.layout import Layout
 from heterps_sim.core.lanes import B, F
 from tests.exec.helpers import (
     SCENARIO,

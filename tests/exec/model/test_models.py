@@ -10,7 +10,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from heterps_exec.data import BatchStream, DatasetError, generate_dataset, raw_tensors
 from heterps_exec.model.build import build_model, scale_tables
 from heterps_exec.model.partition import boundary_after, cut, stage_model
-from heterps_exec.rows import initial_rows
+from heterps_exec.model.rows import initial_rows
 from heterps_sim.inputs import zoo
 from heterps_sim.inputs.graph import F32, ID_BYTES
 

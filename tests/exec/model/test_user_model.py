@@ -85,7 +85,7 @@ def test_stage_parameters_keep_their_original_names():
     assert list(module.state_dict()) == ["embedding.embedding.weight"]
     assert isinstance(module.get_submodule("embedding.embedding"), torch.nn.EmbeddingBag)
     # the table starts from the rows a parameter-server shard would create
-    from heterps_exec.rows import initial_rows
+    from heterps_exec.model.rows import initial_rows
     rows = initial_rows("embedding.embedding", range(5), 8, 0)
     assert torch.equal(module.embedding.embedding.weight[:5], torch.from_numpy(rows))
     # the label and the raw ids (the linear term still reads them) cross the first cut

@@ -42,7 +42,7 @@ def two_speeds(m: int = 3) -> tuple[Problem, Plan]:
 
 
 def test_the_engines_routing_of_the_hand_case():
-    """Who runs which microbatch: the engine's own rule (heterps_exec/layout.py calls these)."""
+    """Who runs which microbatch: the engine's own rule (heterps_exec/runtime/layout.py calls these)."""
     base = stage_orders("gpipe", True, 0, 1, 3, 2, num_lanes([2], True))
     slow = replica_actions(base, True, 2, 0, 3, 2, num_lanes([2], True))
     fast = replica_actions(base, True, 2, 1, 3, 2, num_lanes([2], True))

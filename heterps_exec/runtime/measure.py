@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from heterps_exec.layout import RunSpec
+from heterps_exec.runtime.layout import RunSpec
 from heterps_sim.core.result import RunResult, StageStats
 from heterps_sim.core.trace import Span
 

@@ -27,9 +27,9 @@ import torch.distributed as dist
 from heterps_exec.hps import quantize
 from heterps_exec.hps.auto_quantize import AutoLinks
 from heterps_exec.hps.overlap import GradReducer
-from heterps_exec.layout import Layout, RunSpec, microbatch_bounds
 from heterps_exec.model.partition import Boundary
-from heterps_exec.timeline import Recorder
+from heterps_exec.runtime.layout import Layout, RunSpec, microbatch_bounds
+from heterps_exec.runtime.timeline import Recorder
 from heterps_sim.core.lanes import B, F
 
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import torch
 
 from heterps_exec.data.readers import open_stream
-from heterps_exec.layout import RunSpec
 from heterps_exec.model.build import build_model
 from heterps_exec.model.spec_graph import graph_for
-from heterps_exec.worker import make_optimizer
+from heterps_exec.runtime.layout import RunSpec
+from heterps_exec.runtime.worker import make_optimizer
 
 
 def train_reference(spec: RunSpec, steps: int | None = None) -> tuple[list[float], dict]:

@@ -1,4 +1,4 @@
-"""The program every torchrun rank runs: `python -m heterps_exec.worker RUNSPEC.json`.
+"""The program every torchrun rank runs: `python -m heterps_exec.runtime.worker RUNSPEC.json`.
 
 A rank finds its (stage, replica) from its global rank (layout.Layout), joins the process
 group under a key prefix of its own restart attempt (over gloo a re-rendezvous after
@@ -27,11 +27,11 @@ from heterps_exec import checkpoint
 from heterps_exec.data.readers import open_stream
 from heterps_exec.hps import quantize
 from heterps_exec.hps import speed as sharing
-from heterps_exec.layout import Layout, RunSpec
 from heterps_exec.model.partition import boundary_after, stage_model
 from heterps_exec.model.spec_graph import graph_for
-from heterps_exec.runtime import StageContext, StageRunner
-from heterps_exec.timeline import Recorder
+from heterps_exec.runtime.layout import Layout, RunSpec
+from heterps_exec.runtime.stage import StageContext, StageRunner
+from heterps_exec.runtime.timeline import Recorder
 from heterps_sim.core.lanes import STEP, B, F
 
 
