@@ -169,8 +169,8 @@ def start(args):
 
 
 def _report(args, spec, problem) -> int:
+    from heterps_exec.calibration.prediction import prediction_lines
     from heterps_exec.data.report import data_lines
-    from heterps_exec.prediction import prediction_lines
     result = finish(args, spec, problem)
     if args.json:
         print(json.dumps(result.to_json_dict(), indent=1))
@@ -187,8 +187,8 @@ def _report(args, spec, problem) -> int:
 def finish(args, spec, problem):
     """The finished run's RunResult (measured, data counts and held-out scores, both
     predictions), written to the run folder with its trace and state as `args` asks."""
+    from heterps_exec.calibration.prediction import predict, with_prediction
     from heterps_exec.data.report import data_report
-    from heterps_exec.prediction import predict, with_prediction
     from heterps_exec.runtime.measure import exec_result, exec_spans, load_ranks
     from heterps_sim.core.outputs import mark_complete, write_via
     from heterps_sim.core.result import save_result

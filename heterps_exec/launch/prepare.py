@@ -119,8 +119,8 @@ def _check_against(req: RunRequest, plan: Plan) -> None:
         g, r, f = missing
         raise ExecError(f"--slow-replica {g}:{r}:{f}: no such replica, or factor < 1")
     if req.checkpoint_dir:
-        from heterps_exec.checkpoint import latest_step, step_dir
-        from heterps_exec.checkpoint_trust import check_step
+        from heterps_exec.checkpoint.dcp import latest_step, step_dir
+        from heterps_exec.checkpoint.trust import check_step
         try:
             done = latest_step(req.checkpoint_dir)
             if done is not None:  # read as the ranks will: data only, before any rank starts
@@ -130,9 +130,9 @@ def _check_against(req: RunRequest, plan: Plan) -> None:
         if done is not None and done >= req.steps:
             raise ExecError(f"--checkpoint-dir: {req.checkpoint_dir} is already at step {done}; "
                             f"--steps {req.steps} leaves nothing to run")
-        if done is not None:  # the PS's half of the same step (ps_bridge.PS_DIR)
+        if done is not None:  # the PS's half of the same step (ps.bridge.PS_DIR)
+            from heterps_exec.ps.bridge import PS_DIR
             from heterps_exec.ps.checkpoint import resume_problem
-            from heterps_exec.ps_bridge import PS_DIR
             problem = resume_problem(str(Path(req.checkpoint_dir) / PS_DIR), done - 1,
                                      req.ps_shards)
             if problem:

@@ -12,7 +12,7 @@ and bools as int64; the stage puts each back in its captured shape and dtype (th
 dimension wherever the graph had it) before running its segment (inputs/torch_model/segment.py),
 and flattens what it makes. Parameters keep their original paths ("mlp.mlp.0.weight") because
 the stage registers the segment's top-level modules and tensors as its own, so a checkpoint
-taken under one plan loads under any other, and `ps_bridge.attach` finds the stage's tables
+taken under one plan loads under any other, and `ps.bridge.attach` finds the stage's tables
 (nn.EmbeddingBag at "embedding.embedding") by the names the parameter server knows.
 """
 
@@ -78,7 +78,7 @@ class UserStage(nn.Module):
         for name, b in gm.named_buffers(recurse=False):
             self.register_buffer(name, b, persistent=name not in gm._non_persistent_buffers_set)
         # one children dict for both: a top-level table (a root module's own nn.Embedding)
-        # that ps_bridge.attach swaps for a PS-served one is swapped in the graph too
+        # that ps.bridge.attach swaps for a PS-served one is swapped in the graph too
         gm._modules = self._modules
         self.shapes = shapes or WireShapes(chain)
         self.passes = [k for k in chain.live_after(hi) if chain.made[k] < lo] if hi < chain.loss_index else []

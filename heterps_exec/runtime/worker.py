@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from heterps_exec import checkpoint
+from heterps_exec.checkpoint import dcp as checkpoint
 from heterps_exec.data.readers import open_stream
 from heterps_exec.hps import quantize
 from heterps_exec.hps import speed as sharing
@@ -141,7 +141,7 @@ def train(spec: RunSpec, rank: int, layout: Layout, groups: Groups,
     ctx, module = build_context(spec, rank, layout, groups)
     client = None
     if groups.ps is not None:
-        from heterps_exec import ps_bridge
+        from heterps_exec.ps import bridge as ps_bridge
         client = ps_bridge.attach(module, spec, groups.ps, layout.world_size)
     optimizer = make_optimizer(spec, module)
     start = 0
@@ -227,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         if rank < layout.world_size:
             part = train(spec, rank, layout, groups, restore)
         else:
-            from heterps_exec import ps_bridge
+            from heterps_exec.ps import bridge as ps_bridge
             part = {"role": "ps", "rank": rank,
                     "stats": ps_bridge.serve_shard(spec, rank, layout.world_size, groups.ps,
                                                    restore)}

@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.distributed.checkpoint as dcp
 
-from heterps_exec.checkpoint_trust import (
+from heterps_exec.checkpoint.trust import (
     CheckpointTrustError,
     TrustedLoadPlanner,
     TrustedReader,

@@ -1,4 +1,4 @@
-"""Predicted beside measured (heterps_exec/prediction.py): the analytic and simulated
+"""Predicted beside measured (heterps_exec/calibration/prediction.py): the analytic and simulated
 predictions of a run, from this host's profile or the roofline, each equal to calling the
 model directly; `feasible` is the measurement against the scenario's limit."""
 
@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from heterps_exec.launch.prepare import prepare
-from heterps_exec.prediction import (
+from heterps_exec.calibration.prediction import (
     PROFILE_DIRS,
     error_pct,
     find_profile,
@@ -20,6 +19,7 @@ from heterps_exec.prediction import (
     prediction_lines,
     with_prediction,
 )
+from heterps_exec.launch.prepare import prepare
 from heterps_exec.request import RunRequest
 from heterps_exec.runtime.layout import RunSpec
 from heterps_exec.runtime.measure import exec_result, load_ranks
@@ -57,8 +57,8 @@ def test_without_a_profile_the_roofline_predicts(tmp_path):
 
 def test_the_hosts_profile_is_used_when_it_exists(tmp_path):
     from heterps_exec.calibration.calibrate import LayerFit, calibrated_problem
+    from heterps_exec.calibration.prediction import _profile_rows
     from heterps_exec.model.spec_graph import graph_for
-    from heterps_exec.prediction import _profile_rows
     spec, problem = _spec(tmp_path)
     profiles = tmp_path / "profiles"
     profiles.mkdir()

@@ -12,7 +12,7 @@ file names. Here both are read so that only data can come back:
 - tensors and other values with `torch.load(weights_only=True)` (torch's own restricted
   unpickler; DCP already loads tensors that way, `TrustedLoadPlanner` does it for the rest).
 
-`TrustedReader` / `TrustedLoadPlanner` replace DCP's defaults in `checkpoint.load`, and the
+`TrustedReader` / `TrustedLoadPlanner` replace DCP's defaults in `dcp.load`, and the
 launcher reads the metadata of the step it would resume from before any rank starts
 (`check_step`), so a crafted directory is one line of bad input, exit 2.
 """

@@ -7,7 +7,7 @@ Keys are the model's original parameter names ("model.fc_0.weight", "optim.fc_0.
 the same under every plan: replicas of a stage write the same keys (DCP keeps one copy), and a
 rank of ANY later plan loads just the keys of its own layers - restart after a failure and
 elastic re-planning are the same operation. A crash during a save leaves `latest` on the
-previous complete checkpoint. Loading reads only data (checkpoint_trust): DCP's pickled
+previous complete checkpoint. Loading reads only data (trust.py): DCP's pickled
 metadata through an unpickler that admits DCP's own classes, values with weights_only.
 """
 
@@ -21,7 +21,7 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 
-from heterps_exec.checkpoint_trust import TrustedLoadPlanner, TrustedReader
+from heterps_exec.checkpoint.trust import TrustedLoadPlanner, TrustedReader
 
 LATEST = "latest"
 LATEST_MAX_BYTES = 64
@@ -97,7 +97,7 @@ def load(ckpt_dir: str | Path, step: int, module: torch.nn.Module,
          optimizer: torch.optim.Optimizer, *, group=None) -> None:
     """Collective over `group`: fill this rank's parameters and optimizer state in place."""
     state = _state(module, optimizer)
-    path = step_dir(ckpt_dir, step)  # read as data only (checkpoint_trust)
+    path = step_dir(ckpt_dir, step)  # read as data only (trust.py)
     dcp.load(state, storage_reader=TrustedReader(path), planner=TrustedLoadPlanner(),
              process_group=group)
     module.load_state_dict(state["model"])
