@@ -234,6 +234,29 @@ def test_train_rl_files_and_seed(tmp_path, capsys, monkeypatch, scheduler, case)
     assert not list(tmp_path.glob("*.csv"))
 
 
+@pytest.mark.parametrize("scheduler", ["rl-paper", "rl"])
+@pytest.mark.parametrize("case", ["missing", "not a checkpoint", "crafted pickle",
+                                  "other format", "folder"])
+def test_schedule_set_checkpoint_is_checked_like_init(tmp_path, capsys, monkeypatch, scheduler,
+                                                      case):
+    """`schedule --set checkpoint=FILE` reads the file as train-rl --init does: one line, exit
+    2, nothing in a crafted pickle runs."""
+    import torch
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "junk.pt").write_text("hello")
+    (tmp_path / "evil.pt").write_bytes(pickle.dumps(_Evil()))
+    torch.save({"format": 1}, tmp_path / "fmt.pt")
+    path, needle = {"missing": ("nope.pt", "cannot read"),
+                    "not a checkpoint": ("junk.pt", "not a heterps-rl"),
+                    "crafted pickle": ("evil.pt", "refused"),
+                    "other format": ("fmt.pt", "not a heterps-rl"),
+                    "folder": (str(tmp_path), "is a folder")}[case]
+    refused(["schedule", ROOT / "scenarios" / "exec-tiny.yaml", "--scheduler", scheduler,
+             "--set", f"checkpoint={path}", "--verify", "none"], capsys,
+            f"--set checkpoint {path}", needle)
+    assert not (tmp_path / "pwned").exists()
+
+
 # -- a user's PyTorch model that ends the process ---------------------------------------------
 
 EXITING = {

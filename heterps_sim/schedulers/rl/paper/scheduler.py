@@ -72,6 +72,10 @@ class RLPaperScheduler:
         from heterps_sim.schedulers.rl.paper.train import evaluate as evaluate_batch
 
         c = self.config
+        if c.checkpoint:  # a user's file: one line when it is not a checkpoint
+            from heterps_sim.schedulers.rl.checkpoint_file import check_policy_checkpoint
+            from heterps_sim.schedulers.rl.paper import train as trainer
+            check_policy_checkpoint(c.checkpoint, trainer, "--set checkpoint")
         args = Args(seconds=c.train_seconds, updates=c.updates or 0, init=c.checkpoint or "",
                     seed=c.seed, hidden=c.hidden, lr=c.lr, batch=c.batch, entropy=c.entropy,
                     baseline_decay=c.baseline_decay, mode=evaluate.mode, threads=c.threads,

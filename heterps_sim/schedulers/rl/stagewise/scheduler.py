@@ -125,6 +125,10 @@ class RLScheduler:
         if c.checkpoint == "none":
             return new_policy(args), "none"
         path = SHIPPED if c.checkpoint == "shipped" else c.checkpoint
+        if c.checkpoint != "shipped":  # a user's file: one line when it is not a checkpoint
+            from heterps_sim.schedulers.rl.checkpoint_file import check_policy_checkpoint
+            from heterps_sim.schedulers.rl.stagewise import train
+            check_policy_checkpoint(path, train, "--set checkpoint")
         policy, trained = load_checkpoint(path)
         args.max_stage_layers = int(trained.get("max_stage_layers", args.max_stage_layers))
         return policy, str(path)
