@@ -1,94 +1,122 @@
-"""Train a plan from Python: the `heterps-exec run` path, as a function.
+"""Train a plan from Python: `run_plan(RunRequest)`, the library under `heterps-exec run`.
 
-    from heterps_exec import run_plan
-    result = run_plan("plan.json", scenario="scenario.yaml", steps=20, ps_shards=1)
+    from heterps_exec import RunRequest, run_plan
+    result = run_plan(RunRequest(plan="plan.json", scenario="scenario.yaml", steps=20,
+                                 ps_shards=1))
     result["throughput"], result["extra"]["predicted"], result["extra"].get("holdout")
 
-`run_plan` takes the command's flags as keyword arguments (their long names with `_` for
-`-`: `lr=0.5`, `binding="b.yaml"`, `table_scale=0.01`, `checkpoint_dir="ckpt"`), builds the
-same parsed command line the CLI builds, and runs the same steps: every flag and output
-path checked, the scenario, plan, binding, model and data checked by `launch.prepare`, all
-before any rank starts (a bad value raises a one-line `UserFileError`, the CLI's exit 2),
-then torchrun, then the same result the CLI writes to the run folder's result.json and
-prints with `--json`. So a Python run and a command-line run of the same inputs train the
-same weights on the same batches and get the same predictions.
+The command line parses its flags into the same RunRequest (its flags are generated from the
+request's fields) and calls this function, so a Python run and a command-line run of the
+same inputs are one code path: the request checks its values as it is built, then this
+machine's part (the listening address, every output path), then `launch.prepare` the
+scenario, plan, binding, model and data, all before any rank starts (a bad value raises a
+one-line `UserFileError`, the CLI's exit 2); then torchrun; then the RunResult the run
+folder's result.json holds and `--json` prints. Both train the same weights on the same
+batches and get the same predictions.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
+import shutil
 import tempfile
 from pathlib import Path
 
-from heterps_sim.core.files import UserFileError
+from heterps_exec.request import ExecError, RunRequest
 
 
 class RunFailed(RuntimeError):
     """The ranks ran and failed (or timed out); the message holds the log's last lines."""
 
 
-def _parser() -> argparse.ArgumentParser:
-    from heterps_exec.cli.run import add_arguments
-    parser = argparse.ArgumentParser(prog="run_plan", add_help=False)
-    add_arguments(parser)
-    return parser
-
-
-_NOT_OPTIONS = {"plan", "scenario", "json"}
-"""Run flags that are run_plan's own parameters or mean nothing without a terminal."""
-
-
-def run_options() -> list[str]:
-    """The keyword arguments run_plan accepts besides plan, scenario, steps and ps_shards."""
-    return sorted(a.dest for a in _parser()._actions
-                  if a.dest not in _NOT_OPTIONS and a.dest != "help")
-
-
-def _as_flag_value(name: str, value):
-    """Python values where the CLI takes words: overlap=True is --overlap on."""
-    if name == "overlap" and isinstance(value, bool):
-        return "on" if value else "off"
-    if name == "slow_replica" and isinstance(value, str):
-        return [value]
-    if isinstance(value, Path):
-        return str(value)
-    return value
-
-
-def _args(plan: str, scenario: str, options: dict) -> argparse.Namespace:
-    args = _parser().parse_args([plan, "--scenario", scenario])
-    known = set(run_options())
-    for name, value in options.items():
-        if name not in known:
-            raise UserFileError(f"run_plan: unknown option {name!r} (the options are "
-                                f"heterps-exec run's flags: {', '.join(sorted(known))})")
-        setattr(args, name, _as_flag_value(name, value))
-    return args
-
-
-def run_plan(plan, *, scenario, steps: int = 20, ps_shards: int = 0, **options) -> dict | None:
-    """Train `plan` (a PLAN.json path, a heterps Plan or its dict) on the scenario's model and
-    data, as `heterps-exec run PLAN --scenario SCENARIO --steps STEPS --ps-shards S ...`
-    does; returns the RunResult dict the CLI prints with `--json` (throughput, stages,
-    extra: measured per stage, final_loss, predicted, data, holdout), also in the run
-    folder's result.json. `options` are the command's other flags by name (run_options()).
+def run_plan(request: RunRequest) -> dict | None:
+    """Train `request.plan` on the scenario's model and data, as `heterps-exec run` does;
+    returns the RunResult dict the CLI prints with `--json` (throughput, stages, extra:
+    measured per stage, final_loss, predicted, data, holdout, run_folder), also in the run
+    folder's result.json.
 
     Raises UserFileError (one line) for bad input before any rank starts, RunFailed when the
     ranks fail. Returns None on a node other than the one that ran rank 0 (`nnodes` > 1)."""
-    from heterps_exec.cli.run import failure_text, finish, start
+    _check_this_machine(request)
     with tempfile.TemporaryDirectory(prefix="heterps-plan-") as tmp:
-        if not isinstance(plan, (str, Path)):
+        if isinstance(request.plan, dict):  # prepare copies it into the run folder
             path = Path(tmp) / "plan.json"
-            data = plan if isinstance(plan, dict) else plan.to_json_dict()
-            path.write_text(json.dumps(data, indent=1) + "\n")
-            plan = path
-        args = _args(str(plan), str(scenario),
-                     {"steps": steps, "ps_shards": ps_shards, **options})
-        spec, problem, outcome = start(args)
+            path.write_text(json.dumps(request.plan, indent=1) + "\n")
+            request = request.model_copy(update={"plan": str(path)})
+        spec, problem, outcome = _start(request)
     if outcome.returncode != 0:
         raise RunFailed(failure_text(outcome))
     if not (Path(spec.out_dir) / "ranks.json").exists():
         return None
     # as JSON holds it (lists, not tuples): equal to the run folder's result.json
-    return json.loads(json.dumps(finish(args, spec, problem).to_json_dict()))
+    return json.loads(json.dumps(_finish(request, spec, problem).to_json_dict()))
+
+
+def _check_this_machine(req: RunRequest) -> None:
+    """What only this machine can answer, before anything is loaded: the address to listen
+    on is one of its own, and every output path can be written (so a finished run is never
+    lost to an unwritable --trace)."""
+    from heterps_sim.core.outputs import OutputError, check_target
+    if req.bind_addr:
+        from heterps_exec.launch.bind_addr import bind_problem
+        problem = bind_problem(req.bind_addr)
+        if problem:
+            raise ExecError(problem)
+    for flag, path, folder in (("--out", req.out_dir, True), ("--trace", req.trace, False),
+                               ("--save-state", req.save_state, False)):
+        if path:
+            try:
+                check_target(path, folder=folder)
+            except OutputError as exc:
+                raise ExecError(f"{flag}: {exc}") from None
+
+
+def _start(req: RunRequest):
+    """Prepare the run folder and run torchrun to the end: (spec, problem, LaunchOutcome)."""
+    from heterps_exec.launch.bind_addr import chosen_bind_addr
+    from heterps_exec.launch.dir_lock import hold
+    from heterps_exec.launch.prepare import prepare
+    from heterps_exec.launch.torchrun import LaunchOptions, launch
+    opts = LaunchOptions(nnodes=req.nnodes, node_rank=req.node_rank,
+                         rdzv_endpoint=req.rdzv_endpoint, rdzv_id=req.rdzv_id,
+                         bind_addr=chosen_bind_addr(req.bind_addr, req.nnodes,
+                                                    req.rdzv_endpoint),
+                         max_restarts=req.max_restarts, timeout_s=req.run_timeout_s)
+    # one run per checkpoint directory (node 0 holds it for all the run's nodes)
+    with hold(req.checkpoint_dir if req.node_rank == 0 else "") as lock:
+        spec, problem = prepare(req)
+        outcome = launch(spec, opts, keep_fds=lock.fds if lock else ())
+    return spec, problem, outcome
+
+
+def failure_text(outcome) -> str:
+    """What a failed run reports: why, and the last lines of torchrun's log."""
+    why = "timed out" if outcome.timed_out else f"failed (exit {outcome.returncode})"
+    return (f"heterps-exec run: {why} after {outcome.wall_s:.1f} s; last lines of "
+            f"{outcome.log}:\n{outcome.tail()}")
+
+
+def _finish(req: RunRequest, spec, problem):
+    """The finished run's RunResult (measured, data counts and held-out scores, both
+    predictions, the run folder), written to the run folder with its trace and state as
+    the request asks."""
+    from heterps_exec.calibration.prediction import predict, with_prediction
+    from heterps_exec.data.report import data_report
+    from heterps_exec.runtime.measure import exec_result, exec_spans, load_ranks
+    from heterps_sim.core.outputs import mark_complete, write_via
+    from heterps_sim.core.result import save_result
+    from heterps_sim.core.trace import save_trace
+    parts = load_ranks(spec)
+    result = exec_result(spec, problem, parts)
+    data_report(spec, parts, result)  # reader counts, held-out log-loss and AUC
+    result = with_prediction(result, predict(spec, problem))  # analytic and simulator, beside
+    result.extra["run_folder"] = spec.out_dir
+    out = Path(spec.out_dir)
+    save_result(result, out / "result.json")
+    if req.trace:
+        save_trace(exec_spans(spec, parts), req.trace,
+                   {"source": "exec", "plan": spec.plan, "emulated": result.extra["emulated"]})
+    if req.save_state:
+        write_via(req.save_state, lambda tmp: shutil.copyfile(out / "state.pt", tmp))
+    mark_complete(out, "exec-run")  # last: the folder holds every file of the run
+    return result

@@ -1,34 +1,53 @@
-"""What `heterps-exec run` is asked to do: a `RunRequest` that checks itself as it is built.
+"""What a run is asked to do: `RunRequest`, the one options object of `heterps-exec run` and
+`run_plan`, which checks itself as it is built.
 
     req = RunRequest(plan="plan.json", scenario="scenarios/exec-tiny.yaml", steps=0)
     # ExecError: --steps: expected 1..10,000,000, got 0
 
-Every bad value is a one-line `ExecError` naming the flag (the CLI prints it, exit 2), raised
-before anything is loaded or started. The H-PS fields (share, slow_replicas, overlap,
-quantize) are the simulator's own (heterps_sim.core.hps.HpsOptions). What needs the plan or
-the files is launch.prepare's to check. No torch at import.
+Every option lives here once: its field (type, default, the docstring under it), its bound
+and its flag. `heterps-exec run`'s flags are generated from these fields (cli/run.py), so the
+command line and `run_plan(RunRequest(...))` cannot drift apart. Every bad value is a
+one-line `ExecError` naming the flag (the CLI prints it, exit 2), raised before anything is
+loaded or started. The H-PS fields (share, slow_replicas, overlap, quantize) are the
+simulator's own (heterps_sim.core.hps.HpsOptions). What needs the plan or the files is
+launch.prepare's to check; what needs this machine (its addresses, writable outputs) is
+run_plan's. No torch at import.
 """
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from heterps_sim.core.files import UserFileError
-from heterps_sim.core.hps import HpsOptions
+from heterps_sim.core.hps import HpsOptions, parse_slow_replica
 from heterps_sim.core.limits import MAX_SEED, MAX_SLOWDOWN
 
 MAX_STEPS = 10_000_000
 """Training steps of one run; more is surely a typo (and would outlive any timeout)."""
 MAX_PS_SHARDS = 16
+MAX_NODES = 1024
+MAX_RESTARTS = 100
+MAX_SAMPLES = 1_000_000_000
+"""Samples of a generated dataset (each is a row of every input in memory while written)."""
+MAX_TIMEOUT_S = 30 * 24 * 3600.0
 
 BOUNDS = {
     "steps": (lambda v: 1 <= v <= MAX_STEPS, f"1..{MAX_STEPS:,}"),
     "seed": (lambda v: 0 <= v <= MAX_SEED, f"an integer in 0..{MAX_SEED:,}"),
+    "num_samples": (lambda v: 0 <= v <= MAX_SAMPLES,
+                    f"0..{MAX_SAMPLES:,} (0: the default size)"),
+    "warmup_steps": (lambda v: v >= 0, ">= 0"),
     "checkpoint_every": (lambda v: 0 <= v <= MAX_STEPS, f"0..{MAX_STEPS:,} (0: none)"),
     "table_scale": (lambda v: 0 < v <= 1, "a share in (0, 1]"),
     "lr": (lambda v: v > 0, "a finite rate > 0"),
     "ps_shards": (lambda v: 0 <= v <= MAX_PS_SHARDS, f"0..{MAX_PS_SHARDS}"),
     "ps_hot_fraction": (lambda v: 0 <= v <= 1, "a share in [0, 1]"),
+    "timeout_s": (lambda v: 0 < v <= MAX_TIMEOUT_S, f"seconds in (0, {MAX_TIMEOUT_S:g}]"),
+    "run_timeout_s": (lambda v: 0 < v <= MAX_TIMEOUT_S, f"seconds in (0, {MAX_TIMEOUT_S:g}]"),
+    "max_restarts": (lambda v: 0 <= v <= MAX_RESTARTS, f"0..{MAX_RESTARTS}"),
+    "nnodes": (lambda v: 1 <= v <= MAX_NODES, f"1..{MAX_NODES}"),
 }
 """Each bounded number: (accepts, what it accepts). Every bound says it one way,
 "--flag: expected WHAT IT ACCEPTS, got VALUE" (NaN and infinity included)."""
@@ -39,23 +58,32 @@ class ExecError(UserFileError):
 
 
 FLAGS = {"plan": "PLAN.json", "out_dir": "--out", "data_dir": "--data",
-         "timeout_s": "--rank-timeout", "slow_replicas": "--slow-replica",
-         "fault": "--inject-fault"}
+         "timeout_s": "--rank-timeout", "run_timeout_s": "--timeout",
+         "slow_replicas": "--slow-replica", "fault": "--inject-fault",
+         "capacity_check": "--no-capacity-check"}
 """`heterps-exec run`'s flag for each RunRequest field not spelled --field-name."""
 
 
+def flag_of(name: str) -> str:
+    """The flag (or the positional's name) of a RunRequest field."""
+    return FLAGS.get(name, "--" + name.replace("_", "-"))
+
+
 class RunRequest(HpsOptions):
-    """What `heterps-exec run` is asked to do; it checks itself as it is built.
+    """What `heterps-exec run` and `run_plan` are asked to do; it checks itself as it is built.
 
     A bad value raises a one-line ExecError naming the flag, what it accepts and what it got
-    ("--steps: expected 1..10,000,000, got 0"), so nothing starts. The H-PS fields (share, slow_replicas, overlap, quantize) are the
-    simulator's (heterps_sim.core.hps); the engine's quantize also takes auto[:BOUND]. What
+    ("--steps: expected 1..10,000,000, got 0"), so nothing starts. The H-PS fields (share,
+    slow_replicas, overlap, quantize) are the simulator's (heterps_sim.core.hps); the
+    engine's quantize also takes auto[:BOUND]. Text fields take the command line's words
+    ("1:0:2" for a slow replica, "3:5:hang" for a fault, "on"/"off" for a switch). What
     needs the plan or the files (which replicas exist, the fault's rank, the checkpoint's
     step) is checked by `prepare`.
     """
 
-    plan: str
-    """PLAN.json to run."""
+    plan: str | dict
+    """The plan to run: a PLAN.json path, or a plan itself (a heterps Plan or its JSON dict;
+    run_plan writes it to the run folder)."""
     scenario: str
     """Scenario YAML naming a zoo model (the plan's layers)."""
     binding: str = "cpu"
@@ -72,22 +100,27 @@ class RunRequest(HpsOptions):
     """Dataset size when one is generated (0: 20 global batches' worth, at least 4096)."""
     table_scale: float = 1.0
     """Multiplies every embedding table's rows, in (0, 1]."""
-    optimizer: str = "sgd"
+    optimizer: Literal["sgd", "adagrad"] = "sgd"
     """sgd or adagrad."""
     lr: float = 0.05
     """Learning rate (> 0)."""
     warmup_steps: int = 1
     """Steps left out of the measured throughput (at most steps - 1 are)."""
     timeout_s: float = 120.0
-    """A rank waiting longer than this on a peer fails the run."""
+    """Seconds a rank may wait on a peer; longer fails the run."""
+    run_timeout_s: float = 1800.0
+    """Wall-clock seconds of the whole run (every attempt); longer stops every process."""
     checkpoint_dir: str = ""
     """Resume from and write checkpoints to this folder ("": none)."""
     checkpoint_every: int = 0
     """Steps between checkpoints (0: none; needs checkpoint_dir)."""
-    save_state: bool = False
-    """Write the whole model's state dict (state.pt) at the end."""
-    trace: bool = False
-    """Record trace spans."""
+    max_restarts: int = 0
+    """torchrun restarts every rank up to this many times after a failure (from the latest
+    checkpoint, with checkpoint_dir)."""
+    save_state: str = ""
+    """Write the whole model's state dict to this file at the end ("": not written)."""
+    trace: str = ""
+    """Write a Chrome/Perfetto trace of the real spans to this file ("": none)."""
     quantize: str = "none"
     """Boundary activations and gradients on the wire: none, fp16, bf16, int8, or auto[:BOUND]
     (per link and step the narrowest encoding whose relative error stays within BOUND,
@@ -98,11 +131,24 @@ class RunRequest(HpsOptions):
     """PS hot-tier policy (heterps_exec.ps.spec.POLICIES)."""
     ps_hot_fraction: float = 0.05
     """PS hot-tier rows as a share of each table, in [0, 1]."""
-    fault: dict = Field(default_factory=dict)
-    """Testing: {"rank": r, "step": s, "mode": "kill" | "hang"} (RunSpec.fault)."""
+    nnodes: int = 1
+    """Machines the run spans (each runs the same request with its own node_rank)."""
+    node_rank: int = 0
+    """This machine's number, 0..nnodes - 1 (node 0 reports the result)."""
+    rdzv_endpoint: str = ""
+    """Several machines: HOST:PORT of the rendezvous (on node 0)."""
+    rdzv_id: str = "heterps"
+    """Several machines: the rendezvous's name, the same on every node."""
+    bind_addr: str = ""
+    """Several machines: the address of this machine that the run listens on ("": the
+    rdzv_endpoint host if it is this machine's)."""
     capacity_check: bool = True
     """Refuse a run whose ranks would not fit this machine's memory and cores before any rank
     starts (heterps_exec.launch.capacity); False runs it anyway (--no-capacity-check)."""
+    fault: dict = Field(default_factory=dict)
+    """Testing: kill (or hang) a rank at the start of a step, on the first attempt only:
+    "RANK:STEP[:kill|hang]" or {"rank": r, "step": s, "mode": "kill" | "hang"}
+    (RunSpec.fault)."""
 
     def __init__(self, **fields) -> None:
         try:
@@ -116,6 +162,31 @@ class RunRequest(HpsOptions):
         ok, what = BOUNDS[info.field_name]
         if not ok(value):
             raise ValueError(f"expected {what}, got {value}")
+        return value
+
+    @field_validator("plan", mode="before")
+    @classmethod
+    def _plan_as_data(cls, value):
+        return value.to_json_dict() if hasattr(value, "to_json_dict") else value
+
+    @field_validator("slow_replicas", mode="before")
+    @classmethod
+    def _slow_replica_words(cls, value):
+        if isinstance(value, (list, tuple)):
+            return tuple(parse_slow_replica(x) if isinstance(x, str) else x for x in value)
+        return value
+
+    @field_validator("fault", mode="before")
+    @classmethod
+    def _fault_words(cls, value):
+        return parse_fault(value) if isinstance(value, str) else value
+
+    @field_validator("rdzv_endpoint")
+    @classmethod
+    def _host_port(cls, value):
+        host, sep, port = value.rpartition(":")
+        if value and not (sep and host and port.isdigit() and 0 < int(port) < 65536):
+            raise ValueError(f"expected HOST:PORT, got {value!r}")
         return value
 
     @field_validator("slow_replicas")
@@ -146,6 +217,33 @@ class RunRequest(HpsOptions):
         if self.checkpoint_every and not self.checkpoint_dir:
             raise ValueError("--checkpoint-every needs --checkpoint-dir")
         return self
+
+    @model_validator(mode="after")
+    def _nodes(self) -> RunRequest:
+        n = self.nnodes
+        if not 0 <= self.node_rank < n:
+            raise ValueError(f"--node-rank: expected 0..{n - 1} (--nnodes {n}), "
+                             f"got {self.node_rank}")
+        if n > 1 and not self.rdzv_endpoint:
+            raise ValueError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT")
+        if self.bind_addr and n == 1:
+            raise ValueError("--bind-addr: only with --nnodes > 1 (one machine listens on "
+                             "127.0.0.1)")
+        return self
+
+
+def parse_fault(text: str) -> dict:
+    """--inject-fault's "RANK:STEP[:kill|hang]" -> {"rank", "step", "mode"} ("" -> {})."""
+    if not text:
+        return {}
+    parts = text.split(":")
+    try:
+        if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] not in ("kill", "hang")):
+            raise ValueError
+        return {"rank": int(parts[0]), "step": int(parts[1]),
+                "mode": parts[2] if len(parts) == 3 else "kill"}
+    except ValueError:
+        raise ValueError(f"expected RANK:STEP[:kill|hang], got {text!r}") from None
 
 
 def _request_error(exc: ValidationError) -> str:

@@ -2,7 +2,7 @@
 tables on a parameter-server shard (docs/guide/worked-example.md). Run from the repository
 root after `python examples/make_criteo_sample.py runs/criteo-dcn.tsv --rows 30000 --seed 1`."""
 
-from heterps_exec import run_plan
+from heterps_exec import RunRequest, run_plan
 from heterps_sim.des import DesOptions, simulate
 from heterps_sim.inputs.load import load_input
 from heterps_sim.planner import Planner
@@ -18,8 +18,10 @@ for stage in plan.stages:
     print(f"{stage.layers[0]}..{stage.layers[-1]} on {stage.num_replicas} x {stage.resource}")
 print(f"simulated {simulated.throughput:,.0f} samples/s at {simulated.cost_per_hour:.2f} USD/h")
 
-result = run_plan(plan, scenario=SCENARIO, steps=60, ps_shards=1, optimizer="adagrad",
-                  lr=0.05, binding="examples/criteo_dcn/binding.yaml", out="runs/criteo-dcn-py")
+request = RunRequest(plan=plan, scenario=SCENARIO, steps=60, ps_shards=1, optimizer="adagrad",
+                     lr=0.05, binding="examples/criteo_dcn/binding.yaml",
+                     out_dir="runs/criteo-dcn-py")
+result = run_plan(request)  # the same request `heterps-exec run` builds from its flags
 predicted = result["extra"]["predicted"]["simulator"]["throughput"]
 held = result["extra"]["holdout"]
 print(f"measured {result['throughput']:,.0f} samples/s (simulator predicted {predicted:,.0f} "

@@ -39,9 +39,9 @@ def _provisioned(plan: Plan, problem, source: str) -> Plan:
     return plan.with_replicas([s.num_replicas for s in result.stages])
 
 
-def prepare(req: RunRequest, nnodes: int = 1) -> tuple[RunSpec, object]:
+def prepare(req: RunRequest) -> tuple[RunSpec, object]:
     """Load the scenario and the plan, check the request against them, bind every stage to a
-    device, check that the ranks fit this machine (`nnodes`: the machines they share) and
+    device, check that the ranks fit this machine (req.nnodes: the machines they share) and
     write the run folder's spec; returns (spec, problem). The request has checked its own
     values when it was built."""
     progress.phase("heterps-exec: loading the scenario and the plan, binding the stages")
@@ -49,7 +49,7 @@ def prepare(req: RunRequest, nnodes: int = 1) -> tuple[RunSpec, object]:
     _check_against(req, plan)
     bindings = _bind(req, scn, plan)
     if req.capacity_check:  # before the model is captured, data generated or a rank started
-        _check_capacity(req, scn, plan, [b.device for b in bindings], nnodes)
+        _check_capacity(req, scn, plan, [b.device for b in bindings], req.nnodes)
     if getattr(scn.model, "module", None):  # a user's PyTorch module (not zoo or YAML layers)
         progress.phase(f"heterps-exec: capturing {scn.model.module} (torch.export) and cutting "
                        "it at the plan's stages")
@@ -64,8 +64,8 @@ def prepare(req: RunRequest, nnodes: int = 1) -> tuple[RunSpec, object]:
                    bindings=bindings, out_dir=str(out.resolve()),
                    timeout_s=req.timeout_s, warmup_steps=min(req.warmup_steps, req.steps - 1),
                    checkpoint_dir=str(Path(req.checkpoint_dir).resolve()) if req.checkpoint_dir else "",
-                   checkpoint_every=req.checkpoint_every, save_state=req.save_state,
-                   trace=req.trace, overlap=req.overlap, share=req.share,
+                   checkpoint_every=req.checkpoint_every, save_state=bool(req.save_state),
+                   trace=bool(req.trace), overlap=req.overlap, share=req.share,
                    slow_replicas=[list(x) for x in req.slow_replicas],
                    quantize=req.quantize, ps_shards=req.ps_shards,
                    ps_policy=req.ps_policy,

@@ -91,7 +91,7 @@ def _short_plan(work: Path) -> Path:
 
 @pytest.mark.timeout(300)
 def test_a_two_rank_run_on_the_ps_trains_exactly_and_python_gives_the_same(work):
-    from heterps_exec import run_plan
+    from heterps_exec import RunRequest, run_plan
     plan = _short_plan(work)
     common = ["--steps", str(STEPS), "--ps-shards", "1", "--lr", "0.05", "--rank-timeout", "60"]
     code, out, err = run_exec("run", str(plan), "--scenario", _scenario(work), *common,
@@ -111,8 +111,9 @@ def test_a_two_rank_run_on_the_ps_trains_exactly_and_python_gives_the_same(work)
     assert cli["extra"]["ps_shards"] == 1 and len(cli["extra"]["ps"]["servers"]) == 1
     assert_matches_reference(work / "cli", work / "cli-state.pt", cli)
 
-    py = run_plan(plan, scenario=_scenario(work), steps=STEPS, ps_shards=1, lr=0.05,
-                  rank_timeout=60, out=str(work / "py"), save_state=str(work / "py-state.pt"))
+    py = run_plan(RunRequest(plan=str(plan), scenario=_scenario(work), steps=STEPS, ps_shards=1,
+                             lr=0.05, timeout_s=60, out_dir=str(work / "py"),
+                             save_state=str(work / "py-state.pt")))
     assert json.loads((work / "py" / "result.json").read_text()) == py
     import torch
     a, b = torch.load(work / "cli-state.pt"), torch.load(work / "py-state.pt")
@@ -125,14 +126,16 @@ def test_a_two_rank_run_on_the_ps_trains_exactly_and_python_gives_the_same(work)
 
 
 def test_run_plan_refuses_bad_input_before_any_rank(work, tmp_path):
-    from heterps_exec import run_plan
+    from heterps_exec import RunRequest, run_plan
     plan = _short_plan(work)
-    cases = [({"steps": 0}, "--steps"), ({"learning_rate": 0.1}, "unknown option 'learning_rate'"),
-             ({"ps_shards": 99}, "--ps-shards"), ({"timeout": float("nan")}, "--timeout")]
+    cases = [({"steps": 0}, "--steps"), ({"learning_rate": 0.1}, "--learning-rate"),
+             ({"ps_shards": 99}, "--ps-shards"), ({"run_timeout_s": float("nan")}, "--timeout"),
+             ({"trace": str(tmp_path)}, "--trace")]
     for options, needle in cases:
         out = tmp_path / "never"
         with pytest.raises(UserFileError, match=needle.replace("-", r"\-")):
-            run_plan(plan, scenario=_scenario(work), **{"steps": 2, **options}, out=str(out))
+            run_plan(RunRequest(plan=str(plan), scenario=_scenario(work),
+                                **{"steps": 2, **options}, out_dir=str(out)))
         assert not out.exists()
 
 
@@ -140,7 +143,7 @@ def test_the_page_shows_the_example_files_as_they_are():
     """The Python block and the forward on the worked-example page are the files' own text."""
     page = (ROOT / "docs" / "guide" / "worked-example.md").read_text()
     script = (EXAMPLE / "from_python.py").read_text()
-    body = script[script.index("from heterps_exec import run_plan"):]
+    body = script[script.index("from heterps_exec import RunRequest, run_plan"):]
     assert body.strip() in page
     model = (EXAMPLE / "dcn_fm.py").read_text()
     forward = model[model.index("    def forward(self, dense, ids):"):]
