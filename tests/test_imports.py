@@ -13,7 +13,7 @@ PACKAGES = ("heterps_sim", "heterps_exec")
 LIGHT = ["heterps_sim", "heterps_sim.core.spec", "heterps_sim.core.hps", "heterps_sim.core.plan",
          "heterps_sim.core.result", "heterps_sim.core.pipeline", "heterps_sim.core.problem",
          "heterps_sim.cost.reference", "heterps_sim.inputs.scenario",
-         "heterps_sim.schedulers.registry", "heterps_sim.cli"]
+         "heterps_sim.schedulers.registry", "heterps_sim.cli", "heterps_exec", "heterps_exec.cli"]
 
 
 @pytest.mark.parametrize("module", LIGHT)
@@ -151,3 +151,14 @@ def test_core_imports_neither_simpy_nor_torch_anywhere():
                      [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             heavy = [n for n in names if n.split(".")[0] in ("torch", "simpy", "heterps_exec")]
             assert not heavy, f"{path.name} imports {heavy}"
+
+
+ROOT_MODULES_MAX = 8
+"""A package root holds at most this many modules (`__init__` included); the rest live in
+rooms, one folder per role (launch/, runtime/, checkpoint/, ...)."""
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_a_package_root_holds_at_most_8_modules(package):
+    modules = sorted(p.name for p in (ROOT / package).glob("*.py"))
+    assert len(modules) <= ROOT_MODULES_MAX, f"{package}/ holds {len(modules)}: {modules}"
