@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from heterps_sim.core.problem import Problem
 from heterps_sim.schedulers.exact.flushed_common import EFFECTS, FlushedOptimum
 from heterps_sim.schedulers.exact.flushed_compiled import CompiledSearch
+from heterps_sim.schedulers.exact.flushed_lagrange import LagrangeBound
 
 MAX_MICROBATCHES = 64
 """microbatches=None: m = 2..this (within the batch size) unless the scenario sets m."""
@@ -47,6 +48,12 @@ RAISE = 1.25
 """A search's ceiling over its m's bound while no plan is known (and the most it rises)."""
 LEAST_RAISE = 1.02
 """The least a ceiling rises over its m's bound (below the best plan's cost)."""
+LAGRANGE_SHARE = 0.6
+"""Of the work left after the heuristic, the share the Lagrangian bounds
+(flushed_lagrange.py) may spend, in equal slices over the open m's (least bound first; what
+one m leaves goes to the next). They run only when the share covers every open m's first
+sweep (LagrangeBound.sweep_work): the global bound is the least over the m's, so bounds on
+some m's alone would not raise it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,19 +94,24 @@ def microbatch_counts(problem: Problem, microbatches=None) -> tuple[int, ...]:
 def certified_optimum(problem: Problem, *, schedule: str = "gpipe", microbatches=None,
                       types: tuple[int, ...] | None = None,
                       effects: tuple[str, ...] = EFFECTS, max_work: int = DEFAULT_MAX_WORK,
-                      target_gap: float = 0.0, incumbent: float | None = None) -> Certified:
+                      target_gap: float = 0.0, incumbent: float | None = None,
+                      lagrange: bool = True) -> Certified:
     """The cheapest plan whose flushed throughput (cost/flush.py, `effects`, `schedule`)
     meets the limit over every m in the space (microbatch_counts), and how far from optimal
     it can be (module docstring). `types`: only these type indices (types=(j,): the best plan
     on type j alone). `incumbent`: the cost of a plan known elsewhere; only cheaper plans are
     sought. `target_gap`: stop once the best plan is within this fraction of the bound.
-    `max_work`: the budget in work units (deterministic)."""
+    `max_work`: the budget in work units (deterministic). `lagrange`: raise the m's bounds
+    by the Lagrangian relaxation (flushed_lagrange.py) when the budget covers it (LAGRANGE_SHARE);
+    False: the prefix tables and the searches alone."""
     if problem.cost_model != "default":
         raise ValueError("certified_optimum: the flushed form prices the default cost model "
                          "only")
     ms = microbatch_counts(problem, microbatches)
     search = CompiledSearch(problem, effects=tuple(effects), types=types, schedule=schedule)
-    return _Run(search, ms, max_work, target_gap, incumbent).answer()
+    run = _Run(search, ms, max_work, target_gap, incumbent)
+    run.use_lagrange = bool(lagrange)
+    return run.answer()
 
 
 class _Run:
@@ -116,8 +128,9 @@ class _Run:
         self.status: dict[int, str] = {}
         self.tries: dict[int, int] = {}
         self.tabled: set[int] = set()
-        self.work = self.rounds = self.labels = 0
+        self.work = self.rounds = self.labels = self.lagranged = 0
         self.out_of_work = False
+        self.use_lagrange = True
 
     # ---- the search ----------------------------------------------------------------------
     def answer(self) -> Certified:
@@ -131,6 +144,7 @@ class _Run:
         for m in [m for m in BEAM_MS if m in self.lb]:
             self._tables(m)
         self._heuristic()
+        self._lagrange()
         while not self.out_of_work:
             m = self._next()
             if m is None:
@@ -169,6 +183,33 @@ class _Run:
                                   max_work=self.max_work - self.work, beam=BEAM)
             self._charge(got.work)
             self._improve(got.best)
+
+    def _lagrange(self) -> None:
+        """Raise each open m's bound by the Lagrangian relaxation (flushed_lagrange.py)
+        towards the best plan's cost; an m it lifts there is closed by _next."""
+        if not self.use_lagrange:
+            return
+        pool = int(LAGRANGE_SHARE * (self.max_work - self.work))
+        todo = sorted((m for m in self.ms if self.status[m] == "open"),
+                      key=lambda x: (self.lb[x], x))
+        bound = LagrangeBound(self.search)
+        if not todo or pool < len(todo) * bound.sweep_work():
+            return
+        for n, m in enumerate(todo):
+            if self.out_of_work or pool <= 0:
+                break
+            if m not in self.tabled:
+                before = self.work
+                self._tables(m)
+                pool -= self.work - before
+            if self.status[m] != "open" or self.lb[m] >= self.upper * (1 - 1e-9):
+                continue
+            share = min(pool // (len(todo) - n), self.max_work - self.work)
+            usd, work, _ = bound.bound(m, self.upper, max(1, share))
+            pool -= work
+            self.lagranged += 1
+            self._charge(work)
+            self.lb[m] = max(self.lb[m], usd)
 
     def _next(self) -> int | None:
         """The open m of least bound, or None when every m is closed or the gap is met."""
@@ -233,6 +274,7 @@ class _Run:
         notes = {
             "per_m": {m: (self.status[m], self.lb[m]) for m in self.ms},
             "open_microbatches": open_, "rounds": self.rounds, "labels": self.labels,
+            "lagrange_bounds": self.lagranged,
             "out_of_work": self.out_of_work,
         }
         if best is None and not open_ and math.isfinite(self.incumbent):

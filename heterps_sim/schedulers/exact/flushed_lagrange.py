@@ -1,0 +1,392 @@
+"""A Lagrangian lower bound on the cost of every flushed plan at one microbatch count m, much
+tighter than the prefix tables' (flushed_kernel.prefix_tables): certified.py raises each m's
+bound with it and closes the m's it lifts to the best plan's cost.
+
+The relaxation. cost/flush.py's step time is, for every stage g of a plan,
+
+    T >= A + PF' + C_g + pb_g + r_g
+
+with A the sum of every stage's forward fill a_h, C_g the backward drains c_h of g and the
+stages after it, PF' the forward pace (the largest stage pace pf_h, or the PS pulls when they
+pace the forwards), pb_g its own backward pace and r_g = AR_g + u_g its step-end phase. Each
+term is priced at or below its value in any plan: a boundary on the stage's own type's
+bandwidth (min(net_j, net_j') is at most it), interface queues without the boundary before.
+Write layer l's stage as g(l): for each layer l
+
+    sum_h a_h + sum_{h: last layer >= l} c_h + (pb + r of the stage holding l) + PF' <= T,
+
+additive over the plan's stages. Two guesses make the rest additive too: the step T lies in
+a box [t_lo, t_hi] and PF' in [g_lo, g_hi]. In the box every stage's pf_h (and its own PS
+pull pace) is at most g_hi, the constraints use T <= t_hi and PF' >= g_lo, and a plan whose
+pulls pace the forwards with several embedding stages (the step's pulls less one
+microbatch's, q) adds max(g_lo, q), or is impossible when q > g_hi; the plan's embedding
+stages are a 6-state automaton on the path (none, one, several x in phase or not).
+
+For multipliers mu_l >= 0 the least of
+
+    sum_h USD/h_h + sum_l mu_l (constraint_l - t_hi)
+
+over all plans is a shortest path over the stages (each stage's unit count chosen for its
+weight), at most the least USD/h of a plan in the box (Lagrangian duality); the multipliers
+rise by subgradient steps towards the cost to beat (Polyak steps, a fixed iteration count).
+A box's bound on the cost is then job_cost(its USD/h bound + fixed, least startup, t_lo).
+Boxes whose bound stays below the cost to beat are split (the wider of T and PF' in halves,
+deterministically, least bound first) while the work budget lasts; the m's bound is the least
+over the boxes that cover every T from the least step any plan has to the limit's and every
+PF' from 0 to that.
+
+What it leaves out (so it stays a bound): the largest backward pace of the stages after g
+(only g's own counts), the neighbour's slower link, availability caps, startup beyond the
+least. Work is counted in deterministic units (stage options scanned per path), never time.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+import numpy as np
+from numba import njit
+
+from heterps_sim.cost import dominant_numba as dominant
+from heterps_sim.schedulers.exact.flushed_kernel import job_cost, paces
+from heterps_sim.schedulers.exact.flushed_stages import _work
+
+ITERATIONS = 12
+"""Subgradient steps per box (a box starts from the multipliers of the box evaluated before
+it: its parent, or its neighbour in the first sweep)."""
+G_EDGES = 6
+"""PF' boxes at the start: [0, t/2^5], then doubling up to the limit's step t."""
+WORK_SCALE = 1
+"""Stage options scanned per work unit (a unit is then about as long as one of the label
+search's on the 2-core VM)."""
+MIN_SPLIT = 1e-3
+"""A box is not split once both its ranges are narrower than this fraction of t."""
+
+
+@njit(cache=True)
+def stage_terms(first, count, E, F, L, M, par, m, beta, fs, transfers, latency, ext, lvl,
+                lev, bytes_):
+    """Per stage at m: (a, c, w, u, ser, first layer), each at or below its value in any
+    plan (the boundary on the stage's own type's bandwidth)."""
+    n = E.shape[0]
+    A = np.zeros(n)
+    C = np.zeros(n)
+    W = np.zeros(n)
+    U = np.zeros(n)
+    SER = np.zeros(n)
+    ST = np.zeros(n, np.int64)
+    for i in range(L):
+        for j in range(M):
+            for s in range(first[i, j], first[i, j] + count[i, j]):
+                e = E[s]
+                odt = F[s, 1]
+                ser = 0.0
+                lat = 0.0
+                if e < L - 1:
+                    v = lvl[j]
+                    odt += ext[e, v]
+                    if transfers:
+                        ser = bytes_[e] / m / lev[v]
+                        lat = latency
+                w, u = _work(F[s, 0], odt, F[s, 2], par, F[s, 3], m)
+                A[s] = (1.0 - beta) * w + fs * ser + lat
+                C[s] = beta * w + (1.0 - fs) * ser + lat
+                W[s] = w
+                U[s] = u
+                SER[s] = ser
+                ST[s] = i
+    return A, C, W, U, SER, ST
+
+
+@njit(cache=True)
+def least_drains(first, count, E, C, L, M):
+    """least_drains[i]: the least sum of drains any stages from layer i to the end have."""
+    out = np.full(L + 1, np.inf)
+    out[L] = 0.0
+    for i in range(L - 1, -1, -1):
+        for j in range(M):
+            for s in range(first[i, j], first[i, j] + count[i, j]):
+                v = C[s] + out[E[s] + 1]
+                if v < out[i]:
+                    out[i] = v
+    return out
+
+
+@njit(cache=True)
+def options(E, F, K, m, beta, fs, allreduce, contention, one_f_one_b, pull_per_byte, holds,
+            A, C, W, U, SER, ST, stage_price, min_fill, min_drain, room, g_hi):
+    """Each stage's unit counts worth trying in a box: (start, k, USD/h, own, flags) with
+    own = pb + AR + u, its forward pace (pulls included) at most g_hi, the stage alone within
+    `room` (t_hi - g_lo) beside the least fills before it and drains after it; only counts
+    whose own time falls as the price rises. flags: 1 holds embedding rows, 2 and has several
+    forwards per unit (its pulls pace the forwards)."""
+    n = E.shape[0]
+    start = np.zeros(n + 1, np.int64)
+    cap = 4 * n + 16
+    OK = np.zeros(cap, np.int64)
+    OP = np.zeros(cap)
+    OO = np.zeros(cap)
+    OI = np.zeros(cap, np.int64)
+    x = 0
+    for s in range(n):
+        start[s] = x
+        left = room - min_fill[ST[s]] - A[s] - C[s] - min_drain[E[s] + 1] - U[s]
+        if left < 0.0:
+            continue
+        k_lo, k_hi = K[s, 0], K[s, 1]
+        rows = F[s, 6] > 0.0 and pull_per_byte > 0.0
+        pull = pull_per_byte * F[s, 6]
+        prev_n = m + 1
+        best_own = np.inf
+        for nq in range(m, 0, -1):
+            k = max(k_lo, (m + nq - 1) // nq)
+            if k > k_hi:
+                break
+            nn = (m + k - 1) // k
+            if nn == prev_n:
+                continue
+            prev_n = nn
+            ar = dominant.allreduce_time(F[s, 4], F[s, 5], k) if allreduce else 0.0
+            pf, pb = paces(nn, W[s], 0.0, SER[s], beta, fs, contention, one_f_one_b)
+            if pull > 0.0 and nn > 1:
+                pf = max(pf, (m - k - (1.0 if holds else 0.0)) * pull)
+            if pf > g_hi or pb + ar > left:
+                continue
+            own = pb + ar + U[s]
+            if own >= best_own:
+                continue
+            best_own = own
+            if x >= cap:
+                cap *= 2
+                OK2 = np.zeros(cap, np.int64)
+                OP2 = np.zeros(cap)
+                OO2 = np.zeros(cap)
+                OI2 = np.zeros(cap, np.int64)
+                OK2[:x] = OK[:x]
+                OP2[:x] = OP[:x]
+                OO2[:x] = OO[:x]
+                OI2[:x] = OI[:x]
+                OK, OP, OO, OI = OK2, OP2, OO2, OI2
+            OK[x] = k
+            OP[x] = stage_price[s] * k
+            OO[x] = own
+            OI[x] = (1 if rows else 0) + (2 if rows and nn > 1 else 0)
+            x += 1
+    start[n] = x
+    return start, OK[:x].copy(), OP[:x].copy(), OO[:x].copy(), OI[:x].copy()
+
+
+@njit(cache=True)
+def _path(first, count, E, ST, L, M, A, C, ostart, OP, OO, OI, mu, t_hi, g_lo, g_hi, q_all,
+          d, back):
+    """One shortest path under multipliers mu: (dual value, its constraint values per layer,
+    work). States: embedding stages so far (0, 1, several) x whether one paces the pulls."""
+    pre = np.zeros(L + 1)
+    for ell in range(L):
+        pre[ell + 1] = pre[ell] + mu[ell]
+    tot = pre[L]
+    d[:, :] = np.inf
+    d[0, 0] = 0.0
+    work = 0
+    for i in range(L):
+        live = False
+        for st in range(6):
+            live = live or d[i, st] < np.inf
+        if not live:
+            continue
+        for j in range(M):
+            for s in range(first[i, j], first[i, j] + count[i, j]):
+                if ostart[s] == ostart[s + 1]:
+                    continue
+                e = E[s]
+                base = tot * A[s] + pre[e + 1] * C[s]
+                inner = pre[e + 1] - pre[i]
+                for o in range(ostart[s], ostart[s + 1]):
+                    work += 1
+                    v0 = base + OP[o] + inner * OO[o]
+                    emb = OI[o] & 1
+                    inp = OI[o] >> 1
+                    for st in range(6):
+                        if d[i, st] == np.inf:
+                            continue
+                        ns = min(2, st // 2 + emb) * 2 + max(st % 2, inp)
+                        v = d[i, st] + v0
+                        if v < d[e + 1, ns]:
+                            d[e + 1, ns] = v
+                            back[e + 1, ns, 0] = s
+                            back[e + 1, ns, 1] = o
+                            back[e + 1, ns, 2] = st
+    best = np.inf
+    bs = -1
+    for st in range(6):
+        extra = g_lo
+        if st == 5:  # several embedding stages, one of them pacing: the step's pulls
+            if q_all > g_hi:
+                continue
+            extra = max(g_lo, q_all)
+        v = d[L, st] + tot * extra
+        if v < best:
+            best = v
+            bs = st
+    g = np.zeros(L)
+    if bs < 0:
+        return np.inf, g, work
+    x = L
+    st = bs
+    fills = g_lo if bs != 5 else max(g_lo, q_all)
+    while x > 0:
+        s = back[x, st, 0]
+        o = back[x, st, 1]
+        prev = back[x, st, 2]
+        i = ST[s]
+        fills += A[s]
+        for ell in range(0, E[s] + 1):
+            g[ell] += C[s]
+        for ell in range(i, E[s] + 1):
+            g[ell] += OO[o]
+        x = i
+        st = prev
+    for ell in range(L):
+        g[ell] += fills
+    return best - t_hi * tot, g, work
+
+
+@njit(cache=True)
+def dual(first, count, E, ST, L, M, A, C, ostart, OP, OO, OI, mu, t_hi, g_lo, g_hi, q_all,
+         target, iterations):
+    """(best dual value: a bound on the USD/h of every plan in the box, the multipliers it
+    ends with, work): `iterations` subgradient steps (Polyak towards `target`, the USD/h to
+    prove; stops once the bound reaches it)."""
+    d = np.empty((L + 1, 6))
+    back = np.full((L + 1, 6, 3), -1, np.int64)
+    best = -np.inf
+    work = 0
+    theta = 1.0
+    stall = 0
+    mu = mu.copy()
+    for _ in range(iterations):
+        val, g, w = _path(first, count, E, ST, L, M, A, C, ostart, OP, OO, OI, mu, t_hi,
+                          g_lo, g_hi, q_all, d, back)
+        work += w
+        if val == np.inf:
+            return np.inf, mu, work
+        if val > best:
+            best = val
+            stall = 0
+        else:
+            stall += 1
+            if stall >= 5:
+                theta *= 0.5
+                stall = 0
+        if best >= target:
+            break
+        norm = 0.0
+        for ell in range(L):
+            sub = g[ell] - t_hi
+            if mu[ell] <= 0.0 and sub < 0.0:
+                sub = 0.0
+            g[ell] = sub
+            norm += sub * sub
+        if norm <= 0.0:
+            break  # the path meets every constraint: its USD/h is the box's least
+        step = theta * max(target - val, 1e-9 * abs(target)) / norm
+        for ell in range(L):
+            mu[ell] = max(0.0, mu[ell] + step * g[ell])
+    return max(best, 0.0), mu, work
+
+
+class LagrangeBound:
+    """The bound for one problem (a flushed_compiled.CompiledSearch's stages), per m."""
+
+    def __init__(self, search) -> None:
+        self.s = search
+
+    def bound(self, m: int, target: float, max_work: int) -> tuple[float, int, bool]:
+        """(USD: no plan at m costs less, work, complete): boxes are split (least bound
+        first) until every box's bound reaches `target` (the cost to beat) or `max_work` is
+        spent; the bound is the least over the boxes (complete: every box reached target)."""
+        s = self.s
+        first, count, E, F, K = s.stages
+        t = s.t
+        tab = s.per_m(m)
+        t_max = s.t_max
+        latency = float(s.p.latency_s) if s.transfers else 0.0
+        A, C, W, U, SER, ST = stage_terms(first, count, E, F, s.L, s.M, t.par, m, s.beta, s.fs,
+                                          s.transfers, latency, t.ext, t.lvl, s.lev, s.bytes)
+        drains = least_drains(first, count, E, C, s.L, s.M)
+        price = t.price[self._types()]
+        q_all = s.all_pulls(m)
+        t_least = float(tab.min_fd[s.L])
+        if not math.isfinite(t_least) or t_least > t_max:
+            return math.inf, 0, True
+        work = 0
+
+        def evaluate(box, mu):
+            nonlocal work
+            t_lo, t_hi, g_lo, g_hi = box
+            hours = float(job_cost(1.0, 0.0, s.least_startup, t_lo, s.B, s.cap, s.N, s.gran))
+            f_target = target / hours - s.fixed if hours > 0 else math.inf
+            ostart, _, OP, OO, OI = options(
+                E, F, K, m, s.beta, s.fs, s.allreduce, s.contention, s.one_f_one_b,
+                s.pull_per_byte(m), s.holds, A, C, W, U, SER, ST, price, tab.min_fill, drains,
+                t_hi - g_lo, g_hi)
+            work += (len(E) // 4 + len(OP)) // WORK_SCALE
+            if len(OP) == 0:
+                return math.inf, mu
+            f_lb, mu2, w = dual(first, count, E, ST, s.L, s.M, A, C, ostart, OP, OO, OI, mu,
+                                t_hi, g_lo, g_hi, q_all,
+                                f_target if math.isfinite(f_target) else 1e300, ITERATIONS)
+            work += int(w) // WORK_SCALE
+            if f_lb == math.inf:
+                return math.inf, mu2
+            usd = float(job_cost(f_lb, s.fixed, s.least_startup, t_lo, s.B, s.cap, s.N, s.gran))
+            return usd, mu2
+
+        edges = [0.0] + [t_max * 2.0 ** (x - G_EDGES + 1) for x in range(G_EDGES)]
+        heap: list = []
+        mu0 = np.zeros(s.L)
+        for g_lo, g_hi in zip(edges[:-1], edges[1:]):
+            box = (t_least, t_max, g_lo, g_hi)
+            usd, mu = evaluate(box, mu0)
+            heapq.heappush(heap, (usd, box, mu))
+            mu0 = mu
+            if work >= max_work:
+                break
+        complete = len(heap) == G_EDGES
+        while heap and heap[0][0] < target and work < max_work and complete:
+            usd, box, mu = heapq.heappop(heap)
+            t_lo, t_hi, g_lo, g_hi = box
+            if t_hi - t_lo <= MIN_SPLIT * t_max and g_hi - g_lo <= MIN_SPLIT * t_max:
+                heapq.heappush(heap, (usd, box, mu))
+                break
+            if g_hi - g_lo >= t_hi - t_lo:
+                mid = 0.5 * (g_lo + g_hi)
+                kids = [(t_lo, t_hi, g_lo, mid), (t_lo, t_hi, mid, g_hi)]
+            else:
+                mid = 0.5 * (t_lo + t_hi)
+                kids = [(t_lo, mid, g_lo, g_hi), (mid, t_hi, g_lo, g_hi)]
+            for kid in kids:
+                if work >= max_work:  # the other half keeps its parent's bound
+                    heapq.heappush(heap, (usd, kid, mu))
+                    continue
+                got, mu2 = evaluate(kid, mu)
+                heapq.heappush(heap, (max(got, usd), kid, mu2))
+        if not complete:
+            return 0.0, work, False
+        least = heap[0][0] if heap else math.inf
+        return least, work, least >= target
+
+    def sweep_work(self) -> int:
+        """About the work of one m's first sweep (G_EDGES boxes of ITERATIONS paths over
+        every stage's few unit counts): what an m's bound costs at the least."""
+        return int(G_EDGES * ITERATIONS * 2 * len(self.s.stages[2]) // WORK_SCALE)
+
+    def _types(self) -> np.ndarray:
+        """Each stage's type index (the stage table is ordered by first layer, then type)."""
+        first, count, E, _, _ = self.s.stages
+        out = np.zeros(len(E), np.int64)
+        for i in range(self.s.L):
+            for j in range(self.s.M):
+                out[first[i, j]:first[i, j] + count[i, j]] = j
+        return out
