@@ -16,7 +16,7 @@ import math
 from heterps_sim.core.plan import Plan
 from heterps_sim.core.problem import Problem
 from heterps_sim.cost.flush import FLUSHED
-from heterps_sim.schedulers.exact.flushed import EFFECTS, FlushedOptimum, LabelLimit, solve
+from heterps_sim.schedulers.exact.flushed import EFFECTS, WORK_PER_LABEL, FlushedOptimum
 
 MAX_MICROBATCHES = 64
 """Microbatch counts searched when the plan and the scenario leave m open: 2..this."""
@@ -52,14 +52,17 @@ def provision_flushed(problem: Problem, plan: Plan, ms: list[int] | None = None,
     for stage in plan.stages:
         stage_types[index[stage.layers[0]]] = types[stage.resource]
         ends.add(index[stage.layers[-1]])
+    # One compiled search for the plan's path, run at each m: building it (the stage tables)
+    # costs ~100x one run on a one-stage plan, and nothing in it depends on m.
+    from heterps_sim.schedulers.exact.flushed_compiled import CompiledSearch
+    search = CompiledSearch(problem, effects=tuple(effects), ends=frozenset(ends),
+                            stage_types=stage_types, fixed_cuts=True, schedule=plan.schedule)
     best = None
     for m in ms if ms is not None else microbatch_counts(problem, plan):
-        try:
-            got = solve(problem, m, plan.schedule, effects=effects, ends=frozenset(ends),
-                        stage_types=stage_types, fixed_cuts=True, max_labels=max_labels,
-                        incumbent=best.cost_usd * (1 - 1e-9) if best else math.inf)
-        except LabelLimit:  # one path has few labels; a budget this large is never reached
-            continue
-        if got is not None:
-            best = got
+        got = search.run(m, best.cost_usd * (1 - 1e-9) if best else math.inf,
+                         max_labels=max_labels, max_work=max_labels * WORK_PER_LABEL)
+        # one path has few labels: a budget this large is never reached (an m that did would
+        # be skipped, as solve's LabelLimit was)
+        if got.status == "found":
+            best = got.best
     return best
