@@ -41,7 +41,8 @@ offline optimum, and `ps_options(...)` builds the simulator's `PsOptions` from t
 Modules: spec (TableSpec, ShardConfig), store, shard, checkpoint, protocol (frames),
 transport (a client's TCP stream to each PS rank; addresses exchanged over the PS group),
 streams (a PS rank's side of them: bounded reads, its own stall timeouts), server, client,
-embedding, local (spawn a PS world on one machine), bench, cli; the tier
+embedding, local (spawn a PS world on one machine), bench, cli, bridge (the engine's side:
+PS ranks and stage tables in a run); the tier
 logic (policies, kernels, tiers, replay) lives in heterps_sim.tiers, torch-free, shared with the
 simulator.
 """
