@@ -12,7 +12,9 @@ within the budget, the largest gap, the median and slowest time.
 
 Usage: python benchmarks/bench_flushed_exact.py [--scenarios synthetic-64x64,...]
        [--random 64x64,256x64] [--repeat 3] [--max-work N] [--one-type synthetic-64x64]
-       [--slow-family 50]
+       [--slow-family 50] [--compare]
+--compare: each problem twice in the same run, with the Lagrangian bounds off (the prefix
+tables and the searches alone: the solver before them) and on.
 """
 
 from __future__ import annotations
@@ -110,6 +112,7 @@ def main() -> None:
     ap.add_argument("--max-work", type=int, default=DEFAULT_MAX_WORK)
     ap.add_argument("--one-type", default="")
     ap.add_argument("--slow-family", type=int, default=0)
+    ap.add_argument("--compare", action="store_true")
     args = ap.parse_args()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.system()}, "
@@ -118,14 +121,15 @@ def main() -> None:
     certified_optimum(random_problem("3x3"), microbatches=(2, 3))  # compile first
     print("\n| problem | layers x types | s (median) | answer | lower bound USD | proof | "
           "work (M) |\n|---|---|---|---|---|---|---|")
-    for name in filter(None, args.scenarios.split(",")):
-        problem = load_input(str(ROOT / "scenarios" / f"{name}.yaml")).problem
-        got, wall = timed(problem, args.repeat, max_work=args.max_work)
-        print(line(name, problem, got, wall), flush=True)
-    for size in filter(None, args.random.split(",")):
-        problem = random_problem(size)
-        got, wall = timed(problem, args.repeat, max_work=args.max_work)
-        print(line(f"random {size}", problem, got, wall), flush=True)
+    variants = [(" (no Lagrange)", False), ("", True)] if args.compare else [("", True)]
+    problems = [(name, load_input(str(ROOT / "scenarios" / f"{name}.yaml")).problem)
+                for name in filter(None, args.scenarios.split(","))]
+    problems += [(f"random {size}", random_problem(size))
+                 for size in filter(None, args.random.split(","))]
+    for name, problem in problems:
+        for suffix, lagrange in variants:
+            got, wall = timed(problem, args.repeat, max_work=args.max_work, lagrange=lagrange)
+            print(line(name + suffix, problem, got, wall), flush=True)
     if args.one_type:
         one_type_sweep(args.one_type, args.max_work)
     if args.slow_family:
