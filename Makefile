@@ -21,11 +21,17 @@ $(STAMP): pyproject.toml
 demo: setup
 	$(VENV)/bin/heterps-sim simulate scenarios/dlrm-criteo1tb-aws.yaml
 
+# Tests run in parallel workers (pytest-xdist, one per core; TEST_JOBS=1 runs them in this
+# process) and print the suite's wall time at the end, whether it passed or not.
+TEST_JOBS ?= auto
+
 test: setup
-	$(PY) -m pytest
+	@start=$$(date +%s); $(PY) -m pytest -n $(TEST_JOBS); rc=$$?; \
+	echo "make test: $$(( $$(date +%s) - start )) s wall ($$(nproc) cores)"; exit $$rc
 
 test-all: setup
-	$(PY) -m pytest -m ''
+	@start=$$(date +%s); $(PY) -m pytest -n $(TEST_JOBS) -m ''; rc=$$?; \
+	echo "make test-all: $$(( $$(date +%s) - start )) s wall ($$(nproc) cores)"; exit $$rc
 
 bench: setup
 	$(PY) benchmarks/bench_cost_model.py
