@@ -36,9 +36,21 @@ from pathlib import Path
 from heterps_exec.runtime.layout import RunSpec
 from heterps_sim.core.plan import Plan, plan_from_dict
 from heterps_sim.core.result import RunResult
+from heterps_sim.inputs.shipped import SHIPPED
 
-PROFILE_DIRS = (Path("traces/profiles"), Path(__file__).resolve().parents[1] / "traces/profiles")
-"""Where a host's profile is looked for: under the current folder, then the source checkout."""
+
+def profile_dirs() -> tuple[Path, ...]:
+    """Where a host's profile is looked for, in order: the current folder's traces/profiles
+    (where `heterps-exec profile` writes by default), the user's config folder
+    ($XDG_CONFIG_HOME/heterps/profiles, ~/.config when unset), then the profiles heterps ships
+    (the repository's traces/profiles in a checkout, the wheel's copy else)."""
+    config = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return (Path("traces/profiles"), Path(config) / "heterps" / "profiles",
+            SHIPPED / "traces" / "profiles")
+
+
+PROFILE_DIRS = profile_dirs()
+"""profile_dirs() as this process started (the calls below read it afresh)."""
 SOURCES = ("profile", "roofline")
 
 
@@ -66,8 +78,10 @@ def device_tag(spec: RunSpec) -> str:
 
 
 def find_profile(spec: RunSpec, model: str, *, host: str | None = None,
-                 dirs=PROFILE_DIRS) -> tuple[Path, Path] | None:
-    """(profile CSV, links JSON) of this host, device and model, or None."""
+                 dirs=None) -> tuple[Path, Path] | None:
+    """(profile CSV, links JSON) of this host, device and model, or None (`dirs`: where to
+    look, profile_dirs() by default)."""
+    dirs = profile_dirs() if dirs is None else dirs
     host = host or host_name()
     for d in dirs:
         csv_path = Path(d) / f"{host}-{device_tag(spec)}-{model}.csv"
@@ -82,7 +96,7 @@ def _profile_rows(path: Path, model: str) -> list[dict]:
         return [r for r in csv.DictReader(fh) if r.get("model") == model]
 
 
-def predict(spec: RunSpec, problem, *, dirs=PROFILE_DIRS, host: str | None = None) -> Prediction:
+def predict(spec: RunSpec, problem, *, dirs=None, host: str | None = None) -> Prediction:
     """Both predictions of the run `spec` describes (module docstring): from this host's
     profile when one is found and covers the model's layers, else from the roofline."""
     from heterps_exec.model.spec_graph import graph_for

@@ -126,3 +126,28 @@ def test_a_run_reports_both_predictions_and_feasibility_against_the_limit(tmp_pa
     assert low.feasible is True and low.reason == "" and low.throughput == measured
     lines = prediction_lines(with_prediction(low, predict(spec, problem)))
     assert lines[-1].endswith("limit 1: FEASIBLE")
+
+
+def test_profiles_are_found_here_then_in_the_config_folder_then_shipped(tmp_path, monkeypatch):
+    """From any working folder: ./traces/profiles first, then $XDG_CONFIG_HOME/heterps/
+    profiles, then the profiles heterps ships (vm-* here, found by host name 'vm')."""
+    from heterps_exec.calibration.prediction import profile_dirs
+    spec, _ = _spec(tmp_path)
+    work, config = tmp_path / "work", tmp_path / "config"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(config))
+    shipped = find_profile(spec, "tiny-ctr", host="vm")
+    assert shipped is not None and shipped[0].name == "vm-cpu-tiny-ctr.csv"
+    assert shipped[0].resolve() == PROFILE.resolve()  # the shipped copy: the checkout's here
+    mine = config / "heterps" / "profiles"
+    mine.mkdir(parents=True)
+    shutil.copy(PROFILE, mine / PROFILE.name)
+    shutil.copy(LINKS, mine / LINKS.name)
+    assert find_profile(spec, "tiny-ctr", host="vm")[0] == mine / PROFILE.name
+    here = work / "traces" / "profiles"
+    here.mkdir(parents=True)
+    shutil.copy(PROFILE, here / PROFILE.name)
+    shutil.copy(LINKS, here / LINKS.name)
+    assert find_profile(spec, "tiny-ctr", host="vm")[0] == Path("traces/profiles") / PROFILE.name
+    assert profile_dirs()[1] == mine
