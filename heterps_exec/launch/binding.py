@@ -20,7 +20,6 @@ process starts. No torch at import.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -65,7 +64,8 @@ def load_binding(source: str) -> BindingFile:
     """"cpu" or a YAML file."""
     if source == "cpu":
         return BindingFile(default=TypeBinding())
-    data = read_mapping(Path(source))
+    from heterps_sim.inputs.shipped import resolve
+    data = read_mapping(resolve(source))  # a shipped binding by its docs path, from anywhere
     try:
         return BindingFile.model_validate(data)
     except ValidationError as exc:
