@@ -106,9 +106,12 @@ def test_the_wheel_ships_the_scenarios_and_the_getting_started_commands_run(tmp_
                  "heterps-sim simulate scenarios/dlrm-criteo1tb-aws.yaml --out runs/demo",
                  "heterps-sim simulate scenarios/exec-tiny.yaml --out runs/tiny",
                  "heterps-sim check scenarios/onprem-measured.yaml",
-                 "heterps-sim evaluate exec-tiny scenarios/plans/exec-tiny-pipeline.json"):
+                 "heterps-sim evaluate exec-tiny scenarios/plans/exec-tiny-pipeline.json",
+                 "heterps-exec run scenarios/plans/exec-tiny-pipeline.json --scenario exec-tiny "
+                 "--binding scenarios/bindings/emulated.yaml --steps 4 --out runs/exec"):
         proc = subprocess.run(["bash", "-c", line], cwd=cwd, env=env, capture_output=True,
                               text=True, timeout=900)
         assert proc.returncode == 0, (line, proc.stderr[-2000:])
     assert (cwd / "runs" / "demo" / "plan.json").is_file()
+    assert (cwd / "runs" / "exec" / "result.json").is_file()
     assert SHIPPED.name == "shipped"
