@@ -24,8 +24,10 @@ from heterps_sim.core.hps import parse_slow_replica
 from heterps_sim.core.limits import MAX_BATCH
 from heterps_sim.tiers import POLICIES
 
-MAX_PS_ROWS = 10**10
-"""Rows of the replayed table: the replay keeps per-row state for the rows it sees."""
+MAX_PS_ROWS = 200_000_000
+"""Rows of the replayed table. The replay keeps per-row state for the table (a few bytes a
+row) and a generated Zipf stream draws over every row (about 24 bytes a row while it is
+drawn: ~5 GB here); a stream file's largest id sets its rows when --ps-rows is unset."""
 MAX_PS_IDS = 100_000_000
 """Ids of a generated stream (8 bytes each in memory)."""
 
@@ -134,6 +136,14 @@ def _ps_stream(path: str):
                            f"{ids.dtype} of shape {ids.shape}")
     if ids.min() < 0:
         raise EffectsError(f"--ps-stream: {path}: ids must be >= 0, found {ids.min()}")
+    if ids.size > MAX_PS_IDS:
+        raise EffectsError(f"--ps-stream: {path}: {ids.size:,} ids, more than the "
+                           f"{MAX_PS_IDS:,} a replay takes")
+    # the replay sizes its tiers by the table's rows: an id past the bound would size an
+    # array of that many rows (a stream's largest id + 1 is its rows when --ps-rows is unset)
+    if int(ids.max()) >= MAX_PS_ROWS:
+        raise EffectsError(f"--ps-stream: {path}: id {int(ids.max()):,} is past the "
+                           f"{MAX_PS_ROWS:,} rows a replayed table may have")
     return ids.astype(np.int64)
 
 
@@ -155,6 +165,9 @@ def replayed_ps_options(args):
             raise EffectsError(message)
     if args.ps_stream:
         ids = _ps_stream(args.ps_stream)
+        if args.ps_rows is not None and int(ids.max()) >= args.ps_rows:
+            raise EffectsError(f"--ps-stream: {args.ps_stream}: id {int(ids.max()):,} is past "
+                               f"--ps-rows {args.ps_rows:,} (ids count from 0)")
         rows = args.ps_rows or int(ids.max()) + 1
     else:
         rows = args.ps_rows or 1_000_000

@@ -253,6 +253,7 @@ FLAG_CASES = [
                                         ("--ps-zipf", "nan"), ("--ps-zipf", "inf"),
                                         ("--ps-zipf", "0"), ("--ps-warm-fraction", "nan"),
                                         ("--ps-rows", "0"), ("--ps-rows", "1000000000000"),
+                                        ("--ps-rows", "200000001"),
                                         ("--ps-ids", "0"), ("--ps-ids", "1000000000000"),
                                         ("--ps-batch", "0"), ("--ps-batch", "1000000000000"))],
     (["evaluate", S, "PLAN", "--engine", "des", "--slow-replica", "0:0:nan"], "--slow-replica"),
@@ -280,3 +281,17 @@ def test_flag_bad_values(argv, needle, tmp_path, capsys):
     argv = [str(_plan(tmp_path, {})) if a == "PLAN" else a for a in argv]
     _assert_refused(argv + ["--out", str(tmp_path / "o")] if argv[0] in ("tradeoff", "report")
                     else argv, capsys, needle)
+
+
+@pytest.mark.parametrize("ids, extra, needle", [
+    ([0, 5, 10**13], [], "past the 200,000,000 rows"),   # it would size a 10^13-row table
+    ([0, 5, 120], ["--ps-rows", "100"], "past --ps-rows 100"),
+    ([0, -1], [], "ids must be >= 0"),
+])
+def test_a_ps_stream_is_bounded_before_the_replay(ids, extra, needle, tmp_path, capsys):
+    import numpy as np
+    stream = tmp_path / "ids.npy"
+    np.save(stream, np.array(ids, dtype=np.int64))
+    argv = ["evaluate", S, str(_plan(tmp_path, {})), "--engine", "des", "--effects", "ps",
+            "--ps-policy", "lfu", "--ps-stream", str(stream), *extra]
+    _assert_refused(argv, capsys, needle)
