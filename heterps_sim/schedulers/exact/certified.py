@@ -48,8 +48,11 @@ RAISE = 1.25
 """A search's ceiling over its m's bound while no plan is known (and the most it rises)."""
 LEAST_RAISE = 1.02
 """The least a ceiling rises over its m's bound (below the best plan's cost)."""
+SEARCH_FIRST = 0.2
+"""The share of the budget the label searches spend before the Lagrangian bounds are tried
+(they close small problems well inside it)."""
 LAGRANGE_SHARE = 0.6
-"""Of the work left after the heuristic, the share the Lagrangian bounds
+"""Of the work left after the first searches (SEARCH_FIRST), the share the Lagrangian bounds
 (flushed_lagrange.py) may spend, in equal slices over the open m's (least bound first; what
 one m leaves goes to the next). They run only when the share covers every open m's first
 sweep (LagrangeBound.sweep_work): the global bound is the least over the m's, so bounds on
@@ -144,16 +147,26 @@ class _Run:
         for m in [m for m in BEAM_MS if m in self.lb]:
             self._tables(m)
         self._heuristic()
-        self._lagrange()
-        while not self.out_of_work:
+        # The searches first: most problems (one type, few layers) are proven by them in a
+        # sliver of the budget, and the relaxation would cost more than it saves there. Only
+        # what they leave open after SEARCH_FIRST of the budget gets the Lagrangian bounds.
+        if self._searches(int(SEARCH_FIRST * self.max_work)):
+            self._lagrange()
+            self._searches(self.max_work)
+        return self._certified()
+
+    def _searches(self, until: int) -> bool:
+        """Best-first rounds until every m is closed (False) or `until` work is spent (True:
+        m's remain open)."""
+        while not self.out_of_work and self.work < until:
             m = self._next()
             if m is None:
-                break
+                return False
             if m not in self.tabled:
                 self._tables(m)
             else:
                 self._round(m)
-        return self._certified()
+        return not self.out_of_work and self._next() is not None
 
     def _tables(self, m: int) -> None:
         """m's bounds on a prefix and its whole-plan bound (flushed_kernel.prefix_tables)."""
