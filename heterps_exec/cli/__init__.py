@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         ap.print_help()
         return 0
-    from heterps_sim.core import progress
+    from heterps_sim.util import progress
     with progress.showing(False if args.quiet else None):
         return run_command("heterps-exec", args.command, lambda: args._module.run(args))
 

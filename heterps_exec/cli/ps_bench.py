@@ -119,7 +119,7 @@ def format_text(r: dict) -> str:
 def run(args) -> int:
     _check(args)
     from heterps_exec.ps.bench import run_bench
-    from heterps_sim.core import progress  # on stderr, only on a terminal (--quiet: never)
+    from heterps_sim.util import progress  # on stderr, only on a terminal (--quiet: never)
 
     result = run_bench(rows=args.rows, dim=args.dim, zipf=args.zipf,
                        hot_fraction=args.hot_fraction, warm_fraction=args.warm_fraction,

@@ -87,8 +87,8 @@ def run(args) -> int:
     from heterps_exec.calibration.links import profile_links
     from heterps_exec.calibration.profiler import profile_layers
     from heterps_exec.calibration.validate import ValidateRequest, validate
-    from heterps_sim.core import progress  # on stderr, only on a terminal (--quiet: never)
     from heterps_sim.inputs.model_source import section_graph
+    from heterps_sim.util import progress  # on stderr, only on a terminal (--quiet: never)
     model = loaded.scenario.model
     user = None
     if getattr(model, "module", None):  # a PyTorch module: the chain heterps derived from it

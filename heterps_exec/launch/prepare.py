@@ -18,11 +18,11 @@ from heterps_exec.data.prepare import prepare_data
 from heterps_exec.launch.binding import load_binding, stage_bindings
 from heterps_exec.request import ExecError, RunRequest
 from heterps_exec.runtime.layout import RunSpec
-from heterps_sim.core import progress
 from heterps_sim.core.files import new_run_folder
 from heterps_sim.core.outputs import atomic_write
 from heterps_sim.core.plan import Plan
 from heterps_sim.inputs.model_source import layer_dicts
+from heterps_sim.util import progress
 
 MAX_RANKS = 64
 """More ranks than this on one launch is almost surely a mistake (a plan provisioned for a

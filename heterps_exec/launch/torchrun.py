@@ -26,7 +26,7 @@ from pathlib import Path
 from heterps_exec.launch import proctree
 from heterps_exec.request import ExecError
 from heterps_exec.runtime.layout import RunSpec
-from heterps_sim.core import progress
+from heterps_sim.util import progress
 
 LOG = "torchrun.log"
 LOOPBACK = "127.0.0.1"

@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         command, module = argv[0], importlib.import_module(COMMANDS[argv[0]][0])
         return run_command("heterps-sim", command, lambda: module.main(argv[1:]))
     args = _parser().parse_args(argv)
-    from heterps_sim.core import progress
+    from heterps_sim.util import progress
     with progress.showing(False if args.quiet else None):
         return run_command("heterps-sim", args.command, lambda: _checked(args).run(args))
 

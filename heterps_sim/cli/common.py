@@ -90,7 +90,7 @@ def run_scheduler(problem, name: str, mode: str, seed: int, options: dict, *,
                   check: bool = False, repair: bool = False):
     """The planner's answer for `problem` (planner.Answer), as every command prints it; with
     `check` its simulator check (answer.check), with `repair` a short plan repaired."""
-    from heterps_sim.core import progress
+    from heterps_sim.util import progress
     planner = make_planner(name, mode, seed, options)
     progress.phase(f"planning: {name} ({planner.pricing_for(problem).describe()})")
     try:

@@ -58,7 +58,7 @@ def cmd_tradeoff(args) -> int:
     # before the sweep: an --out folder is created, or cleared of an earlier sweep's files
     # (refused if it holds others), so a typo costs nothing and stale plans never survive
     out = prepare_sweep_folder(Path(args.out)) if args.out else new_run_folder(f"tradeoff-{label}")
-    result = run_sweep(loaded.problem, spec, jobs=args.jobs)  # a bar on stderr (core.progress)
+    result = run_sweep(loaded.problem, spec, jobs=args.jobs)  # a bar on stderr (util.progress)
     meta = sweep_meta(loaded, spec, result, limits_how, out, args.jobs)
     figures = write_sweep(out, loaded, result, meta)
     if args.json:

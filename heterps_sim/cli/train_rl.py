@@ -40,7 +40,7 @@ def main(argv: list[str]) -> int:
     """Run the chosen trainer's `main` on the rest of the command line; its exit code."""
     import importlib
 
-    from heterps_sim.core import progress
+    from heterps_sim.util import progress
     rest, which = split_scheduler(argv)
     rest, quiet = split_quiet(rest)
     if which not in TRAINERS:

@@ -4,8 +4,8 @@ callers do not load numba)."""
 
 from numba import njit
 
-from heterps_sim.core.numba_cache import prepare
 from heterps_sim.cost import amdahl
+from heterps_sim.util.numba_cache import prepare
 
 prepare()  # a writable cache folder, one line when compiling (every kernel module imports this)
 step_time = njit(cache=True, inline="always")(amdahl.step_time)

@@ -7,8 +7,8 @@ import types
 
 from numba import njit
 
-from heterps_sim.core.numba_cache import prepare
 from heterps_sim.cost import dominant
+from heterps_sim.util.numba_cache import prepare
 
 prepare()  # a writable cache folder, one line when compiling
 _env = dict(vars(dominant))

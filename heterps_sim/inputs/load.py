@@ -15,13 +15,13 @@ from heterps_sim.core.files import UserFileError, read_mapping, validation_messa
 from heterps_sim.core.plan import Plan, plan_from_dict
 from heterps_sim.core.problem import Problem, problem_from_dict
 from heterps_sim.inputs.bounds import check_problem
-from heterps_sim.inputs.shipped import resolve
 from heterps_sim.inputs.scenario import (
     ScenarioModel,
     load_scenario,
     parse_scenario,
     scenario_problem,
 )
+from heterps_sim.inputs.shipped import resolve
 
 InputError = UserFileError
 

@@ -164,10 +164,10 @@ def scenario_sweep(loaded, out: Path, points: int, jobs: int, progress: bool) ->
 def write_report(out: Path, *, scenarios: str | None = None, points: int = 10, jobs: int = 1,
                  progress: bool = True, model: str | None = None) -> Path:
     """report.md under `out` (see the module doc); returns its path."""
-    from heterps_sim.core import progress as shown
     from heterps_sim.core.outputs import atomic_write, mark_complete, prepare_folder
     from heterps_sim.inputs.load import InputError, load_input
     from heterps_sim.studies.sweep import SweepError
+    from heterps_sim.util import progress as shown
     start = time.perf_counter()
     rows, sections = [], []
     paths = resolve_scenarios(scenarios)

@@ -200,7 +200,7 @@ def _init_worker(problem: Problem) -> None:
 def _init_pool_worker(problem: Problem, show: bool) -> None:
     """A worker process: its problem, and whether it may say it is compiling the kernels
     (the parent's progress setting: a worker's stderr is the parent's)."""
-    from heterps_sim.core import progress
+    from heterps_sim.util import progress
     progress.configure(show)
     _init_worker(problem)
 
@@ -208,7 +208,7 @@ def _init_pool_worker(problem: Problem, show: bool) -> None:
 def _run_point(task: tuple) -> tuple[int, dict, dict | None]:
     """(task id, row, plan dict) for one scheduler at one limit; the scheduler's own phases
     stay hidden under the sweep's bar."""
-    from heterps_sim.core import progress
+    from heterps_sim.util import progress
     with progress.inner():
         return _point(task)
 
@@ -271,7 +271,7 @@ def _single_type_costs(problem: Problem, limits, mode: str) -> list[float]:
 def run_sweep(problem: Problem, spec: SweepSpec, *, jobs: int = 1,
               progress: bool = True) -> SweepResult:
     """Every scheduler at every limit; rows in (scheduler, limit) order whatever `jobs` is."""
-    from heterps_sim.core import progress as shown
+    from heterps_sim.util import progress as shown
     start = time.perf_counter()
     tasks = [(tid, index, name, limit, spec) for tid, (name, (index, limit)) in enumerate(
         (n, il) for n in spec.schedulers for il in enumerate(spec.limits))]

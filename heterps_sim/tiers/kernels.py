@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from numba import njit
 
-from heterps_sim.core.numba_cache import prepare
+from heterps_sim.util.numba_cache import prepare
 
 prepare()  # a writable cache folder, one line when compiling (every tiers kernel imports this)
 

@@ -8,7 +8,7 @@ import pytest
 from heterps_exec.launch.prepare import prepare
 from heterps_exec.launch.torchrun import LaunchOptions, launch
 from heterps_exec.request import RunRequest
-from heterps_sim.core import progress
+from heterps_sim.util import progress
 from tests.exec.helpers import SCENARIO, tiny_plan
 
 PHASES = ("heterps-exec: loading the scenario and the plan, binding the stages...",

@@ -18,8 +18,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from heterps_sim.core import progress
 from heterps_sim.schedulers.search.space import INFEASIBLE, PlanBudget, SearchSpace
+from heterps_sim.util import progress
 
 Moves = Callable[[np.ndarray], np.ndarray]
 

@@ -1,4 +1,4 @@
-"""core/numba_cache.py: the compiled kernels are cached (one line says so when they are
+"""util/numba_cache.py: the compiled kernels are cached (one line says so when they are
 compiled, none when they load from the cache), also from a read-only install with a
 read-only home, where numba alone refuses to define a cached function; a change to a file a
 kernel calls into compiles afresh (numba alone loads the stale code)."""
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from heterps_sim.core.numba_cache import (
+from heterps_sim.util.numba_cache import (
     FINGERPRINTED,
     NOTICE,
     PACKAGE,

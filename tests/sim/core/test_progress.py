@@ -1,4 +1,4 @@
-"""core.progress: phase lines and bars go to stderr only, only where someone watches (a
+"""util.progress: phase lines and bars go to stderr only, only where someone watches (a
 terminal, or HETERPS_PROGRESS=1), never with --quiet; stdout is the same with or without them.
 The long commands (schedule --scheduler rl, tradeoff, report, heterps-exec run's start) say
 what they are doing."""
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from heterps_sim.core import progress
+from heterps_sim.util import progress
 
 REPO = Path(__file__).resolve().parents[3]
 TINY = str(REPO / "scenarios" / "exec-tiny.yaml")

@@ -27,7 +27,7 @@ def _problem(rng, layers, types):
     return p
 
 
-@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("seed", [0, *(pytest.param(s, marks=pytest.mark.slow) for s in (1, 2))])
 def test_the_bound_is_at_most_the_brute_force_optimum(seed):
     rng = np.random.default_rng(8600 + seed)
     tight = 0

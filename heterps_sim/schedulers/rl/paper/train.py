@@ -29,7 +29,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from tqdm import tqdm
 
 from heterps_sim.core.problem import Problem
-from heterps_sim.core.progress import enabled as progress_shown
 from heterps_sim.cost.batch import evaluate_assignments
 from heterps_sim.cost.reference import MODES
 from heterps_sim.schedulers.fields import add_flags, plain_message
@@ -37,6 +36,7 @@ from heterps_sim.schedulers.rl.outcome import no_feasible_plan_exit
 from heterps_sim.schedulers.rl.paper.features import FeatureNorm, encode
 from heterps_sim.schedulers.rl.paper.policy import LSTMPolicy, ProblemTensors
 from heterps_sim.schedulers.rl.reward import SCALES, reference_cost, rewards
+from heterps_sim.util.progress import enabled as progress_shown
 
 CHECKPOINT_FORMAT = "heterps-rl-paper/1"
 LOG_COLUMNS = ("update", "wall_s", "problem", "reward_mean", "reward_max", "feasible_share",

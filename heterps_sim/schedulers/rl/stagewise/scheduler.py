@@ -158,10 +158,10 @@ class RLScheduler:
     def schedule(self, problem: Problem, evaluate: Evaluator) -> Plan:
         import torch
 
-        from heterps_sim.core import progress
         from heterps_sim.schedulers.rl.stagewise.train import Args, make_task, new_policy, ppo
         from heterps_sim.schedulers.search.polish import polish
         from heterps_sim.schedulers.search.space import PlanBudget, SearchSpace
+        from heterps_sim.util import progress
 
         c = self.config
         space = SearchSpace(problem)

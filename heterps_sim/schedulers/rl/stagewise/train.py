@@ -342,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     except (InputError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    from heterps_sim.core import progress
+    from heterps_sim.util import progress
 
     torch.set_num_threads(args.threads)
     policy = new_policy(args)

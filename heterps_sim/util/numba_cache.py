@@ -17,7 +17,7 @@ compiled with `cache=True`, and numba's own cache has two gaps this module close
 The first call of a kernel in a fresh install compiles it (about 12 s for the exact
 scheduler's on a 2-core machine). numba announces a compile ("numba:compile") only after a
 cache miss, so the listener here prints NOTICE once, before the first compile of a heterps
-kernel in the process (core.progress.notice: only on a terminal), and nothing when every
+kernel in the process (util.progress.notice: only on a terminal), and nothing when every
 kernel loads from the cache.
 """
 
@@ -138,7 +138,7 @@ def _listen() -> None:
             func = getattr(ev.data.get("dispatcher"), "py_func", None)
             if not _announced and getattr(func, "__module__", "").startswith("heterps_sim."):
                 _announced = True
-                from heterps_sim.core import progress
+                from heterps_sim.util import progress
                 progress.notice(NOTICE)
 
         def on_end(self, ev) -> None:
