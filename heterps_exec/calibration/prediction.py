@@ -100,7 +100,7 @@ def predict(spec: RunSpec, problem, *, dirs=None, host: str | None = None) -> Pr
     """Both predictions of the run `spec` describes (module docstring): from this host's
     profile when one is found and covers the model's layers, else from the roofline."""
     from heterps_exec.model.spec_graph import graph_for
-    from heterps_sim.core import progress
+    from heterps_sim.util import progress
     progress.phase("heterps-exec: the analytic model's and the simulator's predictions of the "
                    "plan, beside the measurement")
     plan = plan_from_dict(spec.plan)
