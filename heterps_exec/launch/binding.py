@@ -116,3 +116,24 @@ def stage_bindings(binding: BindingFile, plan: Plan, types: dict[str, ResourceTy
         out.append(StageBinding(device=chosen[stage.resource].device, slowdown=slow,
                                 emulated=emulated_here, replica_slowdowns=per_replica))
     return out
+
+
+def nccl_device_clash(bindings: list[StageBinding], plan: Plan, source: str) -> str:
+    """'' when NCCL can run these ranks on one machine, else the one line that says why not.
+    Every stage on a GPU means the NCCL backend (runtime/worker.py), and NCCL runs one rank per
+    GPU: two ranks on one device fail inside NCCL after every rank has started ("duplicate
+    GPU"). A binding names one device per type, so a stage's replicas all land on it."""
+    if not bindings or not all(b.device.startswith("cuda") for b in bindings):
+        return ""
+    users: dict[str, list[str]] = {}
+    counts: dict[str, int] = {}
+    for g, (b, stage) in enumerate(zip(bindings, plan.stages)):
+        k = int(stage.num_replicas or 1)
+        users.setdefault(b.device, []).append(f"stage {g} x{k}" if k > 1 else f"stage {g}")
+        counts[b.device] = counts.get(b.device, 0) + k
+    for device, count in counts.items():
+        if count > 1:
+            return (f"{source}: {count} ranks ({', '.join(users[device])}) would share {device}, and "
+                    "NCCL runs one rank per GPU: bind the types to separate devices, give those "
+                    "stages one unit each, or bind them to cpu (gloo)")
+    return ""

@@ -48,6 +48,11 @@ def prepare(req: RunRequest) -> tuple[RunSpec, object]:
     scn, problem, plan = _load(req)
     _check_against(req, plan)
     bindings = _bind(req, scn, plan)
+    if req.nnodes == 1:  # several machines: each rank's GPU is its own machine's
+        from heterps_exec.launch.binding import nccl_device_clash
+        clash = nccl_device_clash(bindings, plan, req.binding)
+        if clash:
+            raise ExecError(clash)
     if req.capacity_check:  # before the model is captured, data generated or a rank started
         _check_capacity(req, scn, plan, [b.device for b in bindings], req.nnodes)
     if getattr(scn.model, "module", None):  # a user's PyTorch module (not zoo or YAML layers)
