@@ -121,7 +121,7 @@ _MASKS = (
     (re.compile(r"\d{4}-\d{2}-\d{2}[T _]\d{2}[:-]?\d{2}([:-]?\d{2})?(\.\d+)?(Z|[+-]\d{2}:?\d{2})?"),
      "<time>"),
     (re.compile(r"\b\d{8}-\d{6}\b"), "<time>"),  # run folders: NAME-YYYYMMDD-HHMMSS
-    (re.compile(r"(/tmp|/var/folders|/private)/\S+"), "<path>"),
+    (re.compile(r"(/tmp|/var/folders|/private|/\.\.\.)/\S+"), "<path>"),  # /...: elided
     (re.compile(r"\b\d[\d,]*(\.\d+)?(e[+-]?\d+)?(\s?)(s|ms|min|h)\b(?!\w)"), "<t>"),
     (re.compile(r"\d[\d,]*(\.\d+)?(e[+-]?\d+)?\s?(s|it)/(s|it)\b"), "<rate>"),
 )

@@ -79,7 +79,7 @@ def _run_blocks(blocks, cwd: Path, timeout: float) -> None:
             drifted.append((block, missing, output))
     if UPDATE:  # bottom up, so the line numbers of the blocks above still hold
         for block, _, output in sorted(drifted, key=lambda d: -d[0].shown.line):
-            replace_block(REPO / block.page, block.shown, output)
+            replace_block(REPO / block.page, block.shown, output.replace(str(cwd), "/..."))
         return
     if drifted:
         block, missing, output = drifted[0]
