@@ -40,7 +40,15 @@ def _with(path: str, value):
     return data
 
 
-DELETE = object()
+class _Delete:
+    """The field is removed (a repr with no address: xdist's workers must collect the same
+    test ids)."""
+
+    def __repr__(self) -> str:
+        return "<deleted>"
+
+
+DELETE = _Delete()
 
 SCENARIO_CASES = [
     # (dotted field, bad value, what the message must name)
