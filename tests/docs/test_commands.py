@@ -74,12 +74,13 @@ def _run_blocks(blocks, cwd: Path, timeout: float) -> None:
                          for command in block.commands)
         if block.shown is None:
             continue
-        missing = missing_lines(block.shown, output.replace(str(cwd), "<path>"))
+        output = output.replace(str(cwd), "/...")  # the scratch folder, as pages elide it
+        missing = missing_lines(block.shown, output)
         if missing:
             drifted.append((block, missing, output))
     if UPDATE:  # bottom up, so the line numbers of the blocks above still hold
         for block, _, output in sorted(drifted, key=lambda d: -d[0].shown.line):
-            replace_block(REPO / block.page, block.shown, output.replace(str(cwd), "/..."))
+            replace_block(REPO / block.page, block.shown, output)
         return
     if drifted:
         block, missing, output = drifted[0]

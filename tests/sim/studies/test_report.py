@@ -177,7 +177,7 @@ def test_a_plan_the_simulator_refutes_says_so():
 
 def test_shipped_scenarios_are_named_from_the_working_directory(tmp_path, monkeypatch):
     from heterps_sim.studies.report import SCENARIO_DIR, resolve_scenarios
-    repo = SCENARIO_DIR.parent
+    repo = SCENARIO_DIR.resolve().parent  # the checkout (shipped/scenarios links there)
     monkeypatch.chdir(repo)
     assert resolve_scenarios("nce-cpu-gpu,scenarios/exec-tiny.yaml") == [
         Path("scenarios/nce-cpu-gpu.yaml"), Path("scenarios/exec-tiny.yaml")]
