@@ -29,6 +29,10 @@ Where things live (a folder per role; one responsibility per module):
                  figures out, never recomputed
     cli/         `heterps-sim`: a COMMANDS table (__init__), one module per command group
                  (inputs, schedule, des, tradeoff, train_rl) and their common helpers
+    util/        plumbing the contract does not need: progress (phase lines and bars on a
+                 terminal), numba_cache (where the compiled kernels are kept); imports core only
+    shipped/     the files the wheel ships (scenarios, examples, traces/profiles: links in a
+                 checkout); inputs/shipped.py resolves a name or a docs path to them
     testing.py   seeded problem and plan factories for tests, benchmarks and imitation
 
 Glossary:
