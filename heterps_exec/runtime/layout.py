@@ -139,13 +139,20 @@ class Layout:
         return self.first_rank(stage) + mu % self.replicas[stage]
 
     def actions(self, schedule: str, stage: int, replica: int, m: int,
-                num_steps: int) -> list[tuple[int, int]]:
-        """This replica's (code, mu) list over all steps: lanes.F, lanes.B, (lanes.STEP, n)."""
-        num_lanes = lanes.num_lanes(list(self.replicas), flush=True)
-        base = lanes.stage_orders(schedule, True, stage, self.num_stages, m, num_steps,
+                num_steps: int, *, first_step: int = 0) -> list[tuple[int, int]]:
+        """This replica's (code, mu) list over all steps: lanes.F, lanes.B, (lanes.STEP, n).
+
+        gpipe and 1f1b flush every step; async is one continuous 1F1B stream from
+        `first_step` over `num_steps` steps (the engine runs one per checkpoint segment)."""
+        flush = schedule != "async"
+        num_lanes = lanes.num_lanes(list(self.replicas), flush=flush)
+        base = lanes.stage_orders(schedule, flush, stage, self.num_stages, m, num_steps,
                                   num_lanes)
-        return lanes.replica_actions(base, True, self.replicas[stage], replica, m, num_steps,
-                                     num_lanes)
+        if flush:
+            return lanes.replica_actions(base, True, self.replicas[stage], replica, m,
+                                         num_steps, num_lanes)
+        return lanes.replica_actions(base, False, self.replicas[stage], replica, m, num_steps,
+                                     num_lanes, first_step=first_step)
 
 
 def microbatch_bounds(batch_size: int, m: int) -> list[tuple[int, int]]:

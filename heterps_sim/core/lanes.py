@@ -95,17 +95,23 @@ def stage_orders(schedule: str, flush: bool, stage: int, num_stages: int, m: int
 
 
 def replica_actions(base, flush: bool, k: int, r: int, m: int, num_steps: int,
-                    lanes: int) -> list[tuple[int, int]]:
-    """Replica r's (code, mu) list, with (STEP, n) after its part of step n."""
+                    lanes: int, *, first_step: int = 0) -> list[tuple[int, int]]:
+    """Replica r's (code, mu) list, with (STEP, n) after its part of step n.
+
+    `first_step` (continuous streams): the stream starts empty at that step (a run resumed
+    from a checkpoint, or the engine's async segment between checkpoints); microbatches and
+    steps keep their global numbers, so routing (mu mod k) is the same as in one stream."""
     out: list[tuple[int, int]] = []
     if flush:
         for n in range(num_steps):
             out += _expand(base, n * m, (n + 1) * m, lanes, k, r)
             out.append((STEP, n))
         return out
-    actions = _expand(base, 0, m * num_steps, lanes, k, r)
+    shift = first_step * m
+    actions = [(code, mu + shift) for code, mu in
+               _expand(base, 0, m * num_steps, lanes, k, (r - shift) % k)]
     last_mu = []
-    for n in range(num_steps):
+    for n in range(first_step, first_step + num_steps):
         hi = (n + 1) * m - 1
         last = hi - (hi - r) % k
         last_mu.append(last if last >= n * m else -1)
@@ -114,7 +120,7 @@ def replica_actions(base, flush: bool, k: int, r: int, m: int, num_steps: int,
     def close_through(step: int) -> None:
         nonlocal closed
         while closed < num_steps and (closed <= step or last_mu[closed] < 0):
-            out.append((STEP, closed))
+            out.append((STEP, first_step + closed))
             closed += 1
 
     close_through(-1)  # steps in which this replica has no microbatch at all
