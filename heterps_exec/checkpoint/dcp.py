@@ -9,6 +9,10 @@ rank of ANY later plan loads just the keys of its own layers - restart after a f
 elastic re-planning are the same operation. A crash during a save leaves `latest` on the
 previous complete checkpoint. Loading reads only data (trust.py): DCP's pickled
 metadata through an unpickler that admits DCP's own classes, values with weights_only.
+
+An async run also saves the older weight versions that the steps after the checkpoint read
+("stash.V.fc_0.weight": W(V), heterps_sim.core.asynchrony) and its staleness D; a resume
+needs the same D (its later steps must read the same versions).
 """
 
 from __future__ import annotations
@@ -28,11 +32,17 @@ LATEST_MAX_BYTES = 64
 """`latest` holds one line, "step_00000010"; a longer file is not one of ours."""
 
 
-def _state(module: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
+def _state(module: torch.nn.Module, optimizer: torch.optim.Optimizer,
+           stash: dict[int, dict[str, torch.Tensor]] | None = None,
+           staleness: int | None = None) -> dict:
     names = {id(p): n for n, p in module.named_parameters()}
     optim = {names[id(p)]: dict(s) for p, s in optimizer.state.items()
              if s and id(p) in names}  # (a parameter-free stage steps a placeholder)
-    return {"model": module.state_dict(), "optim": optim}
+    state = {"model": module.state_dict(), "optim": optim}
+    if staleness is not None:
+        state["async"] = {"staleness": torch.tensor([staleness]),
+                          "stash": {str(v): dict(t) for v, t in (stash or {}).items()}}
+    return state
 
 
 def latest_step(ckpt_dir: str | Path) -> int | None:
@@ -74,12 +84,14 @@ def step_dir(ckpt_dir: str | Path, step: int) -> Path:
 
 def save(ckpt_dir: str | Path, step: int, module: torch.nn.Module,
          optimizer: torch.optim.Optimizer, *, rank: int, group=None,
-         before_commit=None) -> None:
+         before_commit=None, stash: dict | None = None, staleness: int | None = None) -> None:
     """Collective over `group` (the trainers): every rank saves its part, `before_commit`
     runs on the rank that passes one (the parameter server's checkpoint of the same step),
-    then rank 0 moves `latest` to this step."""
+    then rank 0 moves `latest` to this step. An async run passes its `staleness` and the
+    `stash` of older versions later steps read ({version: {name: tensor}})."""
     path = step_dir(ckpt_dir, step)
-    dcp.save(_state(module, optimizer), checkpoint_id=path, process_group=group)
+    dcp.save(_state(module, optimizer, stash, staleness), checkpoint_id=path,
+             process_group=group)
     if before_commit is not None:
         before_commit()
     dist.barrier(group=group)
@@ -94,10 +106,36 @@ def save(ckpt_dir: str | Path, step: int, module: torch.nn.Module,
 
 
 def load(ckpt_dir: str | Path, step: int, module: torch.nn.Module,
-         optimizer: torch.optim.Optimizer, *, group=None) -> None:
-    """Collective over `group`: fill this rank's parameters and optimizer state in place."""
-    state = _state(module, optimizer)
+         optimizer: torch.optim.Optimizer, *, group=None, staleness: int | None = None,
+         versions: list[int] = ()) -> dict[int, dict[str, torch.Tensor]]:
+    """Collective over `group`: fill this rank's parameters and optimizer state in place.
+    An async run passes its `staleness` and the older `versions` it reads; returns them
+    ({version: {name: tensor}}), or raises ValueError when the checkpoint cannot give them."""
     path = step_dir(ckpt_dir, step)  # read as data only (trust.py)
+    if staleness is not None and versions:
+        _check_staleness(path, staleness, group)
+    live = {n: p for n, p in module.named_parameters() if p.requires_grad}
+    stash = {v: {n: torch.empty_like(p) for n, p in live.items()} for v in versions}
+    state = _state(module, optimizer, stash, staleness if versions else None)
+    if not versions:
+        state.pop("async", None)
     dcp.load(state, storage_reader=TrustedReader(path), planner=TrustedLoadPlanner(),
              process_group=group)
     module.load_state_dict(state["model"])
+    return stash
+
+
+def _check_staleness(path: Path, staleness: int, group) -> None:
+    box = {"async": {"staleness": torch.tensor([-1])}}
+    try:
+        dcp.load(box, storage_reader=TrustedReader(path), planner=TrustedLoadPlanner(),
+                 process_group=group)
+    except Exception:  # noqa: BLE001 - DCP raises RuntimeError/CheckpointException alike
+        raise ValueError(f"{path}: was saved by a synchronous run; an async plan resumed "
+                         "from it would read weight versions it does not hold (resume with "
+                         "gpipe or 1f1b, or start afresh)") from None
+    saved = int(box["async"]["staleness"][0])
+    if saved != staleness:
+        raise ValueError(f"{path}: was saved by an async run with staleness {saved}; this "
+                         f"plan reads {staleness} steps behind (use a plan with the same "
+                         "stages and microbatches, or gpipe/1f1b)")

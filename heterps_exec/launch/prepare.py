@@ -101,10 +101,9 @@ def _load(req: RunRequest) -> tuple[object, object, Plan]:
     wrong = plan.problems(problem.layer_names, problem.type_names)
     if wrong:
         raise ExecError(f"{req.plan}: {wrong[0]}")
-    if plan.schedule == "async":
-        raise ExecError(f"{req.plan}: schedule: the engine runs gpipe and 1f1b (async pipelines "
-                        "update weights without a flush; not supported by the engine yet)")
     plan = _provisioned(plan, problem, req.plan)
+    if plan.schedule == "async":
+        _check_async(req, plan)
     world = sum(s.num_replicas for s in plan.stages)
     if world > MAX_RANKS:
         raise ExecError(f"{req.plan}: the plan needs {world} ranks (more than {MAX_RANKS}); "
@@ -114,6 +113,20 @@ def _load(req: RunRequest) -> tuple[object, object, Plan]:
         raise ExecError(f"{req.plan}: num_microbatches {plan.num_microbatches} exceeds the "
                         f"batch size {batch}")
     return scn, problem, plan
+
+
+def _check_async(req: RunRequest, plan: Plan) -> None:
+    """What an async run cannot combine with (one line each, before anything starts)."""
+    from heterps_sim.core.asynchrony import staleness
+    try:
+        staleness([s.num_replicas for s in plan.stages], plan.num_microbatches)
+    except ValueError as exc:
+        raise ExecError(f"{req.plan}: {exc}") from None
+    for flag, on in (("--share speed", req.share == "speed"), ("--overlap", req.overlap),
+                     ("--ps-shards", req.ps_shards > 0)):
+        if on:
+            raise ExecError(f"{req.plan}: schedule async runs without {flag} (it re-routes or "
+                            "reduces per flushed step); use gpipe or 1f1b for it")
 
 
 def _check_against(req: RunRequest, plan: Plan) -> None:

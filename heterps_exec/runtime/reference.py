@@ -2,6 +2,12 @@
 
 A plan run for N steps must end with the loss and weights this produces (tests compare them to
 1e-5). Same model construction, same data order, same optimizer; the whole batch at once.
+
+An async plan trains with stale gradients by a fixed rule (heterps_sim.core.asynchrony):
+step t's gradient is taken at W(max(0, t - D)) and updates W(t). The oracle applies that rule
+to the whole model at once; it knows nothing of stages, replicas, microbatch order or timing,
+so an engine run equals it only if every stage of every layout reads the versions the rule
+says.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from heterps_exec.model.build import build_model
 from heterps_exec.model.spec_graph import graph_for
 from heterps_exec.runtime.layout import RunSpec
 from heterps_exec.runtime.worker import make_optimizer
+from heterps_sim.core.asynchrony import staleness, version_of
 
 
 def train_reference(spec: RunSpec, steps: int | None = None) -> tuple[list[float], dict]:
@@ -27,12 +34,27 @@ def train_reference(spec: RunSpec, steps: int | None = None) -> tuple[list[float
     model.train()
     optimizer = make_optimizer(spec, model)
     stream = open_stream(spec)
+    plan = spec.plan_obj()
+    d = (staleness([st.num_replicas for st in plan.stages], plan.num_microbatches)
+         if plan.schedule == "async" else 0)
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    kept = {0: {n: p.detach().clone() for n, p in named}}  # W(v) for the steps that read it
     losses = []
     for step in range(spec.steps if steps is None else steps):
         batch = {k: torch.from_numpy(v) for k, v in stream.batch(step).items()}
-        _, loss_sum = model(batch)
-        (loss_sum / spec.batch_size).backward()
+        if d == 0:
+            _, loss_sum = model(batch)
+            (loss_sum / spec.batch_size).backward()
+        else:
+            read = {n: t.detach().requires_grad_() for n, t in kept[version_of(step, d)].items()}
+            _, loss_sum = torch.func.functional_call(model, read, (batch,))
+            (loss_sum / spec.batch_size).backward()
+            for n, p in named:
+                p.grad = read[n].grad
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         losses.append(float(loss_sum.detach()))
+        if d:
+            kept[step + 1] = {n: p.detach().clone() for n, p in named}
+            kept.pop(version_of(step, d) if step >= d else -1, None)
     return losses, {k: v.detach().clone() for k, v in model.state_dict().items()}

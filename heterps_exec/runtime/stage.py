@@ -30,6 +30,7 @@ from heterps_exec.hps.overlap import GradReducer
 from heterps_exec.model.partition import Boundary
 from heterps_exec.runtime.layout import Layout, RunSpec, microbatch_bounds
 from heterps_exec.runtime.timeline import Recorder
+from heterps_exec.runtime.versions import Versions
 from heterps_sim.core.lanes import B, F
 
 
@@ -90,6 +91,10 @@ class StageRunner:
         self.auto = (AutoLinks(ctx.in_boundary, ctx.out_boundary, bound)
                      if auto == quantize.AUTO else None)
         """--quantize auto: per-link encodings, re-chosen every step (hps/auto_quantize.py)."""
+        self.versions: Versions | None = None
+        """The async schedule's weight versions (versions.py); None for gpipe and 1f1b."""
+        self.step_loss: dict[int, float] = {}
+        """Async: each step's summed loss so far at the last stage (steps overlap there)."""
 
     # -- messages ------------------------------------------------------------------------
     def post_receives(self, actions) -> None:
@@ -164,9 +169,15 @@ class StageRunner:
             env, leaf = self._boundary("in", src).decode(message)
             if self.auto is not None:
                 self.auto.observe_forward("in", src, message)
-        out_env, loss = self._compute(f"F{mu}", lambda: self.module(env))
-        if self.embeddings:
-            self._prefetch(self.next_forward.get(mu), batch)
+        if self.versions is None:
+            out_env, loss = self._compute(f"F{mu}", lambda: self.module(env))
+        else:  # the weights this microbatch's step reads (stashed for its backward)
+            params = self.versions.params_for(mu // self.m)
+            out_env, loss = self._compute(f"F{mu}", lambda: torch.func.functional_call(
+                self.module, params, (env,)))
+        nxt = self.next_forward.get(mu)
+        if self.embeddings and nxt is not None and nxt // self.m == mu // self.m:
+            self._prefetch(nxt, batch)  # (rows of the same step's batch only)
         if self.last:
             self.stash[mu] = (leaf, loss)
             return
@@ -200,7 +211,11 @@ class StageRunner:
         if self.reducer is not None and mu == self.last_backward:
             self.reducer.arm()
         if self.last:
-            self.loss_sum += float(out.detach())
+            if self.versions is None:
+                self.loss_sum += float(out.detach())
+            else:
+                step = mu // self.m
+                self.step_loss[step] = self.step_loss.get(step, 0.0) + float(out.detach())
             self._compute(f"B{mu}", lambda: (out / c.spec.batch_size).backward())
         elif out is not None:
             dst = self.route(c.stage + 1, mu)
@@ -261,3 +276,30 @@ class StageRunner:
         if self.stash or self.inbox:
             raise RuntimeError(f"rank {c.rank}: step ended with unfinished microbatches")
         return float(loss[0])
+
+    # -- async step ends -----------------------------------------------------------------
+    def end_step_async(self, step: int) -> None:
+        """This replica's part of step `step` is done: its gradient goes to the stage's
+        all-reduce (applied when a later forward reads the new weights). Nothing waits here:
+        the stream goes on with the next steps' microbatches."""
+        self.versions.end_step(step, self.step_loss.pop(step, 0.0))
+        self.sends = [(msg, work) for msg, work in self.sends if not work.is_completed()]
+        if self.auto is not None:
+            self.auto.end_step()
+        self.step_compute_s, self.step_microbatches = 0.0, 0
+
+    def finish_async(self, step: int) -> dict[int, float]:
+        """The end of a segment before `step` (a checkpoint or the run's end): every update
+        applied, every send delivered. Returns the segment's summed losses by step (over the
+        stage's replicas; meaningful at the last stage)."""
+        self.versions.finish()
+        with self.ctx.recorder.span("drain sends", "transfer"):
+            for _, work in self.sends:
+                work.wait()
+        self.sends.clear()
+        if self.stash or self.inbox or self.step_loss:
+            raise RuntimeError(f"rank {self.ctx.rank}: segment ended with unfinished "
+                               "microbatches")
+        losses, self.versions.losses = self.versions.losses, {}
+        self.versions.close_segment(step)
+        return losses

@@ -29,6 +29,7 @@ from heterps_exec.hps import quantize
 from heterps_exec.hps import speed as sharing
 from heterps_exec.model.partition import boundary_after, stage_model
 from heterps_exec.model.spec_graph import graph_for
+from heterps_exec.runtime.async_steps import make_versions, run_async
 from heterps_exec.runtime.layout import Layout, RunSpec
 from heterps_exec.runtime.stage import StageContext, StageRunner
 from heterps_exec.runtime.timeline import Recorder
@@ -144,12 +145,13 @@ def train(spec: RunSpec, rank: int, layout: Layout, groups: Groups,
         from heterps_exec.ps import bridge as ps_bridge
         client = ps_bridge.attach(module, spec, groups.ps, layout.world_size)
     optimizer = make_optimizer(spec, module)
-    start = 0
-    if resume is not None:
-        checkpoint.load(spec.checkpoint_dir, resume, module, optimizer, group=groups.trainers)
-        start = resume
+    start = 0 if resume is None else resume
     runner = StageRunner(ctx, module, optimizer)
-    per_step = _steps(ctx, spec)
+    if spec.plan["schedule"] == "async":
+        runner.versions = make_versions(spec, ctx, module, optimizer, resume, groups.trainers)
+    elif resume is not None:
+        checkpoint.load(spec.checkpoint_dir, resume, module, optimizer, group=groups.trainers)
+    per_step = _steps(ctx, spec) if runner.versions is None else []
     share = (sharing.StageSharing(layout, spec.plan["num_microbatches"], groups.trainers)
              if spec.share == "speed" else None)
     stream = None
@@ -159,7 +161,11 @@ def train(spec: RunSpec, rank: int, layout: Layout, groups: Groups,
     dist.barrier(group=groups.trainers)
     ctx.recorder.restart_clock()
     losses, step_ends, measure_from = [], [], None
-    for step in range(start, spec.steps):
+    if runner.versions is not None:  # async: continuous streams between checkpoints
+        run = run_async(spec, ctx, runner, stream, start, module, optimizer, groups,
+                        fail=lambda step: _maybe_fail(spec, rank, step))
+        losses, step_ends, measure_from = run.losses, run.step_ends, run.measure_from
+    for step in range(start, spec.steps if runner.versions is None else start):
         _maybe_fail(spec, rank, step)
         if step == start + spec.warmup_steps or (measure_from is None and step == spec.steps - 1):
             measure_from = ctx.recorder.now()

@@ -1,0 +1,119 @@
+"""One trainer rank's async run: continuous 1F1B segments between checkpoints.
+
+The async schedule never flushes inside a segment: a replica walks one continuous stream of
+forwards and backwards (heterps_sim.core.lanes, the simulator's order), a step end (STEP) where
+its part of a step is done starts the stage's all-reduce and goes on. Which weights each step
+reads is fixed by heterps_sim.core.asynchrony, not by timing, so a segment may end anywhere
+without changing the result: the run flushes only where it checkpoints (and at its end), saves
+the older versions the next steps read with the weights, and a resumed run starts a fresh
+stream at the checkpoint's step that trains on exactly as an unbroken one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from heterps_exec.checkpoint import dcp as checkpoint
+from heterps_exec.runtime.versions import Versions, stash_versions
+from heterps_sim.core.asynchrony import staleness
+from heterps_sim.core.lanes import STEP, B, F
+
+
+@dataclass
+class AsyncRun:
+    """What the worker's result needs from the run."""
+
+    losses: list[float] = field(default_factory=list)
+    """Summed loss per step run (last stage; 0.0 elsewhere)."""
+    step_ends: list[float] = field(default_factory=list)
+    measure_from: float | None = None
+
+
+def plan_staleness(spec) -> int:
+    plan = spec.plan_obj()
+    return staleness([s.num_replicas for s in plan.stages], plan.num_microbatches)
+
+
+def segments(start: int, steps: int, every: int) -> list[tuple[int, int]]:
+    """[first, end) step ranges: a checkpoint (every `every` steps, 0: none) ends one."""
+    cuts = sorted({start, steps} | ({s for s in range(start + 1, steps) if s % every == 0}
+                                     if every else set()))
+    return list(zip(cuts[:-1], cuts[1:], strict=False))
+
+
+def make_versions(spec, ctx, module, optimizer, resume: int | None, group) -> Versions:
+    """The replica's weight versions: fresh, or those the checkpoint of step `resume` holds
+    (collective over `group`, the trainers: it loads the weights and optimizer state too)."""
+    d = plan_staleness(spec)
+    stash = None
+    if resume is not None:
+        stash = checkpoint.load(spec.checkpoint_dir, resume, module, optimizer, group=group,
+                                staleness=d, versions=stash_versions(resume, d))
+    return Versions(module, optimizer, d, ctx.group, ctx.comm_device,
+                    start=resume or 0, stash=stash)
+
+
+def run_async(spec, ctx, runner, stream, start: int, module, optimizer, groups, *,
+              fail, client=None, save_ps=None) -> AsyncRun:
+    """Walk this replica's streams from step `start`; `fail(step)` is the fault hook."""
+    plan = spec.plan_obj()
+    m = plan.num_microbatches
+    out = AsyncRun()
+    batches: dict[int, dict] = {}
+
+    def batch_of(step: int) -> dict | None:
+        if stream is None:
+            return None
+        while step not in batches:  # the stream yields steps in order
+            n, batch = stream.next_batch()
+            batches[n] = batch
+        return batches[step]
+
+    d = runner.versions.d
+    rec = ctx.recorder
+    measured_after = min(start + spec.warmup_steps, spec.steps - 1)  # as the flushed loop
+    if measured_after == start:
+        out.measure_from = rec.now()
+        rec.measuring = True
+    for first, end in segments(start, spec.steps, spec.checkpoint_every
+                               if spec.checkpoint_dir else 0):
+        actions = ctx.layout.actions("async", ctx.stage, ctx.replica, m, end - first,
+                                     first_step=first)
+        chunk: list = []
+        fail(first)
+        for code, mu in actions:
+            if code != STEP:
+                chunk.append((code, mu))
+                continue
+            _run_chunk(runner, chunk, batch_of)
+            chunk = []
+            runner.end_step_async(mu)
+            batches.pop(mu, None)
+            if mu == measured_after - 1:
+                out.measure_from = rec.now()
+                rec.measuring = True
+            out.step_ends.append(rec.now())
+            if mu + 1 < end:
+                fail(mu + 1)
+        _run_chunk(runner, chunk, batch_of)
+        losses = runner.finish_async(end)
+        out.losses += [losses.get(step, 0.0) for step in range(first, end)]
+        if spec.checkpoint_dir and spec.checkpoint_every and end % spec.checkpoint_every == 0:
+            stash = runner.versions.saved_stash()
+            assert sorted(stash) == stash_versions(end, d), (sorted(stash), end, d)
+            checkpoint.save(spec.checkpoint_dir, end, module, optimizer, rank=ctx.rank,
+                            group=groups.trainers, stash=stash, staleness=d,
+                            before_commit=save_ps(end) if save_ps is not None else None)
+    return out
+
+
+def _run_chunk(runner, chunk: list, batch_of) -> None:
+    """The actions between two step ends: receives posted first (they overlap compute)."""
+    if not chunk:
+        return
+    runner.post_receives(chunk)
+    for code, mu in chunk:
+        if code == F:
+            runner.forward(mu, batch_of(mu // runner.m))
+        elif code == B:
+            runner.backward(mu)
