@@ -110,10 +110,9 @@ def load(ckpt_dir: str | Path, step: int, module: torch.nn.Module,
          versions: list[int] = ()) -> dict[int, dict[str, torch.Tensor]]:
     """Collective over `group`: fill this rank's parameters and optimizer state in place.
     An async run passes its `staleness` and the older `versions` it reads; returns them
-    ({version: {name: tensor}}), or raises ValueError when the checkpoint cannot give them."""
+    ({version: {name: tensor}}); the launcher checked the checkpoint holds them
+    (saved_staleness)."""
     path = step_dir(ckpt_dir, step)  # read as data only (trust.py)
-    if staleness is not None and versions:
-        _check_staleness(path, staleness, group)
     live = {n: p for n, p in module.named_parameters() if p.requires_grad}
     stash = {v: {n: torch.empty_like(p) for n, p in live.items()} for v in versions}
     state = _state(module, optimizer, stash, staleness if versions else None)
@@ -125,17 +124,13 @@ def load(ckpt_dir: str | Path, step: int, module: torch.nn.Module,
     return stash
 
 
-def _check_staleness(path: Path, staleness: int, group) -> None:
+def saved_staleness(path: str | Path) -> int | None:
+    """The staleness an async run saved the checkpoint at `path` with; None: a synchronous
+    run's. Read in one process (the launcher, before any rank starts), as data only."""
+    reader = TrustedReader(path)
+    if "async.staleness" not in reader.read_metadata().state_dict_metadata:
+        return None
     box = {"async": {"staleness": torch.tensor([-1])}}
-    try:
-        dcp.load(box, storage_reader=TrustedReader(path), planner=TrustedLoadPlanner(),
-                 process_group=group)
-    except Exception:  # noqa: BLE001 - DCP raises RuntimeError/CheckpointException alike
-        raise ValueError(f"{path}: was saved by a synchronous run; an async plan resumed "
-                         "from it would read weight versions it does not hold (resume with "
-                         "gpipe or 1f1b, or start afresh)") from None
-    saved = int(box["async"]["staleness"][0])
-    if saved != staleness:
-        raise ValueError(f"{path}: was saved by an async run with staleness {saved}; this "
-                         f"plan reads {staleness} steps behind (use a plan with the same "
-                         "stages and microbatches, or gpipe/1f1b)")
+    dcp.load(box, storage_reader=TrustedReader(path), planner=TrustedLoadPlanner(),
+             no_dist=True)
+    return int(box["async"]["staleness"][0])

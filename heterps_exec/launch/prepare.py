@@ -129,6 +129,27 @@ def _check_async(req: RunRequest, plan: Plan) -> None:
                             "reduces per flushed step); use gpipe or 1f1b for it")
 
 
+def _check_async_resume(req: RunRequest, plan: Plan, done: int) -> None:
+    """An async plan resumed at step `done` reads weight versions older than the saved ones:
+    the checkpoint must hold them, saved at the plan's staleness."""
+    from heterps_exec.checkpoint.dcp import saved_staleness, step_dir
+    from heterps_exec.runtime.versions import stash_versions
+    from heterps_sim.core.asynchrony import staleness
+    d = staleness([s.num_replicas for s in plan.stages], plan.num_microbatches)
+    if not stash_versions(done, d):
+        return
+    path = step_dir(req.checkpoint_dir, done)
+    saved = saved_staleness(path)
+    if saved is None:
+        raise ExecError(f"--checkpoint-dir: {path} was saved by a synchronous run; this async "
+                        f"plan reads weights {d} step(s) behind, which it does not hold "
+                        "(resume with gpipe or 1f1b, or start afresh)")
+    if saved != d:
+        raise ExecError(f"--checkpoint-dir: {path} was saved by an async run {saved} step(s) "
+                        f"behind; this plan reads {d} behind (use the same stages and "
+                        "microbatches, or gpipe / 1f1b)")
+
+
 def _check_against(req: RunRequest, plan: Plan) -> None:
     """What the request names that only the plan and the files can confirm."""
     world = sum(s.num_replicas for s in plan.stages)
@@ -145,6 +166,8 @@ def _check_against(req: RunRequest, plan: Plan) -> None:
                 check_step(step_dir(req.checkpoint_dir, done))
         except ValueError as exc:
             raise ExecError(f"--checkpoint-dir: {exc}") from None
+        if done is not None and plan.schedule == "async":
+            _check_async_resume(req, plan, done)
         if done is not None and done >= req.steps:
             raise ExecError(f"--checkpoint-dir: {req.checkpoint_dir} is already at step {done}; "
                             f"--steps {req.steps} leaves nothing to run")
