@@ -104,7 +104,7 @@ def _meta_chain(key: str):
 
 def user_stage(spec, plan, stage: int, device: torch.device, wire: str):
     """(stage module, Boundary in or None, Boundary out or None) for `stage` of the plan."""
-    from heterps_exec.model.user_stage import UserStage, WireShapes, user_boundary
+    from heterps_exec.model.user_stage import UserStage, WireShapes, hold_unused, user_boundary
     from heterps_sim.inputs.torch_model.segment import make_holder
     entry = spec.user_model
     grad = dict.fromkeys(entry["grad_keys"], True)
@@ -115,6 +115,8 @@ def user_stage(spec, plan, stage: int, device: torch.device, wire: str):
     layers = plan.stages[stage].layers
     lo, hi = chain.index(layers[0]), chain.index(layers[-1])
     part = UserStage(chain, lo, hi, make_holder(chain), WireShapes(chain))
+    if stage == 0:  # parameters no layer reads (never called): kept in the saved state
+        hold_unused(part, module, chain)
     last = len(plan.stages) - 1
     cut_in = (user_boundary(chain, chain.index(plan.stages[stage - 1].layers[-1]), grad, wire)
               if stage else None)

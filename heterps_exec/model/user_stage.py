@@ -93,6 +93,29 @@ class UserStage(nn.Module):
         return out, loss
 
 
+def hold_unused(stage: nn.Module, module: nn.Module, chain: LayerChain) -> list[str]:
+    """Register, as persistent buffers of `stage` at their own paths, the state entries of
+    the user's module that no layer reads (a submodule defined and never called): the saved
+    state keeps every parameter of the module, used or not, as the eager module's state dict
+    does, so a checkpoint or a held-out scorer loads it strictly. Buffers, not parameters:
+    nothing trains them (no gradient reaches them, as in the eager module), so no optimizer
+    or all-reduce sees them. Returns the keys added."""
+    used = {t for i in range(len(chain.names)) for t in chain.params_of(i)} | set(stage.state_dict())
+    added = []
+    for key, value in module.state_dict().items():
+        if key in used:
+            continue
+        owner, _, name = key.rpartition(".")
+        holder = stage
+        for part in owner.split(".") if owner else []:
+            if part not in holder._modules:
+                holder.add_module(part, nn.Module())
+            holder = holder._modules[part]
+        holder.register_buffer(name, value.detach().clone())
+        added.append(key)
+    return added
+
+
 def user_boundary(chain: LayerChain, after: int, grad: dict[str, bool],
                   quantize_mode: str = "none") -> Boundary:
     """The cut after layer `after`: every live key as a [batch, width] row section."""

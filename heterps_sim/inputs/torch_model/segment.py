@@ -189,12 +189,20 @@ def build_segment(chain: LayerChain, lo: int, hi: int, holder: dict) -> Segment:
     module = fx.GraphModule({t: holder[t] for t in used}, g, class_name="Segment")
     params = dict(chain.captured.module.named_parameters()) | dict(chain.captured.module.named_buffers())
     constants = {t for t in used if t not in params and t not in {tb for tb in tables.values()}}
-    for t in constants:  # graph constants (numpy arrays, literals) stay out of state dicts
+    transient = constants | (used & _non_persistent(chain.captured.module))
+    for t in transient:  # graph constants (numpy arrays, literals) and the module's own
+        # non-persistent buffers stay out of state dicts, as in the eager module's
         owner, _, attr_name = t.rpartition(".")
         sub = module.get_submodule(owner) if owner else module
         if attr_name in sub._buffers:
             sub._non_persistent_buffers_set.add(attr_name)
     return Segment(module, lo, hi, reads, makes, has_loss, constants)
+
+
+def _non_persistent(module: nn.Module) -> set[str]:
+    """Paths of the module's buffers registered with persistent=False."""
+    return {f"{path}.{name}" if path else name for path, sub in module.named_modules()
+            for name in sub._non_persistent_buffers_set}
 
 
 def _safe(key: str) -> str:

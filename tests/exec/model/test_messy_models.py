@@ -1,0 +1,137 @@
+"""Models as people write them (tests/fixtures/ctr_models/messy.py) in the engine: stages
+cut from each one's captured graph give the eager module's loss and gradients, the stages'
+state dicts add up to the module's whole state dict (unused parameters included), and a run
+through `heterps-exec run` ends with single-process training's weights (1e-5) and scores its
+held-out rows from the saved state."""
+
+from __future__ import annotations
+
+import json
+import types
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from heterps_exec.model.user_model import run_entry, user_stage, whole_model
+from heterps_sim.core.plan import plan_from_dict
+from heterps_sim.inputs.load import load_input
+from heterps_sim.inputs.torch_model.capture import example_tensor
+from tests.exec.helpers import assert_matches_reference, run_exec
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "ctr_models"
+CPU = "xeon-icelake-16vcpu"
+FIELDS = [10, 20, 30]
+IDS = {"name": "ids", "shape": [3], "dtype": "int64", "cardinality": FIELDS}
+CASES = {
+    "unused": {"module": "UnusedLinear"},
+    "attention": {"module": "AttentionDropsWeights", "layers": ["attn"]},
+    "old-tensor": {"module": "OldTensorParam"},
+    "moves-itself": {"module": "MovesItself"},
+    "probabilities": {"module": "Probabilities"},
+    "float-ids": {"module": "FloatIds", "kwargs": {"rows": 7, "embed_dim": 4, "num_dense": 2},
+                  "inputs": [{"name": "x", "shape": [3], "range": [0, 7]}]},
+}
+
+
+def scenario(tmp_path: Path, case: str, **model) -> Path:
+    """messy.yaml with the case's model (module, kwargs, inputs, layers, output)."""
+    doc = yaml.safe_load((FIXTURES / "messy.yaml").read_text())
+    changes = {**CASES[case], **model}
+    doc["model"]["module"] = f"tests.fixtures.ctr_models.messy:{changes.pop('module')}"
+    doc["model"].update(changes)
+    path = tmp_path / f"{case}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def plan_for(names: list[str], cuts: list[int], replicas: list[int] | None = None):
+    bounds = [0, *cuts, len(names)]
+    replicas = replicas or [1] * (len(bounds) - 1)
+    return {"format_version": 1, "num_microbatches": 2, "schedule": "1f1b",
+            "stages": [{"layers": names[a:b], "resource": CPU, "num_replicas": k}
+                       for a, b, k in zip(bounds[:-1], bounds[1:], replicas, strict=True)]}
+
+
+def batch_for(cap, n: int, seed: int = 0) -> dict[str, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    out = {r.name: example_tensor(r, n, generator=gen).reshape(n, -1)
+           for r in (*cap.inputs, cap.label)}
+    return {k: (v.float() if v.is_floating_point() else v.long()) for k, v in out.items()}
+
+
+def chained(path: Path, cuts: list[int]):
+    """(eager module after one backward, stages after one backward, their loss) on a batch."""
+    loaded = load_input(path)
+    plan = plan_from_dict(plan_for(list(loaded.problem.layer_names), cuts))
+    entry = run_entry(loaded.scenario.model, str(path), plan)
+    spec = types.SimpleNamespace(user_model=entry, seed=3)
+    whole = whole_model(spec)
+    env = batch_for(whole.cap, 16)
+    _, want = whole(env)
+    want.backward()
+    stages = [user_stage(spec, plan, g, torch.device("cpu"), "none")
+              for g in range(len(plan.stages))]
+    sent, leaves, message, grad_out = env, [], None, None
+    for module, cut_in, cut_out in stages:
+        if cut_in is not None:
+            sent, leaf = cut_in.decode(message)
+            leaves.append((leaf, grad_out))
+        out, loss = module(sent)
+        if cut_out is not None:
+            message, grad_out = cut_out.encode(out)
+    loss.backward()
+    for leaf, g in reversed(leaves):
+        if g is not None:
+            g.backward(leaf.grad)
+    assert float(loss.detach()) == pytest.approx(float(want.detach()), rel=1e-6)
+    return whole, [s[0] for s in stages]
+
+
+def assert_same_training(whole, stages) -> None:
+    """Every parameter's gradient, and the whole state dict, as the eager module's."""
+    got = {k: p.grad for m in stages for k, p in m.named_parameters()}
+    ref = dict(whole.named_parameters())
+    for k, g in got.items():
+        assert torch.allclose(g, ref[k].grad, atol=1e-6), k
+    assert all(ref[k].grad is None for k in set(ref) - set(got))
+    state = {k: v for m in stages for k, v in m.state_dict().items()}
+    want = whole.state_dict()
+    assert sorted(state) == sorted(want)
+    for k, v in want.items():
+        assert torch.equal(state[k], v), k
+
+
+def test_an_unused_submodule_is_kept_in_the_state_but_never_trained(tmp_path):
+    whole, stages = chained(scenario(tmp_path, "unused"), [2])
+    assert_same_training(whole, stages)
+    assert "linear.weight" in stages[0].state_dict()
+    assert "linear.weight" not in dict(stages[0].named_parameters())  # nothing trains it
+    assert "offsets" not in stages[0].state_dict()  # non-persistent, as in the eager module
+
+
+def write_plan(tmp_path: Path, path: Path, cuts: list[int], replicas: list[int]) -> Path:
+    names = list(load_input(path).problem.layer_names)
+    plan = tmp_path / f"{path.stem}-plan.json"
+    plan.write_text(json.dumps(plan_for(names, cuts, replicas)))
+    return plan
+
+
+RUNS = [("unused", [2], [1, 1])]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("case,cuts,replicas", RUNS, ids=[r[0] for r in RUNS])
+def test_messy_model_trains_exactly_and_scores_its_holdout(tmp_path, case, cuts, replicas):
+    path = scenario(tmp_path, case)
+    plan = write_plan(tmp_path, path, cuts, replicas)
+    code, out, err = run_exec("run", str(plan), "--scenario", str(path), "--out",
+                              str(tmp_path / "run"), "--rank-timeout", "90", "--json",
+                              "--steps", "3", "--lr", "0.1", "--save-state",
+                              str(tmp_path / "state.pt"))
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["extra"]["holdout"]["rows"] > 0
+    assert_matches_reference(tmp_path / "run", tmp_path / "state.pt", result)
