@@ -20,7 +20,12 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from heterps_sim.core.spec import Layer, ModelSpec
-from heterps_sim.inputs.torch_model.capture import EXAMPLE_BATCH, CaptureError, example_tensor
+from heterps_sim.inputs.torch_model.capture import (
+    EXAMPLE_BATCH,
+    CaptureError,
+    _first_line,
+    example_tensor,
+)
 from heterps_sim.inputs.torch_model.layers import LOSS_LAYER, LayerChain
 from heterps_sim.inputs.torch_model.segment import (
     BAG_OPS,
@@ -86,20 +91,33 @@ def measure(chain: LayerChain, *, device: str | torch.device = "meta",
     for i in range(len(chain.names)):
         seg = build_segment(chain, i, i, holder)
         inputs = {k: values[k].detach().requires_grad_(grad[k]) for k in seg.reads}
-        (outs, loss), fwd = _flops(lambda s=seg, x=inputs: s.run(batch, x))
+        try:
+            (outs, loss), fwd, bwd = _run_layer(seg, inputs, batch)
+        except Exception as exc:  # noqa: BLE001 - the user's code failed in one layer
+            raise CaptureError(
+                f"{cap.source}: model.module: layer {chain.names[i]!r} of {cap.name} fails when "
+                f"run alone on an example batch: {type(exc).__name__}: {_first_line(exc)}; "
+                "name a module holding it and its neighbours as one layer (model.layers)"
+            ) from None
         for k, v in outs.items():
             grad[k] = bool(v.requires_grad and v.is_floating_point())
-        ends = [v for v in outs.values() if v.requires_grad] + ([loss] if loss is not None else [])
-        bwd = 0.0
-        if ends and any(e.requires_grad for e in ends):
-            leaves = _leaves(seg, inputs)
-            _, bwd = _flops(lambda e=ends, x=leaves: torch.autograd.backward(
-                e, [torch.ones_like(t) for t in e], inputs=x))
         values.update({k: v.detach() for k, v in outs.items()})
         lookups, rows, width = _tables_read(chain, i, tables)
         dim = round(width / lookups) if lookups else 0  # (mixed dims in one layer: rounded)
         sizes[i] = (fwd / batch + width, bwd / batch + width, rows, lookups, dim)
     return _spec(chain, sizes, widths, grad, holder, tables), grad
+
+
+def _run_layer(seg, inputs, batch):
+    """((outputs, loss), forward FLOPs, backward FLOPs) of one layer's segment."""
+    (outs, loss), fwd = _flops(lambda: seg.run(batch, inputs))
+    ends = [v for v in outs.values() if v.requires_grad] + ([loss] if loss is not None else [])
+    bwd = 0.0
+    if ends and any(e.requires_grad for e in ends):
+        leaves = _leaves(seg, inputs)
+        _, bwd = _flops(lambda: torch.autograd.backward(
+            ends, [torch.ones_like(t) for t in ends], inputs=leaves))
+    return (outs, loss), fwd, bwd
 
 
 def _leaves(seg, inputs) -> list[torch.Tensor]:

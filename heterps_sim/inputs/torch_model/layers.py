@@ -6,7 +6,9 @@ without children: nn.Linear, nn.Embedding, nn.ReLU, a parameter-free FM block, .
 runs of layers, a new one starting at each named module. Code outside every layer (the
 forward of a container: `torch.cat`, `view`, adding branch outputs, numpy constants) joins
 the first layer that reads its result; what only the output reads joins the last layer,
-"loss", which also applies the loss to the output and the label.
+"loss", which also applies the loss to the output and the label. Steps whose results
+nothing reads (the attention weights of an nn.MultiheadAttention whose caller drops them) are
+in no layer, unless they update a buffer in place or draw random numbers.
 
     emb ── fm ──┐                     chain: embedding.embedding, fm, mlp.0, mlp.1, mlp.2, loss
        └─ mlp.0 ─ mlp.1 ─ mlp.2 ─ (+) ── loss
@@ -122,8 +124,9 @@ def build_chain(captured: CapturedModel, layers: str | list[str] = "leaf",
                            f"inputs, the scenario names {len(captured.inputs)}")
     for n, spec in zip(placeholders, captured.inputs, strict=True):
         key[n] = spec.name
+    needed = _needed(gm)
     compute = [n for n in gm.graph.nodes if n.op in ("call_function", "call_method")
-               and n.target not in DROPPED and not is_symbolic(n)]
+               and n.target not in DROPPED and not is_symbolic(n) and n in needed]
     taken = set(key.values()) | {LABEL}
     for n in compute:
         key[n] = n.name if n.name not in taken else f"{n.name}__v"
@@ -142,6 +145,7 @@ def build_chain(captured: CapturedModel, layers: str | list[str] = "leaf",
     out_arg = output.args[0]
     out_node = (out_arg[0] if isinstance(out_arg, list | tuple) else out_arg)
     layer_of: dict[fx.Node, int] = {}
+    unread = []
     for n in reversed(compute):  # code outside layers joins its first reader's layer
         if unit[n] is not None:
             layer_of[n] = pos[unit[n]]
@@ -152,8 +156,10 @@ def build_chain(captured: CapturedModel, layers: str | list[str] = "leaf",
         if readers:
             layer_of[n] = min(readers)
         else:
-            made = [layer_of.get(u, 0) for u in n.all_input_nodes if u in layer_of]
-            layer_of[n] = max(made, default=0)
+            unread.append(n)
+    for n in reversed(unread):  # a side effect nothing reads: after what it reads
+        made = [layer_of[u] for u in n.all_input_nodes if u in layer_of]
+        layer_of[n] = max(made, default=0)
     for n in compute:  # a tuple's items stay with the op that made it
         if n.target is operator.getitem and n.args[0] in layer_of:
             layer_of[n] = layer_of[n.args[0]]
@@ -180,6 +186,22 @@ def build_chain(captured: CapturedModel, layers: str | list[str] = "leaf",
     return LayerChain(captured=captured, names=names, nodes=nodes, key=key, made=made,
                       last_use=last_use, output_key=key[out_node],
                       units=[tuple(g) for g in unit_lists])
+
+
+def _needed(gm: fx.GraphModule) -> set[fx.Node]:
+    """The nodes the output or a side effect (an in-place update of a buffer, a random draw)
+    depends on. torch.export keeps steps whose results nothing reads (the attention weights
+    nn.MultiheadAttention computes when the caller throws them away); they belong to no layer,
+    so they never pull other code into an earlier layer or onto a cut."""
+    roots = [n for n in gm.graph.nodes if n.op == "output" or (
+        n.op == "call_function" and n.target not in DROPPED and n.is_impure())]
+    needed: set[fx.Node] = set()
+    while roots:
+        n = roots.pop()
+        if n not in needed:
+            needed.add(n)
+            roots.extend(n.all_input_nodes)
+    return needed
 
 
 def _check_paths(paths: set[str], modules: dict, source: str, name: str, field_name: str) -> None:

@@ -142,6 +142,12 @@ def build_segment(chain: LayerChain, lo: int, hi: int, holder: dict) -> Segment:
     batch = g.placeholder(BATCH)
     reads = chain.reads(lo, hi)
     placeholder = {k: g.placeholder(_safe(k)) for k in reads}
+    pos = {n: i for i, n in enumerate(gm.graph.nodes)}
+    nodes = sorted((n for i in range(lo, hi + 1) for n in chain.nodes[i]), key=pos.__getitem__)
+    for n in _written(nodes):  # an in-place update of what arrives over a cut: on a copy
+        if chain.key.get(n) in placeholder:
+            k = chain.key[n]
+            placeholder[k] = g.call_function(torch.ops.aten.clone.default, (placeholder[k],))
     made: dict[fx.Node, fx.Node] = {}
     attrs: dict[str, fx.Node] = {}
     sym = _batch_symbol(chain)
@@ -165,8 +171,6 @@ def build_segment(chain: LayerChain, lo: int, hi: int, holder: dict) -> Segment:
                            f"{chain.names[lo]!r}..{chain.names[hi]!r} need {n.name!r}, "
                            "which no earlier layer makes")
 
-    pos = {n: i for i, n in enumerate(gm.graph.nodes)}
-    nodes = sorted((n for i in range(lo, hi + 1) for n in chain.nodes[i]), key=pos.__getitem__)
     for n in nodes:
         weight = n.args[0] if n.args else None
         if isinstance(weight, fx.Node) and weight.op == "get_attr" and weight.target in tables:
@@ -197,6 +201,35 @@ def build_segment(chain: LayerChain, lo: int, hi: int, holder: dict) -> Segment:
         if attr_name in sub._buffers:
             sub._non_persistent_buffers_set.add(attr_name)
     return Segment(module, lo, hi, reads, makes, has_loss, constants)
+
+
+def _written(nodes: list[fx.Node]) -> set[fx.Node]:
+    """The values the nodes update in place (`h += e`, `x[:, 0] *= 2`), followed back through
+    views to the tensor they alias. A segment copies such a value when it arrives from an
+    earlier layer: it arrives as a leaf that carries a gradient (a cut's receiving end), which
+    autograd refuses to update in place; the copy is what the eager module updates."""
+    out: set[fx.Node] = set()
+    for n in nodes:
+        schema = getattr(n.target, "_schema", None)
+        for arg, value in zip(schema.arguments if schema else (), n.args):
+            if arg.alias_info is not None and arg.alias_info.is_write and isinstance(value, fx.Node):
+                out |= _aliases(value)
+    return out
+
+
+def _aliases(node: fx.Node) -> set[fx.Node]:
+    """The node and every tensor it may be a view of."""
+    seen, stack = set(), [node]
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        schema = getattr(n.target, "_schema", None) if n.op == "call_function" else None
+        for arg, value in zip(schema.arguments if schema else (), n.args):
+            if arg.alias_info is not None and isinstance(value, fx.Node):
+                stack.append(value)
+    return seen
 
 
 def _non_persistent(module: nn.Module) -> set[str]:

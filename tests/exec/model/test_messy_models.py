@@ -111,6 +111,15 @@ def test_an_unused_submodule_is_kept_in_the_state_but_never_trained(tmp_path):
     assert "offsets" not in stages[0].state_dict()  # non-persistent, as in the eager module
 
 
+@pytest.mark.parametrize("layers, cuts", [("leaf", [2, 3]), (["attn"], [2, 3])],
+                         ids=["leaf", "attn-one-layer"])
+def test_attention_with_weights_thrown_away_cuts_anywhere(tmp_path, layers, cuts):
+    """The attention weights nobody reads are in no layer; the residual added in place to
+    the attention output (`h += e`) runs on a copy when that output arrives over a cut."""
+    whole, stages = chained(scenario(tmp_path, "attention", layers=layers), cuts)
+    assert_same_training(whole, stages)
+
+
 def write_plan(tmp_path: Path, path: Path, cuts: list[int], replicas: list[int]) -> Path:
     names = list(load_input(path).problem.layer_names)
     plan = tmp_path / f"{path.stem}-plan.json"
@@ -118,7 +127,7 @@ def write_plan(tmp_path: Path, path: Path, cuts: list[int], replicas: list[int])
     return plan
 
 
-RUNS = [("unused", [2], [1, 1])]
+RUNS = [("unused", [2], [1, 1]), ("attention", [3], [2, 1])]
 
 
 @pytest.mark.slow
