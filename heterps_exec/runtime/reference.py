@@ -22,10 +22,11 @@ from heterps_exec.runtime.worker import make_optimizer
 from heterps_sim.core.asynchrony import staleness, version_of
 
 
-def train_reference(spec: RunSpec, steps: int | None = None) -> tuple[list[float], dict]:
+def train_reference(spec: RunSpec, steps: int | None = None, *,
+                    staleness_steps: int | None = None) -> tuple[list[float], dict]:
     """(per-step summed losses, final state dict) of single-process training. A user's
     PyTorch module trains EAGER and whole: the oracle for its captured, cut, pipelined and
-    replicated run."""
+    replicated run. `staleness_steps` overrides an async plan's D (convergence studies)."""
     if spec.user_model:  # the user's own module (model/user_model.py), seeded, tables set
         from heterps_exec.model.user_model import whole_model
         model = whole_model(spec)
@@ -35,7 +36,8 @@ def train_reference(spec: RunSpec, steps: int | None = None) -> tuple[list[float
     optimizer = make_optimizer(spec, model)
     stream = open_stream(spec)
     plan = spec.plan_obj()
-    d = (staleness([st.num_replicas for st in plan.stages], plan.num_microbatches)
+    d = (staleness_steps if staleness_steps is not None else
+         staleness([st.num_replicas for st in plan.stages], plan.num_microbatches)
          if plan.schedule == "async" else 0)
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     kept = {0: {n: p.detach().clone() for n, p in named}}  # W(v) for the steps that read it

@@ -69,7 +69,13 @@ def scheduler_name(args, loaded) -> str:
     return args.scheduler or (sched.scheduler if sched else "exact")
 
 
-def make_planner(name: str, mode: str, seed: int, options: dict):
+def pipeline_setting(args, loaded) -> str:
+    """--pipeline, else the scenario's schedule.pipeline, else gpipe."""
+    sched = loaded.scenario.schedule if loaded is not None and loaded.scenario else None
+    return getattr(args, "pipeline", None) or (sched.pipeline if sched else "gpipe")
+
+
+def make_planner(name: str, mode: str, seed: int, options: dict, pipeline: str = "gpipe"):
     """The planner of the commands (planner/planner.py): the search `name` with its validated
     options, the problem's pricing under provisioning `mode`."""
     from pydantic import ValidationError
@@ -83,16 +89,20 @@ def make_planner(name: str, mode: str, seed: int, options: dict):
     except ValidationError as exc:
         from heterps_sim.core.files import validation_message
         raise UserFileError(validation_message(f"scheduler {name} options", exc)) from None
-    return Planner(search=name, options=dict(options), seed=seed, provisioning=mode)
+    return Planner(search=name, options=dict(options), seed=seed, provisioning=mode,
+                   schedule=pipeline)
 
 
 def run_scheduler(problem, name: str, mode: str, seed: int, options: dict, *,
-                  check: bool = False, repair: bool = False):
+                  check: bool = False, repair: bool = False, pipeline: str = "gpipe"):
     """The planner's answer for `problem` (planner.Answer), as every command prints it; with
-    `check` its simulator check (answer.check), with `repair` a short plan repaired."""
+    `check` its simulator check (answer.check), with `repair` a short plan repaired;
+    `pipeline` the schedule (gpipe | 1f1b | async | auto)."""
     from heterps_sim.util import progress
-    planner = make_planner(name, mode, seed, options)
-    progress.phase(f"planning: {name} ({planner.pricing_for(problem).describe()})")
+    planner = make_planner(name, mode, seed, options, pipeline)
+    priced = ("each of gpipe, 1f1b and async" if pipeline == "auto"
+              else planner.pricing_for(problem).describe())
+    progress.phase(f"planning: {name} ({priced})")
     try:
         answer = planner.plan(problem)
     except ValueError as exc:

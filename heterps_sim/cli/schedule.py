@@ -18,6 +18,7 @@ from heterps_sim.cli.common import (
     add_verify,
     dump,
     load,
+    pipeline_setting,
     run_scheduler,
     schedule_settings,
     scheduler_name,
@@ -30,6 +31,10 @@ def add_schedule(p) -> None:
     """The arguments of schedule and simulate."""
     add_input(p)
     p.add_argument("--scheduler", help="scheduler name (default: the scenario's, else exact)")
+    p.add_argument("--pipeline", choices=["gpipe", "1f1b", "async", "auto"],
+                   help="the pipeline schedule plans are priced with (default: the scenario's "
+                   "schedule.pipeline, else gpipe): gpipe/1f1b flush every step, async never "
+                   "(stale gradients); auto plans under each and keeps the cheapest")
     p.add_argument("--mode", choices=["least", "exact"], help="provisioning mode")
     p.add_argument("--seed", type=int)
     p.add_argument("--allow-same-type-cuts", action="store_true",
@@ -78,7 +83,8 @@ def cmd_schedule(args) -> int:
     loaded = load(args.input, args.model)
     name, mode, seed, options = schedule_settings(args, loaded)
     outcome = run_scheduler(loaded.problem, name, mode, seed, options,
-                            check=args.verify != "none")
+                            check=args.verify != "none",
+                            pipeline=pipeline_setting(args, loaded))
     check = outcome.check
     if outcome.plan is not None and args.out:
         atomic_write(Path(args.out), dump(outcome.plan.to_json_dict()))
@@ -91,6 +97,8 @@ def cmd_schedule(args) -> int:
         from heterps_sim.plots.tables import result_table
         print(f"planner: {name} under the {outcome.pricing.describe()}, "
               f"{outcome.wall_s:.3f} s; {outcome.optimality()}")
+        if outcome.schedule_line():
+            print(outcome.schedule_line())
         print(result_table(outcome.result))
         if check is not None:
             from heterps_sim.planner.check import check_lines
@@ -112,7 +120,8 @@ def cmd_simulate(args) -> int:
     # the folder is made (or cleared of an earlier run's files) before the search
     out = prepare_run_folder(Path(args.out)) if args.out else new_run_folder(label)
     outcome = run_scheduler(loaded.problem, name, mode, seed, options,
-                            repair=args.verify != "none")
+                            repair=args.verify != "none",
+                            pipeline=pipeline_setting(args, loaded))
     check = outcome.check
     write_run_folder(out, outcome.problem, outcome, scenario=loaded.scenario, seed=seed,
                      verification=check)
@@ -130,6 +139,8 @@ def cmd_simulate(args) -> int:
         if outcome.plan is None:
             print(f"no feasible plan: {outcome.notes.get('reason', '')}")
         else:
+            if outcome.schedule_line():
+                print(outcome.schedule_line())
             print(result_table(outcome.result))
             print(_versus_one_type(outcome))
             if check is not None:

@@ -112,6 +112,10 @@ class ProfileSection(_Strict):
 class ScheduleSection(_Strict):
     scheduler: str = "exact"
     mode: Literal["least", "exact"] = "least"
+    pipeline: Literal["gpipe", "1f1b", "async", "auto"] = Field(
+        default="gpipe", description="The pipeline schedule plans are priced and run with: "
+        "gpipe and 1f1b flush every step; async never does (stale gradients); auto plans "
+        "under each and keeps the cheapest.")
     seed: int = Field(default=0, ge=0, le=limits.MAX_SEED)
     options: dict = Field(default_factory=dict, description="The scheduler's Config fields.")
 

@@ -56,6 +56,35 @@ class Answer:
             return None
         return max(self.cost_usd / self.lower_bound_usd - 1.0, 0.0)
 
+    @property
+    def staleness(self) -> int | None:
+        """An async plan's staleness in steps (heterps_sim.core.asynchrony): step t's
+        gradient is taken at the weights step t - D started from. None for gpipe and 1f1b."""
+        if self.plan is None or self.plan.schedule != "async":
+            return None
+        from heterps_sim.core.asynchrony import staleness
+        return staleness([s.num_replicas for s in self.plan.stages],
+                         self.plan.num_microbatches)
+
+    def schedule_line(self) -> str:
+        """What an async plan trains like, and (schedule auto) what the other schedules cost;
+        "" for a gpipe or 1f1b plan the user asked for (nothing to say)."""
+        if self.plan is None or (self.plan.schedule != "async"
+                                 and "schedule_auto" not in self.notes):
+            return ""
+        d = self.staleness
+        line = (f"schedule {self.plan.schedule}: " + (
+            "synchronous (flushes every step)" if d is None else
+            "synchronous (one stage: no step overlaps another)" if d == 0 else
+            f"gradients {d} step{'s' if d > 1 else ''} stale (step t's gradient is taken "
+            f"at the weights step t - {d} started from)"))
+        others = self.notes.get("schedule_auto")
+        if others:
+            shown = ", ".join(f"{s} {'no plan' if c is None else f'{c:,.6g} USD'}"
+                              for s, c in others.items())
+            line += f"; auto chose it: {shown}"
+        return line
+
     def optimality(self) -> str:
         """'proven optimal', 'gap <= 3.2% (certified)' or 'not proven (a heuristic)'."""
         if self.proven:
@@ -68,7 +97,7 @@ class Answer:
 
     def to_json_dict(self) -> dict:
         return {"scheduler": self.scheduler, "pricing": self.pricing.to_json_dict(),
-                "proven_optimal": self.proven,
+                "proven_optimal": self.proven, "staleness_steps": self.staleness,
                 "lower_bound_usd": self.lower_bound_usd, "gap": self.gap,
                 "evaluations": self.evaluations, "wall_s": self.wall_s, "notes": self.notes,
                 "plan": self.plan.to_json_dict() if self.plan else None,

@@ -23,7 +23,10 @@ from heterps_sim.core.problem import Problem
 from heterps_sim.core.result import RunResult
 from heterps_sim.planner import searches
 from heterps_sim.planner.answer import Answer
-from heterps_sim.planner.pricing import Pricing
+from heterps_sim.planner.pricing import SCHEDULES, Pricing
+
+AUTO = "auto"
+"""Planner.schedule: plan under each of SCHEDULES and keep the cheapest."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -35,6 +38,9 @@ class Planner:
     """How plans are priced; None: Pricing.of(problem) (its model, gpipe, m searched)."""
     provisioning: str = "least"
     """The stage model's unit rule when `pricing` is None (least | exact)."""
+    schedule: str = "gpipe"
+    """The pipeline schedule when `pricing` is None: gpipe | 1f1b | async, or auto (each
+    one planned, the cheapest answer kept; a tie goes to the synchronous one)."""
     options: dict = field(default_factory=dict)
     """The scheduler's Config fields."""
     seed: int = 0
@@ -42,10 +48,11 @@ class Planner:
     """The exact flushed search's deterministic budget (None: its default); past it the
     answer carries a certified gap instead of a proof."""
 
-    def pricing_for(self, problem: Problem) -> Pricing:
+    def pricing_for(self, problem: Problem, schedule: str | None = None) -> Pricing:
         if self.pricing is not None:
             return self.pricing
-        return Pricing.of(problem, provisioning=self.provisioning)
+        schedule = schedule or (self.schedule if self.schedule != AUTO else "gpipe")
+        return Pricing.of(problem, provisioning=self.provisioning, schedule=schedule)
 
     def price(self, problem: Problem, plan: Plan) -> tuple[Plan, RunResult]:
         """`plan` as it runs under this planner's pricing (units and m filled in)."""
@@ -55,11 +62,21 @@ class Planner:
              settings=None) -> Answer:
         """The answer for `problem`: searched and priced; with `check` (or `repair`) run in
         the simulator; with `repair`, re-planned or re-provisioned where it is short."""
-        pricing = self.pricing_for(problem)
-        answer = self._search(problem, pricing)
+        if self.schedule == AUTO and self.pricing is None:
+            answer = self._auto(problem)
+        else:
+            answer = self._search(problem, self.pricing_for(problem))
         if (check or repair) and answer.feasible:
             answer.check = self.check(answer, repair=repair, settings=settings)
         return answer
+
+    def _auto(self, problem: Problem) -> Answer:
+        """Plan under every schedule; keep the cheapest answer, saying what the others cost."""
+        answers = [self._search(problem, self.pricing_for(problem, s)) for s in SCHEDULES]
+        best = min(answers, key=lambda a: a.cost_usd)  # min keeps the first of a tie
+        best.notes["schedule_auto"] = {a.pricing.schedule: (a.cost_usd if a.feasible else None)
+                                       for a in answers}
+        return best
 
     def _search(self, problem: Problem, pricing: Pricing) -> Answer:
         if self.search in searches.EXACT_NAMES:

@@ -136,6 +136,8 @@ class Pricing:
             problem = problem_for_plan(problem, plan.ps.resource, plan.ps.num_shards)
         stage_result = evaluate_plan(problem, plan, self.provisioning)  # also checks the fit
         if not self.flushed:
+            if self.schedule == "async" and self.model == "default" and stage_result.stages:
+                plan = self._run_as_async(problem, plan, stage_result)
             return plan, stage_result
         if stage_result.reason and not stage_result.reason.startswith("throughput"):
             return plan, replace(stage_result, provisioning="flushed")  # does not fit at all
@@ -148,6 +150,16 @@ class Pricing:
             fixed = replace(plan, num_microbatches=m) if m else plan
             return fixed, flushed_result(problem, fixed)
         return self._provision(problem, plan, stage_result)
+
+    def _run_as_async(self, problem: Problem, plan: Plan, stage_result: RunResult) -> Plan:
+        """An async plan as the engine runs it: the stage model's units where the plan gives
+        none, and m (the plan's, else the pricing's, else the simulator's default for those
+        units), so its staleness (heterps_sim.core.asynchrony) is defined."""
+        if any(s.num_replicas is None for s in plan.stages):
+            plan = plan.with_replicas([s.num_replicas for s in stage_result.stages])
+        if plan.num_microbatches <= 1:
+            plan = replace(plan, num_microbatches=self.microbatches or _default_m(problem, plan))
+        return plan
 
     def _provision(self, problem: Problem, plan: Plan, stage_result: RunResult
                    ) -> tuple[Plan, RunResult]:
