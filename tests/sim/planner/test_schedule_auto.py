@@ -1,0 +1,80 @@
+"""The pipeline schedule as a planner choice: async answers are runnable and state their
+staleness; `auto` keeps the cheapest of the schedules each planned on its own."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from heterps_sim.core.asynchrony import staleness
+from heterps_sim.planner import Planner
+from heterps_sim.planner.pricing import SCHEDULES
+from heterps_sim.testing import random_default_problem
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_auto_keeps_the_cheapest_schedule(seed):
+    rng = np.random.default_rng(900 + seed)
+    p = random_default_problem(rng, 3 + seed % 2, 2)
+    alone = {s: Planner(schedule=s).plan(p) for s in SCHEDULES}
+    auto = Planner(schedule="auto").plan(p)
+    costs = {s: a.cost_usd for s, a in alone.items()}
+    assert auto.cost_usd == min(costs.values())
+    first_cheapest = next(s for s in SCHEDULES if costs[s] == min(costs.values()))
+    if math.isfinite(auto.cost_usd):
+        assert auto.plan.schedule == first_cheapest  # a tie goes to the synchronous one
+    shown = auto.notes["schedule_auto"]
+    assert {s: (c if math.isfinite(c) else None) for s, c in costs.items()} == shown
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_an_async_answer_is_provisioned_and_states_its_staleness(seed):
+    rng = np.random.default_rng(950 + seed)
+    p = random_default_problem(rng, 4, 3)
+    answer = Planner(schedule="async").plan(p)
+    if not answer.feasible:
+        pytest.skip("no plan meets this problem's limit")
+    plan = answer.plan
+    assert plan.schedule == "async" and plan.num_microbatches > 1
+    replicas = [s.num_replicas for s in plan.stages]
+    assert all(k is not None and k >= 1 for k in replicas)
+    assert replicas == [s.num_replicas for s in answer.result.stages]  # the priced units
+    assert answer.staleness == staleness(replicas, plan.num_microbatches)
+    assert answer.to_json_dict()["staleness_steps"] == answer.staleness
+    line = answer.schedule_line()
+    assert line.startswith("schedule async: ")
+    assert (f"{answer.staleness} step" in line) if answer.staleness else "synchronous" in line
+
+
+def test_gpipe_answers_say_nothing_about_staleness():
+    p = random_default_problem(np.random.default_rng(3), 3, 2)
+    answer = Planner(schedule="gpipe").plan(p)
+    assert answer.staleness is None and answer.schedule_line() == ""
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "heterps_sim.cli", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_schedule_command_prints_the_async_schedule_and_checks_it_async():
+    out = _cli("schedule", "scenarios/exec-tiny.yaml", "--pipeline", "async")
+    assert out.returncode == 0, out.stderr
+    assert "schedule async: synchronous (one stage: no step overlaps another)" in out.stdout
+    assert "simulator check (bubbles, allreduce, transfers, contention, ps; async," in out.stdout
+
+
+def test_a_scenario_pipeline_outside_the_schedules_is_one_line(tmp_path):
+    text = (ROOT / "scenarios" / "exec-tiny.yaml").read_text()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text.replace("  scheduler: exact", "  scheduler: exact\n  pipeline: zigzag"))
+    out = _cli("schedule", str(bad))
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "schedule.pipeline" in out.stderr and out.stderr.count("\n") == 1
