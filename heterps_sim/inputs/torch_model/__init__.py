@@ -27,9 +27,10 @@ def capture_section(section, *, source: str, search_paths: Sequence[str | Path] 
     from heterps_sim.inputs.torch_model import capture as cap
     from heterps_sim.inputs.torch_model.layers import build_chain
     paths = [str(p) for p in search_paths]
-    if module is None:
+    if module is None:  # on the CPU instead when the module ignores the meta device
         module = cap.build_module(section, source=source, seed=seed, device=device,
                                   search_paths=paths)
+        device = cap.module_device(module) if device == "meta" else device
     loss = cap.resolve_loss(section.loss, source, paths)
     name = section.name or section.module.rpartition(":")[2]
     captured = cap.capture(module, cap.raw_inputs(section), loss, section.loss, name=name,

@@ -67,6 +67,8 @@ class CapturedModel:
     """(output, label) -> the summed loss of the samples."""
     loss_name: str
     source: str = ""
+    device: str = "cpu"
+    """Where the module lives: "meta" (shapes only) or a real device."""
 
 
 @contextmanager
@@ -110,6 +112,51 @@ def build_module(section: TorchModelSection, *, source: str, seed: int = 0,
     factory = import_object(section.module, source, "model.module", search_paths)
     if not callable(factory):
         raise CaptureError(f"{source}: model.module: {section.module} is not callable")
+    if torch.device(device).type != "meta":
+        return _call_factory(factory, section, source, seed, device, search_paths)
+    try:
+        module = _call_factory(factory, section, source, seed, device, search_paths)
+        why = _off_meta(module)
+    except CaptureError as exc:
+        raised = str(exc).partition(" raised ")[2] or str(exc)
+        why = f"there its factory raised {re.split(r'[.!;] ', raised)[0]}"
+    if not why:
+        return module
+    module = _call_factory(factory, section, source, seed, "cpu", search_paths)
+    _say_once(f"{source}: model.module: {section.module} ignores the meta device ({why}); "
+              "built it on the CPU to capture it (its tables take memory)")
+    return module
+
+
+def _off_meta(module: nn.Module) -> str:
+    """Why a module built under torch.device("meta") is not wholly on it ("" if it is):
+    torch.Tensor(n, m) ignores the device context, and so does a module that moves itself."""
+    for name, t in (*module.named_parameters(), *module.named_buffers()):
+        if t.device.type != "meta":
+            return f"{name} was made on {t.device.type}"
+    return ""
+
+
+_SAID: set[str] = set()
+
+
+def _say_once(line: str) -> None:
+    """An informational line on stderr, once per process."""
+    if line not in _SAID:
+        _SAID.add(line)
+        print(line, file=sys.stderr, flush=True)
+
+
+def module_device(module: nn.Module) -> str:
+    """"meta" when every tensor of the module is on the meta device, else its first one's."""
+    tensors = [*module.parameters(), *module.buffers()]
+    if tensors and all(t.device.type == "meta" for t in tensors):
+        return "meta"
+    return str(tensors[0].device) if tensors else "cpu"
+
+
+def _call_factory(factory, section: TorchModelSection, source: str, seed: int, device,
+                  search_paths: Sequence[str]) -> nn.Module:
     with torch.random.fork_rng(devices=[]), torch.device(device), _on_path(search_paths):
         torch.manual_seed(seed)
         try:
@@ -191,7 +238,8 @@ def capture(module: nn.Module, inputs: Sequence[RawInput], loss: Callable, loss_
     label = RawInput(LABEL, label_shape, label_dtype, card, (0.0, 1.0) if card is None else None)
     _check_loss(loss, loss_name, vals[0], label, source)
     return CapturedModel(name=name, module=module, graph_module=gm, inputs=tuple(inputs),
-                         label=label, loss=loss, loss_name=loss_name, source=source)
+                         label=label, loss=loss, loss_name=loss_name, source=source,
+                         device=str(device))
 
 
 def _hint(d) -> int:

@@ -76,10 +76,12 @@ def _flops(fn) -> tuple[object, float]:
     return result, float(counter.get_total_flops())
 
 
-def measure(chain: LayerChain, *, device: str | torch.device = "meta",
+def measure(chain: LayerChain, *, device: str | torch.device | None = None,
             batch: int = EXAMPLE_BATCH) -> tuple[ModelSpec, dict[str, bool]]:
-    """(the ModelSpec, key -> whether the value carries a gradient) of the chain."""
+    """(the ModelSpec, key -> whether the value carries a gradient) of the chain, measured
+    on `device` (default: where the module was captured)."""
     cap = chain.captured
+    device = cap.device if device is None else device
     holder = make_holder(chain)
     tables = find_tables(chain)
     widths = value_widths(chain)

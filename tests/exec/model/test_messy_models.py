@@ -120,6 +120,12 @@ def test_attention_with_weights_thrown_away_cuts_anywhere(tmp_path, layers, cuts
     assert_same_training(whole, stages)
 
 
+@pytest.mark.parametrize("case", ["old-tensor", "moves-itself"])
+def test_modules_ignoring_the_meta_device_train_like_the_eager_module(tmp_path, case):
+    whole, stages = chained(scenario(tmp_path, case), [1, 2])
+    assert_same_training(whole, stages)
+
+
 def write_plan(tmp_path: Path, path: Path, cuts: list[int], replicas: list[int]) -> Path:
     names = list(load_input(path).problem.layer_names)
     plan = tmp_path / f"{path.stem}-plan.json"
@@ -127,7 +133,7 @@ def write_plan(tmp_path: Path, path: Path, cuts: list[int], replicas: list[int])
     return plan
 
 
-RUNS = [("unused", [2], [1, 1]), ("attention", [3], [2, 1])]
+RUNS = [("unused", [2], [1, 1]), ("attention", [3], [2, 1]), ("moves-itself", [1], [1, 1])]
 
 
 @pytest.mark.slow

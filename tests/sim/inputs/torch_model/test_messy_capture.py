@@ -4,12 +4,15 @@ device are built on the CPU (and the capture says so), and every one of them pla
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
-from heterps_sim.inputs.torch_model import capture_section
+from heterps_sim.cli import main
+from heterps_sim.inputs.torch_model import capture_section, section_model_spec
 from heterps_sim.inputs.torch_model.section import TorchModelSection
-from tests.exec.model.test_messy_models import FIELDS, IDS
+from tests.exec.model.test_messy_models import CASES, FIELDS, IDS, scenario
 
 MESSY = "tests.fixtures.ctr_models.messy"
 
@@ -34,6 +37,42 @@ def test_attention_weights_thrown_away_are_in_no_layer(layers, names):
     # the softmax feeds the attention output: it stays, after the projection it reads
     softmax = next(n for n in graph.nodes if n.target is torch.ops.aten.softmax.int)
     assert softmax in placed and softmax not in chain.nodes[0]
+
+
+@pytest.mark.parametrize("cls, why", [
+    ("OldTensorParam", "(field_weight was made on cpu)"),
+    ("MovesItself", "(there its factory raised NotImplementedError: Cannot copy out of meta tensor)")])
+def test_a_module_ignoring_the_meta_device_is_captured_on_the_cpu(cls, why, capsys,
+                                                                  monkeypatch):
+    from heterps_sim.inputs.torch_model import capture
+    monkeypatch.setattr(capture, "_SAID", set())  # said once per process: say it here
+    chain = capture_section(section(cls), source="s.yaml")
+    assert chain.captured.device == "cpu"
+    assert chain.names == ["embedding", "fc", "out", "loss"]
+    err = capsys.readouterr().err.strip()
+    assert err == (f"s.yaml: model.module: {MESSY}:{cls} ignores the meta device {why}; built "
+                   "it on the CPU to capture it (its tables take memory)")
+    other = capture_section(section("UnusedLinear"), source="s.yaml")  # well-behaved: on meta
+    assert other.captured.device == "meta" and not capsys.readouterr().err
+
+
+def test_an_unused_submodule_changes_nothing_in_the_chain():
+    unused = section_model_spec(section("UnusedLinear"), source="s.yaml")
+    plain = section_model_spec(section("MovesItself"), source="s.yaml")  # same layers
+    assert [la.name for la in unused.layers] == ["embedding", "fc", "out", "loss"]
+    assert [(la.name, la.param_bytes, la.flops) for la in unused.layers] == \
+        [(la.name, la.param_bytes, la.flops) for la in plain.layers]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_messy_model_plans(tmp_path, case, capsys):
+    path = scenario(tmp_path, case)
+    code = main(["schedule", str(path), "--quiet", "--json", "--verify", "none"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    plan = json.loads(out)
+    layers = [la for stage in plan["plan"]["stages"] for la in stage["layers"]]
+    assert layers[0] == "embedding" and layers[-1] == "loss"
 
 
 def test_a_layer_failing_when_measured_alone_is_one_line(monkeypatch):
