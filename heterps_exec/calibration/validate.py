@@ -3,7 +3,7 @@
     report = validate(ValidateRequest(scenario="scenarios/exec-tiny.yaml", num_plans=20))
 
 Plans are drawn deterministically from the seed over stage counts (1-4), replica counts
-(at most `max_ranks` ranks), schedules (gpipe, 1f1b), microbatches and the scenario's types
+(at most `max_ranks` ranks), schedules (gpipe, 1f1b; async plans can be given), microbatches and the scenario's types
 (emulated by the binding). Each is predicted by the analytic model and by the simulator
 (`bubbles`, `transfers`, `allreduce`, and `cores`: every rank shares this host's cores) on a problem calibrated to this machine
 (calibration/calibrate.py), then run by the engine. Per plan: throughputs, step-time split (compute,
@@ -79,6 +79,8 @@ class ValidateRequest:
     """The runtime's per-microbatch work outside layers, when step_overhead_s is given."""
     profile_rows: list | None = None
     links: dict | None = None
+    plans: tuple[Plan, ...] = ()
+    """These plans instead of `num_plans` drawn ones (benchmarks comparing schedules)."""
 
 
 def mape(predicted: list[float], measured: list[float]) -> float:
@@ -214,8 +216,9 @@ def validate(req: ValidateRequest, progress=None) -> dict:
     warmup = min(req.warmup, req.steps - 1)
     measured_allreduce = tuple((int(r["ranks"]), float(r["bytes"]), float(r["seconds"]))
                                for r in req.links.get("allreduce", ())) or None
-    plans = diverse_plans(list(base.layer_names), list(base.type_names), req.num_plans,
-                          seed=req.seed, max_ranks=req.max_ranks)
+    plans = list(req.plans) or diverse_plans(list(base.layer_names), list(base.type_names),
+                                             req.num_plans, seed=req.seed,
+                                             max_ranks=req.max_ranks)
     out = Path(req.out_dir)
     (out / "plans").mkdir(parents=True, exist_ok=True)
     binding_src = req.binding or "emulated"

@@ -1,0 +1,94 @@
+"""The engine's async schedule against the simulator and against 1F1B, on this machine.
+
+    python benchmarks/bench_async_engine.py --steps 40 --repeats 3
+
+exec-tiny layouts of 2 and 3 stages (one replica per stage, and one replicated), each run
+for real under 1f1b and async (heterps-exec validate's machinery: the committed profile and
+links, types emulated at their relative speeds, the simulator with the engine's cores and
+messages), printed per plan:
+
+- measured throughput (median of --repeats runs) beside the simulator's prediction at the
+  run's compute speed (this VM's speed drifts up to 2x; the raw prediction is shown too);
+- the time per microbatch with the pipeline's bubbles taken out: step time / (m + s - 1) for
+  1f1b (the flushed pipeline's length), step time / m for async (no fill, no drain), and the
+  async/1f1b ratio of what is left per microbatch and boundary after compute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from heterps_exec.calibration.inputs import read_links, read_profile_rows  # noqa: E402
+from heterps_exec.calibration.validate import ValidateRequest, validate  # noqa: E402
+from heterps_sim.core.asynchrony import staleness  # noqa: E402
+from heterps_sim.core.plan import Plan, Stage  # noqa: E402
+from heterps_sim.inputs.zoo import get_model  # noqa: E402
+
+CPU = "xeon-icelake-16vcpu"
+LAYOUTS = [([10], [1, 1], 8), ([9, 11], [1, 1, 1], 8), ([10], [2, 1], 8)]
+
+
+def _plans() -> list[Plan]:
+    names = [la.name for la in get_model("tiny-ctr").layers]
+    plans = []
+    for cuts, replicas, m in LAYOUTS:
+        bounds = [0, *cuts, len(names)]
+        stages = tuple(Stage(layers=tuple(names[a:b]), resource=CPU, num_replicas=k)
+                       for a, b, k in zip(bounds[:-1], bounds[1:], replicas, strict=True))
+        for schedule in ("1f1b", "async"):
+            plans.append(Plan(stages=stages, num_microbatches=m, schedule=schedule))
+    return plans
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--out", default="runs/bench-async-engine")
+    args = p.parse_args()
+    profile = ROOT / "traces" / "profiles"
+    plans = _plans()
+    report = validate(ValidateRequest(
+        scenario=str(ROOT / "scenarios" / "exec-tiny.yaml"), plans=tuple(plans),
+        steps=args.steps, repeats=args.repeats, max_ranks=3, out_dir=args.out,
+        profile_rows=read_profile_rows(profile / "vm-cpu-tiny-ctr.csv", "tiny-ctr"),
+        links=read_links(profile / "vm-links.json")))
+    rows = report["plans"]
+    print(f"exec-tiny on this host ({report['host_cores']} cores, load "
+          f"{report['host_load_before']:.2f} before), {args.steps} steps, median of "
+          f"{args.repeats} runs")
+    print(f"{'replicas':>8} {'m':>2} {'schedule':>8} {'D':>2} {'measured/s':>11} "
+          f"{'sim@speed/s':>12} {'error':>7} {'sim raw/s':>10} {'ms/mb':>7} {'left/mb/bd':>11}")
+    per_mb = {}
+    errors = []
+    for plan, row in zip(plans, rows, strict=True):
+        s, m = len(plan.stages), plan.num_microbatches
+        step = row["measured_step_s"]
+        mb = step / (m if plan.schedule == "async" else m + s - 1)
+        compute = max(row["measured_stage_compute_s"]) / m  # the bottleneck's, per microbatch
+        left = max(mb - compute, 0.0) / (2 if s > 2 else 1)  # boundaries of the middle stage
+        per_mb[row["replicas"], plan.schedule] = left
+        err = 100 * (row["des_at_run_speed"] / row["measured"] - 1)
+        if plan.schedule == "async":
+            errors.append(abs(err))
+        d = staleness([x.num_replicas for x in plan.stages], m) if plan.schedule == "async" \
+            else "-"
+        print(f"{row['replicas']:>8} {m:>2} {plan.schedule:>8} {d:>2} {row['measured']:>11,.0f} "
+              f"{row['des_at_run_speed']:>12,.0f} {err:>+6.1f}% {row['des']:>10,.0f} "
+              f"{1e3 * mb:>7.3f} {1e3 * left:>11.3f}")
+    ratios = [per_mb[r, "async"] / per_mb[r, "1f1b"] for r, sch in per_mb if sch == "1f1b"
+              and per_mb[r, "1f1b"] > 0]
+    print(f"async vs simulator at run speed: median |error| {statistics.median(errors):.1f}%, "
+          f"worst {max(errors):.1f}%")
+    print("async / 1f1b time left per microbatch and boundary after compute: "
+          + ", ".join(f"{x:.2f}" for x in ratios) + f" (median {statistics.median(ratios):.2f})")
+
+
+if __name__ == "__main__":
+    main()
