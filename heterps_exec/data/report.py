@@ -34,5 +34,7 @@ def data_lines(result) -> str:
     elif h:
         auc = "n/a (one class)" if h["auc"] is None else f"{h['auc']:.4f}"
         lines.append(f"held-out: {h['rows']:,} rows ({h['positives']:,} positive)   "
-                     f"log-loss {h['log_loss']:.4f}   AUC {auc}")
+                     f"log-loss {h['log_loss']:.4f}   AUC {auc}"
+                     + ("   (the model outputs probabilities)"
+                        if h.get("output") == "probabilities" else ""))
     return "\n".join(lines)

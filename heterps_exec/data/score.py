@@ -4,8 +4,9 @@
 
 The launcher rebuilds the whole model from the run's final weights (state.pt, which has the
 parameter server's tables too), runs it forward over the held-out batches without gradients,
-and takes the probability sigmoid(logit) of the loss's logits. It runs after training, so it
-never touches the measured throughput.
+and takes the probability sigmoid(logit) of the loss's logits (a user model whose output is
+already a probability, `model.output: probabilities`, is read as it is). It runs after
+training, so it never touches the measured throughput.
 
 - log-loss: mean of -(y log p + (1-y) log(1-p)), computed from the logits as torch's
   binary_cross_entropy_with_logits does (no p = 0 or 1 blow-up);
@@ -25,6 +26,15 @@ def log_loss(labels: np.ndarray, logits: np.ndarray) -> float:
     """Mean binary cross-entropy of 0/1 labels under sigmoid(logits)."""
     y, z = np.asarray(labels, np.float64), np.asarray(logits, np.float64)
     return float(np.mean(np.maximum(z, 0) - z * y + np.log1p(np.exp(-np.abs(z)))))
+
+
+def log_loss_of_probabilities(labels: np.ndarray, probs: np.ndarray) -> float:
+    """Mean binary cross-entropy of 0/1 labels under probabilities, each log clamped at -100
+    as torch's binary_cross_entropy clamps it (p = 0 or 1 stays finite)."""
+    y, p = np.asarray(labels, np.float64), np.asarray(probs, np.float64)
+    with np.errstate(divide="ignore"):
+        log_p, log_q = np.maximum(np.log(p), -100.0), np.maximum(np.log1p(-p), -100.0)
+    return float(np.mean(-(y * log_p + (1 - y) * log_q)))
 
 
 def auc(labels: np.ndarray, scores: np.ndarray) -> float | None:
@@ -83,5 +93,7 @@ def score_holdout(spec, state_path) -> dict:
     if not ys:
         return {"skipped": "no held-out rows"}
     y, z = np.concatenate(ys), np.concatenate(zs)
-    return {"rows": int(len(y)), "positives": int(y.sum()), "log_loss": log_loss(y, z),
-            "auc": auc(y, z)}
+    kind = (spec.user_model or {}).get("section", {}).get("output") or "logits"
+    loss = log_loss_of_probabilities(y, z) if kind == "probabilities" else log_loss(y, z)
+    out = {"rows": int(len(y)), "positives": int(y.sum()), "log_loss": loss, "auc": auc(y, z)}
+    return {**out, "output": kind} if spec.user_model else out

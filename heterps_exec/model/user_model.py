@@ -58,6 +58,8 @@ def run_entry(section, scenario: str, plan, *, table_scale: float = 1.0) -> dict
     # across a cut, and the label's per-sample shape and dtype
     from heterps_sim.inputs.torch_model.segment import find_tables
     tables = {t: [tb.path, tb.rows, tb.dim] for t, tb in find_tables(chain).items()}
+    # the output kind, declared or detected, travels with the run: ranks and scorers read it
+    entry["section"]["output"] = chain.captured.output
     return {**entry, "grad_keys": sorted(k for k, g in grad.items() if g), "tables": tables,
             "label": {"shape": list(label.shape), "dtype": str(label.dtype).removeprefix("torch.")}}
 

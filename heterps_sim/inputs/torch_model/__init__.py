@@ -34,7 +34,7 @@ def capture_section(section, *, source: str, search_paths: Sequence[str | Path] 
     loss = cap.resolve_loss(section.loss, source, paths)
     name = section.name or section.module.rpartition(":")[2]
     captured = cap.capture(module, cap.raw_inputs(section), loss, section.loss, name=name,
-                           source=source, device=device)
+                           source=source, device=device, output=section.output)
     return build_chain(captured, section.layers, section.split_points)
 
 
@@ -59,10 +59,12 @@ def scenario_model_spec(section, source: str, path: Path | None):
 
 
 def model_spec(module, example_inputs, loss="bce", *, input_names: Sequence[str] | None = None,
-               layers="leaf", split_points: Sequence[str] = (), name: str | None = None):
+               layers="leaf", split_points: Sequence[str] = (), name: str | None = None,
+               output: str | None = None):
     """The ModelSpec of an nn.Module: `example_inputs` are a batch of its forward's inputs
     (batch first; integer ids inside their tables), `loss` one of bce, softmax_ce, mse, or a
-    callable (output, label) -> batch mean."""
+    callable (output, label) -> batch mean; `output` "logits" or "probabilities" (None:
+    detected, as a scenario's model.output)."""
     import torch
 
     from heterps_sim.inputs.torch_model import capture as cap
@@ -83,6 +85,6 @@ def model_spec(module, example_inputs, loss="bce", *, input_names: Sequence[str]
         fn, loss_name = MeanTimesBatch(loss), getattr(loss, "__name__", "user_loss")
     device = next((p.device for p in module.parameters()), torch.device("cpu"))
     captured = cap.capture(module, inputs, fn, loss_name, name=name or type(module).__name__,
-                           source="<python>", device=str(device))
+                           source="<python>", device=str(device), output=output)
     chain = build_chain(captured, layers, list(split_points))
     return measure(chain, device=device)[0]

@@ -69,6 +69,8 @@ class CapturedModel:
     source: str = ""
     device: str = "cpu"
     """Where the module lives: "meta" (shapes only) or a real device."""
+    output: str = "logits"
+    """What forward returns: "logits" or "probabilities" (declared, or detected)."""
 
 
 @contextmanager
@@ -207,10 +209,13 @@ def resolve_loss(name: str, source: str, search_paths: Sequence[str] = ()) -> Ca
 
 
 def capture(module: nn.Module, inputs: Sequence[RawInput], loss: Callable, loss_name: str, *,
-            name: str, source: str = "<model>", device: str = "cpu") -> CapturedModel:
+            name: str, source: str = "<model>", device: str = "cpu",
+            output: str | None = None) -> CapturedModel:
     """torch.export the module with a dynamic batch dimension, then check its output and the
-    loss on an example batch. Raises CaptureError (inputs that do not fit the model, an
-    operation torch.export cannot capture, an output or loss of the wrong kind)."""
+    loss on an example batch. `output` is what forward returns, logits or probabilities
+    (None: probabilities when the graph ends in a sigmoid); the built-in bce reads it so.
+    Raises CaptureError (inputs that do not fit the model, an operation torch.export cannot
+    capture, an output or loss of the wrong kind)."""
     module.train()
     args = tuple(example_tensor(i, EXAMPLE_BATCH, device=device,
                                 generator=torch.Generator().manual_seed(k))
@@ -233,13 +238,38 @@ def capture(module: nn.Module, inputs: Sequence[RawInput], loss: Callable, loss_
     if not out_shape or out_shape[0] != EXAMPLE_BATCH:
         raise CaptureError(f"{source}: model.module: {name}'s output has shape {out_shape}; "
                            "it needs the batch as its first dimension")
+    if output is None:
+        output = "probabilities" if ends_in_sigmoid(gm) else "logits"
+        if output == "probabilities":
+            _say_once(f"{source}: model.output: not set; {name}.forward ends in a sigmoid, so "
+                      "its output is read as probabilities (set model.output to say so)")
+    if loss_name == "bce" and output == "probabilities":
+        loss = losses.bce_probabilities
     label_shape, label_dtype = losses.label_shape(loss_name, out_shape)
     card = int(out_shape[-1]) if loss_name == "softmax_ce" else None
     label = RawInput(LABEL, label_shape, label_dtype, card, (0.0, 1.0) if card is None else None)
     _check_loss(loss, loss_name, vals[0], label, source)
     return CapturedModel(name=name, module=module, graph_module=gm, inputs=tuple(inputs),
                          label=label, loss=loss, loss_name=loss_name, source=source,
-                         device=str(device))
+                         device=str(device), output=output)
+
+
+_SHAPE_ONLY = {torch.ops.aten.squeeze.dim, torch.ops.aten.squeeze.default,
+               torch.ops.aten.squeeze.dims, torch.ops.aten.view.default,
+               torch.ops.aten.reshape.default, torch.ops.aten.unsqueeze.default,
+               torch.ops.aten.flatten.using_ints, torch.ops.aten._unsafe_view.default,
+               torch.ops.aten.clone.default, torch.ops.aten.contiguous.default}
+
+
+def ends_in_sigmoid(gm: fx.GraphModule) -> bool:
+    """Whether the graph's output is a sigmoid's, up to reshapes (so every value lies in
+    [0, 1]: a probability, not a logit)."""
+    out = next(iter(gm.graph.find_nodes(op="output"))).args[0]
+    node = out[0] if isinstance(out, list | tuple) else out
+    while isinstance(node, fx.Node) and node.target in _SHAPE_ONLY:
+        node = node.args[0]
+    return isinstance(node, fx.Node) and node.target in (torch.ops.aten.sigmoid.default,
+                                                          torch.sigmoid)
 
 
 def _hint(d) -> int:

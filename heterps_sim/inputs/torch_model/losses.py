@@ -17,6 +17,12 @@ def bce(output: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
     return F.binary_cross_entropy_with_logits(output, label.to(output.dtype), reduction="sum")
 
 
+def bce_probabilities(output: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
+    """Binary cross-entropy of an output that is already a probability (a model ending in a
+    sigmoid), summed; torch clamps each log at -100, so p = 0 or 1 stays finite."""
+    return F.binary_cross_entropy(output, label.to(output.dtype), reduction="sum")
+
+
 def softmax_ce(output: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
     """Softmax cross-entropy against a class index per sample, summed."""
     return F.cross_entropy(output, label.reshape(-1).long(), reduction="sum")

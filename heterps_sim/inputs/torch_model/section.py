@@ -6,6 +6,7 @@
       inputs:
         - {name: ids, shape: [3], dtype: int64, cardinality: [100, 200, 300]}
       loss: bce                                  # bce | softmax_ce | mse | "pkg.mod:fn"
+      output: probabilities                      # or logits; unset: detected from the graph
       layers: leaf                               # or [submodule names] (coarser layers)
       split_points: []                           # or submodule names that start a new layer
 
@@ -98,6 +99,11 @@ class TorchModelSection(_Strict):
     loss: str = "bce"
     """bce (sigmoid + binary cross-entropy on logits), softmax_ce (class index label), mse, or
     "pkg.mod:fn" taking (output, label) and returning the batch's mean loss."""
+    output: Literal["logits", "probabilities"] | None = None
+    """What forward returns for a binary label: logits (bce applies the sigmoid) or
+    probabilities (forward ends in a sigmoid, as most public CTR code does: bce then takes
+    the log of them directly). Unset: probabilities when the captured graph ends in a
+    sigmoid, else logits. The held-out log-loss and AUC read the output the same way."""
     layers: Literal["leaf"] | list[str] = "leaf"
     """Where layers begin and end: every leaf module ("leaf"), or these submodules as one
     layer each (other code stays at leaf granularity)."""

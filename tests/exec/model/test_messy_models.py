@@ -10,6 +10,7 @@ import json
 import types
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -126,6 +127,53 @@ def test_modules_ignoring_the_meta_device_train_like_the_eager_module(tmp_path, 
     assert_same_training(whole, stages)
 
 
+def test_a_model_returning_probabilities_trains_on_them_as_they_are(tmp_path, capsys,
+                                                                   monkeypatch):
+    """Detected (forward ends in a sigmoid), said once, and the built-in bce reads the output
+    as a probability: no second sigmoid."""
+    from heterps_sim.inputs.torch_model import capture, losses
+    monkeypatch.setattr(capture, "_SAID", set())
+    whole, stages = chained(scenario(tmp_path, "probabilities"), [2])
+    assert_same_training(whole, stages)
+    assert whole.cap.output == "probabilities" and whole.cap.loss is losses.bce_probabilities
+    assert "ends in a sigmoid, so its output is read as probabilities" in capsys.readouterr().err
+    declared = scenario(tmp_path, "probabilities", output="logits")  # the user says otherwise
+    loaded = load_input(declared)
+    entry = run_entry(loaded.scenario.model, str(declared),
+                      plan_from_dict(plan_for(list(loaded.problem.layer_names), [])))
+    assert entry["section"]["output"] == "logits"
+    assert whole_model(types.SimpleNamespace(user_model=entry, seed=3)).cap.loss is losses.bce
+
+
+def test_log_loss_of_probabilities_is_that_of_their_logits():
+    from heterps_exec.data.score import log_loss, log_loss_of_probabilities
+    gen = np.random.default_rng(0)
+    z, y = gen.normal(size=200), gen.integers(0, 2, 200)
+    p = 1 / (1 + np.exp(-z))
+    assert log_loss_of_probabilities(y, p) == pytest.approx(log_loss(y, z), rel=1e-12)
+    assert np.isfinite(log_loss_of_probabilities(np.array([1, 0]), np.array([0.0, 1.0])))
+
+
+def direct_log_loss(run_dir: Path, state: Path) -> float:
+    """The held-out log-loss computed here: the eager module with the saved weights on the
+    held-out rows, -mean(y log p + (1 - y) log(1 - p)) in numpy, p read per the output kind."""
+    from heterps_exec.data.readers import holdout_batches
+    from heterps_exec.runtime.layout import RunSpec
+    spec = RunSpec.load(run_dir / "spec.json")
+    model = whole_model(spec)
+    model.load_state_dict(torch.load(state))
+    model.eval()
+    ys, outs = [], []
+    with torch.no_grad():
+        for batch in holdout_batches(spec):
+            env, _ = model({k: torch.from_numpy(np.asarray(v)) for k, v in batch.items()})
+            outs.append(env["output"].reshape(-1).double().numpy())
+            ys.append(np.asarray(batch["label"], np.float64).reshape(-1))
+    y, out = np.concatenate(ys), np.concatenate(outs)
+    p = out if spec.user_model["section"]["output"] == "probabilities" else 1 / (1 + np.exp(-out))
+    return float(-np.mean(y * np.log(p) + (1 - y) * np.log(1 - p)))
+
+
 def write_plan(tmp_path: Path, path: Path, cuts: list[int], replicas: list[int]) -> Path:
     names = list(load_input(path).problem.layer_names)
     plan = tmp_path / f"{path.stem}-plan.json"
@@ -133,7 +181,8 @@ def write_plan(tmp_path: Path, path: Path, cuts: list[int], replicas: list[int])
     return plan
 
 
-RUNS = [("unused", [2], [1, 1]), ("attention", [3], [2, 1]), ("moves-itself", [1], [1, 1])]
+RUNS = [("unused", [2], [1, 1]), ("attention", [3], [2, 1]), ("moves-itself", [1], [1, 1]),
+        ("probabilities", [2], [1, 2])]
 
 
 @pytest.mark.slow
@@ -148,5 +197,9 @@ def test_messy_model_trains_exactly_and_scores_its_holdout(tmp_path, case, cuts,
                               str(tmp_path / "state.pt"))
     assert code == 0, err
     result = json.loads(out)
-    assert result["extra"]["holdout"]["rows"] > 0
+    holdout = result["extra"]["holdout"]
+    assert holdout["rows"] > 0
+    assert holdout["output"] == ("probabilities" if case == "probabilities" else "logits")
+    assert holdout["log_loss"] == pytest.approx(
+        direct_log_loss(tmp_path / "run", tmp_path / "state.pt"), rel=1e-9)
     assert_matches_reference(tmp_path / "run", tmp_path / "state.pt", result)
