@@ -8,7 +8,9 @@ Criteo-like, per the model's raw tensors (heterps_sim.inputs.graph.ModelGraph.ra
 - ids (read by an embedding layer): int64 [N, ids per sample], Zipf(a)-distributed over the
   table's rows (a = 1.05 by default: Criteo's id frequencies are close to that), hot ids
   scattered by a fixed permutation so that row 0 is not always the hottest;
-- dense features: float32 standard normal (Criteo's 13 counts after the usual log/standardise);
+- dense features: float32 standard normal (Criteo's 13 counts after the usual log/standardise),
+  or uniform in [low, high) where the model declares a range (a user model's float input
+  that holds ids: `model.inputs[].range`, read from an "input" node's attrs);
 - label: Bernoulli(sigmoid(w . dense + sum of hidden per-id weights + b)), so a model that
   learns the ids and features really lowers the loss; int64 class for softmax heads.
 The zoo's cardinalities are used as given; scale them with models.scale_tables first.
@@ -49,14 +51,19 @@ class RawTensor:
     dtype: str
     rows: int = 0
     """Ids: the table size the ids index (0 otherwise)."""
+    range: tuple[float, float] | None = None
+    """Features: drawn uniformly from [low, high) (None: standard normal)."""
 
 
 def raw_tensors(graph: ModelGraph) -> list[RawTensor]:
     """What the model reads from storage, with each tensor's role, width and dtype."""
     rows: dict[str, int] = {}
     labels: dict[str, str] = {}
+    ranges: dict[str, tuple[float, float]] = {}
     for n in graph.nodes:
-        if n.op == "embedding":
+        if n.op == "input" and n.attrs.get("range") is not None:
+            ranges[n.consumes[0]] = tuple(float(v) for v in n.attrs["range"])
+        elif n.op == "embedding":
             tables = n.attrs["tables"]
             for j, t in enumerate(n.consumes):
                 r = tables[0] if len(tables) == 1 else tables[j]
@@ -73,7 +80,8 @@ def raw_tensors(graph: ModelGraph) -> list[RawTensor]:
             dtype = "int64" if labels[name] == "softmax_ce" else "float32"
             out.append(RawTensor(name, "label", 1, dtype))
         else:
-            out.append(RawTensor(name, "features", int(nbytes // F32), "float32"))
+            out.append(RawTensor(name, "features", int(nbytes // F32), "float32",
+                                 range=ranges.get(name)))
     return out
 
 
@@ -110,9 +118,9 @@ def generate_dataset(graph: ModelGraph, path: str | Path, *, num_samples: int, s
             logit += weights[t.name][ids].sum(1) / np.sqrt(t.width)
             arrays[t.name] = ids
         elif t.role == "features":
-            x = rng.standard_normal((num_samples, t.width)).astype(np.float32)
+            x = features(rng, t, num_samples)
             weights[t.name] = rng.normal(0.0, 0.3, t.width)
-            logit += x @ weights[t.name]
+            logit += standardised(t, x) @ weights[t.name]
             arrays[t.name] = x
     centre = logit.mean()
     labels = _labels(rng, logit - centre)
@@ -124,13 +132,32 @@ def generate_dataset(graph: ModelGraph, path: str | Path, *, num_samples: int, s
                 held[t.name] = zipf_ids(rng, t.rows, (holdout_samples, t.width), zipf_a)
                 held_logit += weights[t.name][held[t.name]].sum(1) / np.sqrt(t.width)
             elif t.role == "features":
-                held[t.name] = rng.standard_normal((holdout_samples, t.width)).astype(np.float32)
-                held_logit += held[t.name] @ weights[t.name]
+                held[t.name] = features(rng, t, holdout_samples)
+                held_logit += standardised(t, held[t.name]) @ weights[t.name]
         (path / HOLDOUT).mkdir(exist_ok=True)
         _save(path / HOLDOUT, spec, held, _labels(rng, held_logit - centre))
         _write_meta(path / HOLDOUT, graph, holdout_samples, seed, zipf_a, spec)
     _write_meta(path, graph, num_samples, seed, zipf_a, spec, labels)
     return path
+
+
+def features(rng: np.random.Generator, t: RawTensor, n: int) -> np.ndarray:
+    """n rows of a float tensor: standard normal, or uniform in its [low, high) (below high
+    even after rounding to float32, so a column of ids cast to int stays inside its table)."""
+    if t.range is None:
+        return rng.standard_normal((n, t.width)).astype(np.float32)
+    low, high = t.range
+    x = rng.uniform(low, high, (n, t.width)).astype(np.float32)
+    return np.minimum(x, np.nextafter(np.float32(high), np.float32(-np.inf)))
+
+
+def standardised(t: RawTensor, x: np.ndarray) -> np.ndarray:
+    """x at mean 0 and std 1 (a uniform's (x - mid) / ((high - low) / sqrt 12)), so a ranged
+    feature weighs in the label's logit as a standard normal one does."""
+    if t.range is None:
+        return x
+    low, high = t.range
+    return (x - (low + high) / 2) / ((high - low) / np.sqrt(12.0))
 
 
 def _labels(rng: np.random.Generator, logit: np.ndarray) -> np.ndarray:
@@ -176,10 +203,11 @@ class BatchStream:
             self.meta = json.loads((self.path / META).read_text())
         except (OSError, ValueError):
             raise DatasetError(f"{self.path}: no dataset here (missing or bad {META})") from None
-        self.tensors = [RawTensor(**t) for t in self.meta["tensors"]]
+        self.tensors = [RawTensor(**{**t, "range": tuple(t["range"]) if t.get("range") else None})
+                        for t in self.meta["tensors"]]
         if graph is not None:
-            want = {(t.name, t.role, t.width) for t in raw_tensors(graph)}
-            if want != {(t.name, t.role, t.width) for t in self.tensors}:
+            want = {(t.name, t.role, t.width, t.range) for t in raw_tensors(graph)}
+            if want != {(t.name, t.role, t.width, t.range) for t in self.tensors}:
                 raise DatasetError(f"{self.path}: dataset was made for model "
                                    f"{self.meta['model']!r}, not {graph.name!r}")
         self.num_samples = int(self.meta["num_samples"])

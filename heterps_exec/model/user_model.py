@@ -128,14 +128,18 @@ def user_stage(spec, plan, stage: int, device: torch.device, wire: str):
 
 def data_graph(entry: dict) -> ModelGraph:
     """The model's raw tensors as heterps_exec.data reads them: each integer input as ids
-    below its cardinality (the smallest, where columns differ), float inputs as features,
-    the label as the loss's target."""
+    below its cardinality (the smallest, where columns differ), float inputs as features
+    (inside their declared range), the label as the loss's target."""
     section = _section(entry)
     label_shape, label_dtype = entry["label"]["shape"], entry["label"]["dtype"]
     raw, nodes = [], []
     for spec in section.inputs:
         is_id = spec.dtype in ("int64", "int32")
         raw.append((spec.name, spec.width * (ID_BYTES if is_id else F32)))
+        if spec.range is not None:  # synthetic data draws it from there, not N(0, 1)
+            nodes.append(Node(name=f"{spec.name}_input", kind="input", op="input",
+                              consumes=(spec.name,), produces=(), forward_flops=0.0,
+                              backward_flops=0.0, attrs={"range": tuple(spec.range)}))
         if is_id:
             card = spec.cardinality
             rows = min(card) if isinstance(card, list) else card

@@ -154,6 +154,28 @@ def test_log_loss_of_probabilities_is_that_of_their_logits():
     assert np.isfinite(log_loss_of_probabilities(np.array([1, 0]), np.array([0.0, 1.0])))
 
 
+def test_synthetic_data_draws_a_float_input_inside_its_declared_range(tmp_path):
+    """The float column FloatIds casts to ids (range [0, 7]) is drawn from [0, 7), never
+    standard normal (negative ids: an index error in rank 0); both held-out and training."""
+    from heterps_exec.data.synthetic import BatchStream, generate_dataset
+    from heterps_exec.model.user_model import data_graph
+    path = scenario(tmp_path, "float-ids")
+    loaded = load_input(path)
+    entry = run_entry(loaded.scenario.model, str(path),
+                      plan_from_dict(plan_for(list(loaded.problem.layer_names), [])))
+    graph = data_graph(entry)
+    generate_dataset(graph, tmp_path / "data", num_samples=2000, seed=1, holdout_samples=500)
+    for folder in (tmp_path / "data", tmp_path / "data" / "holdout"):
+        x = np.load(folder / "x.npy")
+        assert x.dtype == np.float32 and x.min() >= 0 and x.max() < 7
+        assert set(np.unique(x.astype(np.int64))) == set(range(7))  # every id drawn
+    label = np.load(tmp_path / "data" / "label.npy")
+    assert 0.2 < label.mean() < 0.8  # the range is centred in the logit: both classes
+    BatchStream(tmp_path / "data", batch_size=64, graph=graph)  # the same model's dataset
+    whole, stages = chained(path, [2])
+    assert_same_training(whole, stages)
+
+
 def direct_log_loss(run_dir: Path, state: Path) -> float:
     """The held-out log-loss computed here: the eager module with the saved weights on the
     held-out rows, -mean(y log p + (1 - y) log(1 - p)) in numpy, p read per the output kind."""
@@ -182,7 +204,7 @@ def write_plan(tmp_path: Path, path: Path, cuts: list[int], replicas: list[int])
 
 
 RUNS = [("unused", [2], [1, 1]), ("attention", [3], [2, 1]), ("moves-itself", [1], [1, 1]),
-        ("probabilities", [2], [1, 2])]
+        ("probabilities", [2], [1, 2]), ("float-ids", [1], [1, 1])]
 
 
 @pytest.mark.slow
