@@ -45,7 +45,8 @@ class ModelInput(_Strict):
     """Per-sample shape, without the batch dimension ([] for one number per sample)."""
     dtype: Literal["float32", "float64", "float16", "bfloat16", "int64", "int32", "bool"] = "float32"
     range: tuple[float, float] | None = None
-    """Float inputs: draw uniformly from [low, high] (default: standard normal)."""
+    """Float inputs: example batches and synthetic data draw uniformly from [low, high)
+    (default: standard normal); declare it for a float column that holds ids."""
     cardinality: int | list[int] | None = None
     """Integer inputs: ids lie in [0, cardinality); a list gives one bound per column of the
     last dimension (fields of different sizes, as in pytorch-fm's field_dims)."""
