@@ -103,6 +103,11 @@ class PSClient:
         tables in the order declarations arrive, which differs between shards when several
         clients declare different tables at once, hence one index per server."""
         self._tag = 0
+        self.push_step = -1
+        """The step pushes name (-1: the next to end). The async schedule sets it before
+        each backward: its pushes of step t + 1 may go out before step t ends."""
+        self._ending: deque = deque()
+        """(step, replies) of end_steps sent and not yet waited for (end_step_async)."""
         self._acks: deque = deque()
         self._max_in_flight = max_in_flight
         self._counters: dict[str, dict] = {}
@@ -215,7 +220,8 @@ class PSClient:
                 g = quant.encode(g, mode)
             wire += part.numel() * part.element_size() + g.numel() * g.element_size()
             self._acks.append(self._call(dst, protocol.PUSH, table=index[dst], ids=part,
-                                         values=g, quantize=quant.MODES.index(mode)))
+                                         values=g, quantize=quant.MODES.index(mode),
+                                         step=self.push_step))
         while len(self._acks) > self._max_in_flight:
             self._acks.popleft()[0].wait()
         self._count(table, "push", ids.numel(), uniq.numel(), time.perf_counter() - t0, wire)
@@ -234,6 +240,24 @@ class PSClient:
         """This client finished step `step`: returns when the PS lets it start the next."""
         self._drain()
         self._all(protocol.END_STEP, step=step)
+
+    def end_step_async(self, step: int) -> None:
+        """Say step `step` is over here (its pushes sent, the pulls that must see the rows
+        before it applies done) without waiting; `wait_step` waits for it later."""
+        self._ending.append((step, [self._call(dst, protocol.END_STEP, step=step)[0]
+                                    for dst in self.servers]))
+
+    def wait_step(self, step: int) -> None:
+        """Return once step `step` is applied on every shard (end_step_async sent it)."""
+        errors = []
+        while self._ending and self._ending[0][0] <= step:
+            for reply in self._ending.popleft()[1]:
+                try:
+                    reply.wait()
+                except PSError as exc:  # keep receiving: every reply must be consumed
+                    errors.append(str(exc))
+        if errors:
+            raise PSError("; ".join(errors))
 
     def checkpoint(self, step: int, directory: str) -> None:
         """Every shard writes its rows as of the end of `step` under `directory` (atomic)."""
@@ -274,6 +298,8 @@ class PSClient:
     def close(self) -> None:
         """Leave: the PS ranks stop once every client has closed."""
         try:
+            if self._ending:
+                self.wait_step(self._ending[-1][0])
             self._drain()
         finally:
             try:

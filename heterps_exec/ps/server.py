@@ -5,7 +5,9 @@ that source, answers on the request's reply tag with non-blocking sends (a slow 
 blocks the others), and defers `end_step` replies until the step may end:
 
 - staleness 0: client c's `end_step(t)` returns once every open client has ended step t; the
-  summed pushes of step t are applied then, once (synchronous SGD / Adagrad semantics);
+  summed pushes of step t are applied then, once (synchronous SGD / Adagrad semantics). A
+  client may have several end_steps in flight, of increasing steps (the async schedule
+  sends them as soon as it may and waits for each when it needs the rows it brings);
 - staleness s > 0: pushes apply on arrival and `end_step(t)` returns once every open client
   has ended step t - s, so nobody runs more than s steps ahead of the slowest client.
 
@@ -155,7 +157,7 @@ class _Server:
             t0 = time.perf_counter()
             ids, grads = protocol.decode_request(header, body)
             decoded = self.decode_grads(table, header, grads)
-            self.shard.push(table, ids, decoded)
+            self.shard.push(table, ids, decoded, step)
             self.shard.tables[table].bytes_in += grads.nbytes - decoded.nbytes
             self.reply(src, tag)
             self.shard.tables[table].latency_s["push"].append(time.perf_counter() - t0)
@@ -164,8 +166,9 @@ class _Server:
             self.reply(src, tag, value=self.shard.declare(spec))
         elif op == END_STEP:
             last = self.done[src]
-            if any(w[0] == src for w in self.waiting):
-                raise PSRequestError("end_step while this client's previous end_step waits")
+            if any(w[0] == src and w[1] >= step for w in self.waiting):
+                raise PSRequestError(f"end_step({step}) while this client's end_step of a "
+                                     "later or the same step waits")
             if not 0 <= step <= last + MAX_STEP_GAP:
                 raise PSRequestError(f"end_step({step}) after step {last}: steps are >= 0 and "
                                      f"skip at most {MAX_STEP_GAP}")

@@ -5,7 +5,9 @@ group; `server.py` puts it behind torch.distributed.
 
 Step semantics (staleness 0): pulls during step t see the rows as of the start of step t;
 pushes are summed per row and applied once, at `end_step(t)`, which the server calls when every
-client has ended step t. With staleness > 0 a push is applied as soon as it arrives.
+client has ended step t. A push may name its step (the async schedule's pushes of step t + 1
+arrive before step t ends): `end_step(t)` applies the pushes of steps up to t and those that
+name none. With staleness > 0 a push is applied as soon as it arrives.
 The optimizer state sits in the row itself (`TableSpec.width`): row, then Adagrad's
 accumulator, so every tier and every checkpoint moves the two together.
 """
@@ -48,7 +50,8 @@ class Table:
             cold = MemmapStore(path + ".rows", self.key_space, spec.width)
         policy = make_policy(config.policy, hot, self.key_space, passes=config.passes)
         self.tiers = TieredRows(policy, warm, spec.width, cold, self._init)
-        self.pending: list[tuple[np.ndarray, np.ndarray]] = []
+        self.pending: list[tuple[int, np.ndarray, np.ndarray]] = []
+        """(step the push named, -1: none; keys; gradients) not applied yet."""
         self.rows_pulled = self.rows_pushed = self.bytes_in = self.bytes_out = 0
         self.latency_s = {"pull": deque(maxlen=4096), "push": deque(maxlen=4096)}
 
@@ -96,11 +99,13 @@ class Table:
             w += (np.float32(-s.lr) * grads) / (np.sqrt(acc) + np.float32(s.eps))
         self.tiers.write(keys, rows)
 
-    def apply_pending(self) -> None:
-        if self.pending:
-            keys = np.concatenate([k for k, _ in self.pending])
-            grads = np.concatenate([g for _, g in self.pending])
-            self.pending.clear()
+    def apply_pending(self, step: int) -> None:
+        """Apply, summed, the pushes of steps up to `step` and those naming no step."""
+        due = [(k, g) for t, k, g in self.pending if t <= step]
+        if due:
+            self.pending = [p for p in self.pending if p[0] > step]
+            keys = np.concatenate([k for k, _ in due])
+            grads = np.concatenate([g for _, g in due])
             self.apply(*sum_by_key(keys, grads))
 
     def stats(self) -> dict:
@@ -192,8 +197,9 @@ class Shard:
         t.bytes_out += rows.nbytes
         return rows
 
-    def push(self, index: int, ids, grads) -> None:
-        """Gradients of `ids`, float32 (len(ids), dim); a repeated id's gradients add up."""
+    def push(self, index: int, ids, grads, step: int = -1) -> None:
+        """Gradients of `ids`, float32 (len(ids), dim); a repeated id's gradients add up.
+        `step`: the step they belong to (-1: the next step to end)."""
         t = self.table(index)
         ids = self._check_ids(t, ids)
         want = (ids.size, t.spec.dim)
@@ -205,14 +211,17 @@ class Shard:
         t.bytes_in += ids.nbytes + grads.nbytes
         keys = t.keys_of(ids)
         if self.config.staleness == 0:
-            t.pending.append((keys, grads.copy()))
+            if 0 <= step <= self.step:
+                raise PSRequestError(f"a push for step {step}, which has ended (last ended "
+                                     f"{self.step})")
+            t.pending.append((step, keys, grads.copy()))
         else:
             t.apply(*sum_by_key(keys, grads))
 
     def end_step(self, step: int) -> None:
         """Step `step` is over for every client: apply its pushes, advance the policies."""
         for t in self.tables:
-            t.apply_pending()
+            t.apply_pending(step)
             t.tiers.end_pass()
         self.step = step
 

@@ -6,7 +6,9 @@ its part of a step is done starts the stage's all-reduce and goes on. Which weig
 reads is fixed by heterps_sim.core.asynchrony, not by timing, so a segment may end anywhere
 without changing the result: the run flushes only where it checkpoints (and at its end), saves
 the older versions the next steps read with the weights, and a resumed run starts a fresh
-stream at the checkpoint's step that trains on exactly as an unbroken one.
+stream at the checkpoint's step that trains on exactly as an unbroken one. Tables on the
+parameter server follow the same rule (PSSteps); the PS keeps one version of its rows, so an
+async run with a parameter server does not checkpoint (refused before it starts).
 """
 
 from __future__ import annotations
@@ -53,8 +55,59 @@ def make_versions(spec, ctx, module, optimizer, resume: int | None, group) -> Ve
                     start=resume or 0, stash=stash)
 
 
+class PSSteps:
+    """The parameter server's half of the staleness rule, for a replica whose stage pulls
+    table rows: step t's pulls must see the rows after step t - D - 1 and before step t - D
+    (heterps_sim.core.asynchrony), and its pushes apply as step t's update.
+
+    Pushes name their step (PSClient.push_step), so the PS keeps a later step's pushes apart.
+    The PS applies step k once every client has ended it (ps/server.py); this replica ends
+    step k as soon as both its pushes of step k are out (its step end) and its pulls of
+    step k + D are done (its last forward of that step), without waiting, and waits for
+    step k only before its first forward of step k + D + 1, whose rows it brings. The
+    staleness bound puts that forward after both points, so the wait cannot close a cycle.
+    """
+
+    def __init__(self, client, d: int) -> None:
+        self.client, self.d = client, d
+        self.points: dict[int, list[int]] = {}
+        self.first = 0
+        self.sent: set[int] = set()
+        self.waited = -1
+
+    def plan_segment(self, actions: list, m: int, first: int, end: int) -> None:
+        """Where in this segment's `actions` each step's end goes out (after that index)."""
+        at_step = {mu: i for i, (code, mu) in enumerate(actions) if code == STEP}
+        last_forward: dict[int, int] = {}
+        for i, (code, mu) in enumerate(actions):
+            if code == F:
+                last_forward[mu // m] = i
+        self.points, self.first, self.waited = {}, first, first - 1
+        for k in range(first, end):
+            at = (len(actions) - 1 if k + self.d >= end
+                  else max(at_step[k], last_forward.get(k + self.d, -1)))
+            self.points.setdefault(at, []).append(k)
+
+    def after(self, index: int) -> None:
+        for k in self.points.get(index, ()):
+            self.client.end_step_async(k)
+            self.sent.add(k)
+
+    def before_forward(self, step: int) -> None:
+        k = step - self.d - 1
+        if k >= self.first and k > self.waited:
+            if k not in self.sent:
+                raise RuntimeError(f"step {step} reads the rows after step {k}, which this "
+                                   "replica has not ended (the staleness bound was broken)")
+            self.client.wait_step(k)
+            self.waited = k
+
+    def finish(self, end: int) -> None:
+        self.client.wait_step(end - 1)
+
+
 def run_async(spec, ctx, runner, stream, start: int, module, optimizer, groups, *,
-              fail, client=None, save_ps=None) -> AsyncRun:
+              fail) -> AsyncRun:
     """Walk this replica's streams from step `start`; `fail(step)` is the fault hook."""
     plan = spec.plan_obj()
     m = plan.num_microbatches
@@ -79,15 +132,20 @@ def run_async(spec, ctx, runner, stream, start: int, module, optimizer, groups, 
                                if spec.checkpoint_dir else 0):
         actions = ctx.layout.actions("async", ctx.stage, ctx.replica, m, end - first,
                                      first_step=first)
+        ps = runner.ps_steps
+        if ps is not None:
+            ps.plan_segment(actions, m, first, end)
         chunk: list = []
         fail(first)
-        for code, mu in actions:
+        for i, (code, mu) in enumerate(actions):
             if code != STEP:
-                chunk.append((code, mu))
+                chunk.append((i, code, mu))
                 continue
             _run_chunk(runner, chunk, batch_of)
             chunk = []
             runner.end_step_async(mu)
+            if ps is not None:
+                ps.after(i)
             batches.pop(mu, None)
             if mu == measured_after - 1:
                 out.measure_from = rec.now()
@@ -96,14 +154,15 @@ def run_async(spec, ctx, runner, stream, start: int, module, optimizer, groups, 
             if mu + 1 < end:
                 fail(mu + 1)
         _run_chunk(runner, chunk, batch_of)
+        if ps is not None:
+            ps.finish(end)
         losses = runner.finish_async(end)
         out.losses += [losses.get(step, 0.0) for step in range(first, end)]
         if spec.checkpoint_dir and spec.checkpoint_every and end % spec.checkpoint_every == 0:
             stash = runner.versions.saved_stash()
             assert sorted(stash) == stash_versions(end, d), (sorted(stash), end, d)
             checkpoint.save(spec.checkpoint_dir, end, module, optimizer, rank=ctx.rank,
-                            group=groups.trainers, stash=stash, staleness=d,
-                            before_commit=save_ps(end) if save_ps is not None else None)
+                            group=groups.trainers, stash=stash, staleness=d)
     return out
 
 
@@ -111,9 +170,12 @@ def _run_chunk(runner, chunk: list, batch_of) -> None:
     """The actions between two step ends: receives posted first (they overlap compute)."""
     if not chunk:
         return
-    runner.post_receives(chunk)
-    for code, mu in chunk:
+    runner.post_receives([(code, mu) for _, code, mu in chunk])
+    ps = runner.ps_steps
+    for i, code, mu in chunk:
         if code == F:
             runner.forward(mu, batch_of(mu // runner.m))
         elif code == B:
             runner.backward(mu)
+        if ps is not None:
+            ps.after(i)

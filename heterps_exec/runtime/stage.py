@@ -95,6 +95,9 @@ class StageRunner:
         """The async schedule's weight versions (versions.py); None for gpipe and 1f1b."""
         self.step_loss: dict[int, float] = {}
         """Async: each step's summed loss so far at the last stage (steps overlap there)."""
+        self.ps_steps = None
+        """Async with tables on the parameter server: the PSSteps that keeps the rows each
+        step pulls at its version (async_steps.py); None otherwise."""
 
     # -- messages ------------------------------------------------------------------------
     def post_receives(self, actions) -> None:
@@ -173,6 +176,8 @@ class StageRunner:
             out_env, loss = self._compute(f"F{mu}", lambda: self.module(env))
         else:  # the weights this microbatch's step reads (stashed for its backward)
             params = self.versions.params_for(mu // self.m)
+            if self.ps_steps is not None:  # and the table rows of the same version
+                self.ps_steps.before_forward(mu // self.m)
             out_env, loss = self._compute(f"F{mu}", lambda: torch.func.functional_call(
                 self.module, params, (env,)))
         nxt = self.next_forward.get(mu)
@@ -208,6 +213,8 @@ class StageRunner:
     def backward(self, mu: int) -> None:
         c = self.ctx
         leaf, out = self.stash.pop(mu)
+        if self.ps_steps is not None:
+            self.ps_steps.client.push_step = mu // self.m  # the step its pushes belong to
         if self.reducer is not None and mu == self.last_backward:
             self.reducer.arm()
         if self.last:

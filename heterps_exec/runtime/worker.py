@@ -29,7 +29,7 @@ from heterps_exec.hps import quantize
 from heterps_exec.hps import speed as sharing
 from heterps_exec.model.partition import boundary_after, stage_model
 from heterps_exec.model.spec_graph import graph_for
-from heterps_exec.runtime.async_steps import make_versions, run_async
+from heterps_exec.runtime.async_steps import PSSteps, make_versions, run_async
 from heterps_exec.runtime.layout import Layout, RunSpec
 from heterps_exec.runtime.stage import StageContext, StageRunner
 from heterps_exec.runtime.timeline import Recorder
@@ -162,6 +162,11 @@ def train(spec: RunSpec, rank: int, layout: Layout, groups: Groups,
     ctx.recorder.restart_clock()
     losses, step_ends, measure_from = [], [], None
     if runner.versions is not None:  # async: continuous streams between checkpoints
+        if client is not None and runner.embeddings:
+            runner.ps_steps = PSSteps(client, runner.versions.d)
+        elif client is not None:  # no table here: nothing of this rank's for the PS to await
+            client.close()
+            client = None
         run = run_async(spec, ctx, runner, stream, start, module, optimizer, groups,
                         fail=lambda step: _maybe_fail(spec, rank, step))
         losses, step_ends, measure_from = run.losses, run.step_ends, run.measure_from

@@ -22,13 +22,18 @@ from heterps_sim.core.asynchrony import staleness
 from tests.exec.helpers import SCENARIO, assert_matches_reference, run_exec, tiny_plan
 from tests.exec.model.test_user_model_runs import FIXTURES, write_plan
 
-# (cuts, replicas per stage, microbatches, optimizer): D = 1, 1 (replicated), 2, 3, 0
+# (cuts, replicas per stage, microbatches, optimizer, PS shards): D = 1, 1 (replicated),
+# 2, 3, 0; with the tables on the parameter server: a replicated table stage (D = 1), the
+# tables split over two stages and two shards (D = 1), four stages (D = 3)
 PLANS = [
-    ([10], [1, 1], 4, "sgd"),
-    ([10], [2, 2], 3, "adagrad"),
-    ([9, 11], [3, 2, 1], 6, "sgd"),
-    ([5, 10, 12], [1, 1, 2, 1], 3, "sgd"),
-    ([], [2], 4, "sgd"),
+    ([10], [1, 1], 4, "sgd", 0),
+    ([10], [2, 2], 3, "adagrad", 0),
+    ([9, 11], [3, 2, 1], 6, "sgd", 0),
+    ([5, 10, 12], [1, 1, 2, 1], 3, "sgd", 0),
+    ([], [2], 4, "sgd", 0),
+    ([4], [2, 1], 4, "adagrad", 1),
+    ([4, 11], [1, 1, 1], 2, "sgd", 2),
+    ([5, 10, 12], [1, 1, 2, 1], 3, "sgd", 1),
 ]
 
 
@@ -49,14 +54,19 @@ def _sync_difference(run_dir: Path, state: Path) -> float:
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("cuts,replicas,m,optimizer", PLANS,
-                         ids=[f"{r}-m{m}" for _, r, m, _ in PLANS])
+@pytest.mark.parametrize("cuts,replicas,m,optimizer,shards", PLANS,
+                         ids=[f"{r}-m{m}-ps{n}" for _, r, m, _, n in PLANS])
 def test_async_plan_trains_exactly_like_the_async_oracle(tmp_path, cuts, replicas, m,
-                                                         optimizer):
+                                                         optimizer, shards):
     plan = tiny_plan(tmp_path / "plan.json", cuts, replicas, schedule="async", m=m)
     lr = "0.02" if optimizer == "adagrad" else "0.5"
     result = _run(tmp_path, plan, "--steps", "5", "--optimizer", optimizer, "--lr", lr,
-                  "--save-state", str(tmp_path / "state.pt"))
+                  "--save-state", str(tmp_path / "state.pt"), "--ps-shards", str(shards))
+    if shards:  # the tables really were on the PS: rank 0's rows pulled and pushed there
+        assert len(result["extra"]["ps"]["servers"]) == shards
+        client = result["extra"]["ps"]["client"]
+        assert client and all(c["pull_rows"] > 0 and c["push_rows"] > 0
+                              for c in client.values())
     assert [s["num_replicas"] for s in result["stages"]] == replicas
     assert_matches_reference(tmp_path / "run", tmp_path / "state.pt", result)
     d = staleness(replicas, m)
@@ -108,10 +118,19 @@ def test_a_user_module_trains_async_like_its_oracle(tmp_path):
     assert _sync_difference(tmp_path / "run", tmp_path / "state.pt") > 1e-5
 
 
-@pytest.mark.parametrize("flag", [["--ps-shards", "1"], ["--share", "speed"], ["--overlap", "on"]])
+@pytest.mark.parametrize("flag", [["--share", "speed"], ["--overlap", "on"]])
 def test_async_refuses_what_reduces_per_flushed_step(tmp_path, flag):
     plan = tiny_plan(tmp_path / "plan.json", [10], [1, 1], schedule="async", m=4)
     code, _, err = run_exec("run", str(plan), "--scenario", SCENARIO, "--steps", "2",
                             "--out", str(tmp_path / "run"), *flag)
     assert code == 2 and err.count("\n") == 1
     assert f"schedule async runs without {flag[0]}" in err
+
+
+def test_async_with_a_parameter_server_does_not_checkpoint(tmp_path):
+    plan = tiny_plan(tmp_path / "plan.json", [10], [1, 1], schedule="async", m=4)
+    code, _, err = run_exec("run", str(plan), "--scenario", SCENARIO, "--steps", "2",
+                            "--out", str(tmp_path / "run"), "--ps-shards", "1",
+                            "--checkpoint-dir", str(tmp_path / "ckpt"))
+    assert code == 2 and err.count("\n") == 1
+    assert "runs without --checkpoint-dir" in err
