@@ -147,10 +147,10 @@ def run_async(spec, ctx, runner, stream, start: int, module, optimizer, groups, 
             if ps is not None:
                 ps.after(i)
             batches.pop(mu, None)
-            if mu == measured_after - 1:
-                out.measure_from = rec.now()
-                rec.measuring = True
             out.step_ends.append(rec.now())
+            if mu == measured_after - 1:  # steps ending after this one are measured
+                out.measure_from = out.step_ends[-1]
+                rec.measuring = True
             if mu + 1 < end:
                 fail(mu + 1)
         _run_chunk(runner, chunk, batch_of)
