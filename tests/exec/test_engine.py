@@ -149,10 +149,12 @@ ZOO = [("dlrm", "0.0001"), ("ctr-dnn", "0.001"), ("2emb", "0.0001"), ("wide-deep
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("model,scale", [pytest.param(m, s, marks=() if m == "dlrm" else
-                                                      pytest.mark.slow) for m, s in ZOO])
-def test_every_zoo_model_pipelines_exactly(tmp_path, model, scale):
-    """Each zoo model (tables scaled down) cut in the middle, replicas (2, 1)."""
+@pytest.mark.parametrize("model,scale,schedule", [
+    pytest.param(m, s, sch, marks=() if m == "dlrm" else pytest.mark.slow)
+    for m, s in ZOO for sch in ("1f1b", "async")])
+def test_every_zoo_model_pipelines_exactly(tmp_path, model, scale, schedule):
+    """Each zoo model (tables scaled down) cut in the middle, replicas (2, 1), under 1f1b
+    and under async (against the async oracle, runtime/reference.py)."""
     from heterps_sim.inputs.zoo import get_model
     layers = [la.name for la in get_model(model).layers]
     cut = len(layers) // 2
@@ -162,7 +164,7 @@ def test_every_zoo_model_pipelines_exactly(tmp_path, model, scale):
     (tmp_path / "p.json").write_text(json.dumps({"stages": [
         {"layers": layers[:cut], "resource": "xeon-icelake-16vcpu", "num_replicas": 2},
         {"layers": layers[cut:], "resource": "xeon-icelake-16vcpu", "num_replicas": 1}],
-        "num_microbatches": 2, "schedule": "1f1b"}))
+        "num_microbatches": 2, "schedule": schedule}))
     code, out, err = run_exec("run", str(tmp_path / "p.json"), "--scenario",
                               str(tmp_path / "s.yaml"), "--steps", "3", "--table-scale", scale,
                               "--out", str(tmp_path / "run"), "--save-state",
