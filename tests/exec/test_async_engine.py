@@ -134,3 +134,16 @@ def test_async_with_a_parameter_server_does_not_checkpoint(tmp_path):
                             "--checkpoint-dir", str(tmp_path / "ckpt"))
     assert code == 2 and err.count("\n") == 1
     assert "runs without --checkpoint-dir" in err
+
+
+@pytest.mark.timeout(300)
+def test_a_yaml_model_trains_async_like_its_oracle(tmp_path):
+    root = Path(__file__).resolve().parents[2]
+    plan = json.loads((root / "scenarios" / "plans" / "yaml-model-onprem.json").read_text())
+    plan["schedule"] = "async"
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    result = _run(tmp_path, tmp_path / "plan.json", "--steps", "4", "--save-state",
+                  str(tmp_path / "state.pt"),
+                  scenario=str(root / "scenarios" / "yaml-model-onprem.yaml"))
+    assert_matches_reference(tmp_path / "run", tmp_path / "state.pt", result)
+    assert _sync_difference(tmp_path / "run", tmp_path / "state.pt") > 1e-5
