@@ -27,6 +27,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from heterps_sim.core.plan import Plan
 from heterps_sim.core.problem import Problem
 from heterps_sim.core.result import RunResult
@@ -134,10 +136,10 @@ class Pricing:
         if plan.ps is not None:  # the plan names its PS hosts: price those
             from heterps_sim.cost.ps_hosts import problem_for_plan
             problem = problem_for_plan(problem, plan.ps.resource, plan.ps.num_shards)
+        if self.schedule == "async" and self.model == "default":
+            return self._price_async(problem, plan)
         stage_result = evaluate_plan(problem, plan, self.provisioning)  # also checks the fit
         if not self.flushed:
-            if self.schedule == "async" and self.model == "default" and stage_result.stages:
-                plan = self._run_as_async(problem, plan, stage_result)
             return plan, stage_result
         if stage_result.reason and not stage_result.reason.startswith("throughput"):
             return plan, replace(stage_result, provisioning="flushed")  # does not fit at all
@@ -150,6 +152,29 @@ class Pricing:
             fixed = replace(plan, num_microbatches=m) if m else plan
             return fixed, flushed_result(problem, fixed)
         return self._provision(problem, plan, stage_result)
+
+    def search_problem(self, problem: Problem) -> Problem:
+        """The problem a search under this pricing costs plans on: an async plan's units
+        also hold their stage's stashed weight versions, counted at staleness 1 (what a
+        plan with at least as many microbatches as stages has; price() counts each plan's
+        own)."""
+        if self.schedule == "async" and self.model == "default":
+            return with_stashed_weights(problem, 1)
+        return problem
+
+    def _price_async(self, problem: Problem, plan: Plan) -> tuple[Plan, RunResult]:
+        """The stage model with each unit's memory holding the weight versions the plan's
+        staleness keeps (with_stashed_weights), units and m set as the engine runs them."""
+        d = _plan_staleness(plan) if plan.num_microbatches > 1 and all(
+            s.num_replicas is not None for s in plan.stages) else 1
+        result = evaluate_plan(with_stashed_weights(problem, d), plan, self.provisioning)
+        if not result.stages:
+            return plan, result
+        plan = self._run_as_async(problem, plan, result)
+        if _plan_staleness(plan) != d:  # more versions in flight than counted: count them
+            result = evaluate_plan(with_stashed_weights(problem, _plan_staleness(plan)), plan,
+                                   self.provisioning)
+        return plan, result
 
     def _run_as_async(self, problem: Problem, plan: Plan, stage_result: RunResult) -> Plan:
         """An async plan as the engine runs it: the stage model's units where the plan gives
@@ -184,6 +209,23 @@ class Pricing:
                f"samples/s as the pipeline flushes (m = {span}); the stage model, which "
                f"ignores the flush, gives {stage_result.throughput:.6g}")
         return fixed, replace(result, reason=why)
+
+
+def with_stashed_weights(problem: Problem, d: int) -> Problem:
+    """The problem as an async plan of staleness d runs it (heterps_sim.core.asynchrony):
+    besides its training state, a unit keeps a copy of its stage's dense weights for each
+    step in flight, at most d + 1 (the engine's runtime/versions.py). Default model only
+    (the paper's has no memory); a problem without parameter sizes is returned as it is."""
+    if problem.cost_model != "default" or problem.param_bytes is None:
+        return problem
+    c = problem.unit_costs
+    stash = (d + 1) * np.asarray(problem.param_bytes, np.float64)
+    return replace(problem, costs=replace(c, state_bytes=c.state_bytes + stash))
+
+
+def _plan_staleness(plan: Plan) -> int:
+    from heterps_sim.core.asynchrony import staleness
+    return staleness([s.num_replicas for s in plan.stages], plan.num_microbatches)
 
 
 def flushed_result(problem: Problem, plan: Plan, provisioning: str = "fixed") -> RunResult:

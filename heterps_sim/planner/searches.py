@@ -153,10 +153,11 @@ def scheduler(problem: Problem, pricing: Pricing, name: str, options: dict | Non
     from heterps_sim.schedulers.base import Evaluator, NoFeasiblePlan
     from heterps_sim.schedulers.registry import make_scheduler
     search = make_scheduler(name, **{"seed": seed, **(options or {})})
-    evaluate = Evaluator(problem, pricing.provisioning)
+    searched = pricing.search_problem(problem)  # (async: stashed weights in the memory)
+    evaluate = Evaluator(searched, pricing.provisioning)
     start = time.perf_counter()
     try:
-        plan = search.schedule(problem, evaluate)
+        plan = search.schedule(searched, evaluate)
     except NoFeasiblePlan as exc:
         return Answer(scheduler=name, plan=None, result=None, pricing=pricing,
                       problem=problem, evaluations=evaluate.count,
@@ -164,11 +165,20 @@ def scheduler(problem: Problem, pricing: Pricing, name: str, options: dict | Non
                       notes={**(getattr(search, "notes", {}) or {}), "reason": str(exc)})
     notes = dict(getattr(search, "notes", {}) or {})
     plan, result = pricing.price(problem, _open_units(plan) if pricing.flushed else plan)
-    stage_model = not pricing.flushed and name == "exact"
+    # the search counted an async plan's stashed weights at staleness 1; a plan that keeps
+    # more versions was priced with them, and the proof does not cover it
+    stage_model = not pricing.flushed and name == "exact" and not (
+        plan.schedule == "async" and pricing.search_problem(problem) is not problem
+        and _staleness(plan) > 1)
     return Answer(scheduler=name, plan=plan, result=result, pricing=pricing, problem=problem,
                   proven=stage_model and bool(notes.get("proven_optimal")),
                   evaluations=evaluate.count, wall_s=time.perf_counter() - start,
                   notes=notes)
+
+
+def _staleness(plan: Plan) -> int:
+    from heterps_sim.core.asynchrony import staleness
+    return staleness([s.num_replicas for s in plan.stages], plan.num_microbatches)
 
 
 def _open_units(plan: Plan) -> Plan:

@@ -78,3 +78,40 @@ def test_a_scenario_pipeline_outside_the_schedules_is_one_line(tmp_path):
     out = _cli("schedule", str(bad))
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert "schedule.pipeline" in out.stderr and out.stderr.count("\n") == 1
+
+
+def _tight(seed: int, spare_copies: float):
+    """A default-model problem (a low limit) whose type 0 holds either half of the layers'
+    training state plus `spare_copies` copies of that half's dense weights, no more, and
+    needs no activation memory."""
+    from dataclasses import replace
+    p = random_default_problem(np.random.default_rng(seed), 4, 2)
+    c = p.unit_costs
+    w = np.asarray(p.param_bytes)
+    need = max(float(c.state_bytes[h].sum() + spare_copies * w[h].sum())
+               for h in (slice(0, 2), slice(2, 4)))
+    memory = np.array(c.memory_bytes, dtype=float)
+    memory[0] = need / c.memory_headroom
+    costs = replace(c, memory_bytes=memory, activation_bytes=np.zeros_like(c.activation_bytes))
+    return replace(p, costs=costs, throughput_limit=1e-3)
+
+
+def test_stashed_weights_count_against_each_units_memory():
+    from heterps_sim.core.plan import Plan, Stage
+    from heterps_sim.planner import Pricing
+    from heterps_sim.planner.pricing import with_stashed_weights
+    p = _tight(21, 1.5)  # room for a stage's state and 1.5 copies of its weights
+    got = with_stashed_weights(p, 2)
+    assert np.allclose(got.unit_costs.state_bytes - p.unit_costs.state_bytes,
+                       3 * np.asarray(p.param_bytes))
+    names = p.layer_names
+    two = Plan(stages=(Stage(layers=names[:2], resource=p.type_names[0], num_replicas=1),
+                       Stage(layers=names[2:], resource=p.type_names[0], num_replicas=1)),
+               num_microbatches=4)
+    assert staleness([1, 1], 4) == 1  # so each unit keeps 2 copies: more than the room
+    sync = Pricing.of(p, schedule="gpipe").price(p, two)[1]
+    stale = Pricing.of(p, schedule="async").price(p, two)[1]
+    assert "memory" not in sync.reason
+    assert not stale.feasible and "memory" in stale.reason
+    roomy = _tight(21, 2.5)  # room for 2.5 copies: the async plan fits
+    assert "memory" not in Pricing.of(roomy, schedule="async").price(roomy, two)[1].reason
