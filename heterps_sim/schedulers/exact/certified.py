@@ -19,6 +19,11 @@ for one type) and are 2.8-6 USD, and the searches under ceilings lift them from 
 quick heuristic (the same search keeping a few labels per layer, BEAM) gives the first plan
 to beat at a few m's, so the exact searches start with a ceiling.
 
+Incumbents: the beam gives a first plan at a few m's; its neighbourhood (stage boundaries
+moved by a layer, any types and unit counts, m within 2: _polish) is searched while it
+improves (synthetic-64x64: 11.19 -> 9.80 USD in about 11 M units); the Lagrangian bound's
+shortest paths are searched as plans too (flushed_lagrange.py).
+
 Work is counted in deterministic units (stage options tried, dominance tests, table entries),
 never time: the same problem and budget give the same answer on any machine.
 """
@@ -48,15 +53,22 @@ RAISE = 1.25
 """A search's ceiling over its m's bound while no plan is known (and the most it rises)."""
 LEAST_RAISE = 1.02
 """The least a ceiling rises over its m's bound (below the best plan's cost)."""
+POLISH_WIDEN = 1
+"""Layers a stage boundary of the best plan may move in its neighbourhood (_polish)."""
+POLISH_M = 2
+"""How far from the best plan's m its neighbourhood's m's go."""
+POLISH_WORK = 5_000_000
+"""The most work one neighbourhood search may spend (past it, it gives no plan)."""
+POLISH_SHARE = 0.2
+"""The share of the budget the neighbourhood searches may spend in all."""
 SEARCH_FIRST = 0.2
 """The share of the budget the label searches spend before the Lagrangian bounds are tried
 (they close small problems well inside it)."""
 LAGRANGE_SHARE = 0.6
 """Of the work left after the first searches (SEARCH_FIRST), the share the Lagrangian bounds
-(flushed_lagrange.py) may spend, in equal slices over the open m's (least bound first; what
-one m leaves goes to the next). They run only when the share covers every open m's first
-sweep (LagrangeBound.sweep_work): the global bound is the least over the m's, so bounds on
-some m's alone would not raise it."""
+(flushed_lagrange.py) may spend: one run whose boxes cover every open m (ranges of m's,
+split where the bound stays low). It runs only when the share covers a first sweep
+(LagrangeBound.sweep_work)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,11 +159,15 @@ class _Run:
         for m in [m for m in BEAM_MS if m in self.lb]:
             self._tables(m)
         self._heuristic()
+        self._polish()
         # The searches first: most problems (one type, few layers) are proven by them in a
         # sliver of the budget, and the relaxation would cost more than it saves there. Only
         # what they leave open after SEARCH_FIRST of the budget gets the Lagrangian bounds.
         if self._searches(int(SEARCH_FIRST * self.max_work)):
+            before = self.upper
             self._lagrange()
+            if self.upper < before:
+                self._polish()
             self._searches(self.max_work)
         return self._certified()
 
@@ -197,31 +213,55 @@ class _Run:
             self._charge(got.work)
             self._improve(got.best)
 
+    def _polish(self) -> None:
+        """Improve the best plan by searching its neighbourhood (CompiledSearch.stages_near:
+        stage boundaries moved by up to POLISH_WIDEN layers, any types and unit counts) at
+        its m and the open m's within POLISH_M of it, again while it improves; each search
+        within POLISH_WORK, all of them within POLISH_SHARE of the budget."""
+        pool = int(POLISH_SHARE * self.max_work)
+        tried: set = set()
+        while self.best is not None and pool > 0 and not self.out_of_work:
+            plan = self.best.plan
+            near = self.search.stages_near(plan, POLISH_WIDEN)
+            m0 = plan.num_microbatches
+            improved = False
+            for m in self.ms:
+                if abs(m - m0) > POLISH_M or self.status[m] != "open" or pool <= 0 \
+                        or self.lb[m] >= self.upper * (1 - 1e-9) or self.out_of_work:
+                    continue
+                key = (m, near.tobytes())
+                if key in tried:
+                    continue
+                tried.add(key)
+                got, work = self.search.price(m, near, self.upper,
+                                              min(POLISH_WORK, pool, self.max_work - self.work))
+                pool -= work
+                self._charge(work)
+                if got is not None and got.cost_usd < self.upper:
+                    self._improve(got)
+                    improved = True
+            if not improved:
+                return
+
     def _lagrange(self) -> None:
-        """Raise each open m's bound by the Lagrangian relaxation (flushed_lagrange.py)
-        towards the best plan's cost; an m it lifts there is closed by _next."""
+        """Raise the open m's bounds by the Lagrangian relaxation (flushed_lagrange.py)
+        towards the best plan's cost, over boxes that cover ranges of m's (one first sweep
+        bounds them all); an m it lifts there is closed by _next. Its shortest paths are
+        priced as plans: a cheaper one becomes the best plan."""
         if not self.use_lagrange:
             return
-        pool = int(LAGRANGE_SHARE * (self.max_work - self.work))
-        todo = sorted((m for m in self.ms if self.status[m] == "open"),
-                      key=lambda x: (self.lb[x], x))
+        pool = min(int(LAGRANGE_SHARE * (self.max_work - self.work)),
+                   self.max_work - self.work)
+        todo = [m for m in self.ms
+                if self.status[m] == "open" and self.lb[m] < self.upper * (1 - 1e-9)]
         bound = LagrangeBound(self.search)
-        if not todo or pool < len(todo) * bound.sweep_work():
+        if not todo or pool < bound.sweep_work():
             return
-        for n, m in enumerate(todo):
-            if self.out_of_work or pool <= 0:
-                break
-            if m not in self.tabled:
-                before = self.work
-                self._tables(m)
-                pool -= self.work - before
-            if self.status[m] != "open" or self.lb[m] >= self.upper * (1 - 1e-9):
-                continue
-            share = min(pool // (len(todo) - n), self.max_work - self.work)
-            usd, work, _ = bound.bound(m, self.upper, max(1, share))
-            pool -= work
-            self.lagranged += 1
-            self._charge(work)
+        got = bound.bounds(todo, self.upper, pool)
+        self.lagranged += got.priced
+        self._charge(got.work)
+        self._improve(got.best)
+        for m, usd in got.per_m.items():
             self.lb[m] = max(self.lb[m], usd)
 
     def _next(self) -> int | None:
@@ -287,7 +327,7 @@ class _Run:
         notes = {
             "per_m": {m: (self.status[m], self.lb[m]) for m in self.ms},
             "open_microbatches": open_, "rounds": self.rounds, "labels": self.labels,
-            "lagrange_bounds": self.lagranged,
+            "lagrange_paths_priced": self.lagranged,
             "out_of_work": self.out_of_work,
         }
         if best is None and not open_ and math.isfinite(self.incumbent):

@@ -133,6 +133,8 @@ class CompiledSearch:
             stages = flushed_stages.compact(*stages, ~drop, L, M)
         self.stages = stages
         self._per_m: dict[int, _PerM] = {}
+        self._stage_types: np.ndarray | None = None
+        self._starts: np.ndarray | None = None
 
     # ---- per m ---------------------------------------------------------------------------
     def pull_per_byte(self, m: int) -> float:
@@ -157,18 +159,21 @@ class CompiledSearch:
             if m < 2:
                 raise ValueError("flushed optimum: m must be >= 2 (m = 1 is the simulator's "
                                  "default)")
-            first, count, E, F, K = self.stages
-            ppb = self.pull_per_byte(m)
-            mf, mfd, P, PV, work = kernel.prefix_tables(
-                first, count, E, F, K, self.L, self.M, self.t.par, m, self.beta, self.fs,
-                self.allreduce, self.transfers, self.contention, self.one_f_one_b, ppb,
-                self.holds, float(self.p.latency_s) if self.transfers else 0.0, self.t.ext,
-                self.t.lvl, self.lev, self.bytes, self.t.price, self.t_max)
-            start, lev = kernel.breakpoints(P)
-            vstart, vlev = kernel.breakpoints(PV)
-            got = self._per_m[m] = _PerM(mf, mfd, P, start, lev, PV, vstart, vlev, ppb,
-                                         int(work))
+            got = self._per_m[m] = _PerM(*self._tables(m, self.stages))
         return got
+
+    def _tables(self, m: int, stages) -> tuple:
+        """_PerM's fields for `stages` at m (kernel.prefix_tables and its breakpoints)."""
+        first, count, E, F, K = stages
+        ppb = self.pull_per_byte(m)
+        mf, mfd, P, PV, work = kernel.prefix_tables(
+            first, count, E, F, K, self.L, self.M, self.t.par, m, self.beta, self.fs,
+            self.allreduce, self.transfers, self.contention, self.one_f_one_b, ppb,
+            self.holds, float(self.p.latency_s) if self.transfers else 0.0, self.t.ext,
+            self.t.lvl, self.lev, self.bytes, self.t.price, self.t_max)
+        start, lev = kernel.breakpoints(P)
+        vstart, vlev = kernel.breakpoints(PV)
+        return mf, mfd, P, start, lev, PV, vstart, vlev, ppb, int(work)
 
     def lower_bound(self, m: int) -> float:
         """USD: no plan at m costs less (prefix_tables over the whole model: a plan's step is
@@ -203,9 +208,18 @@ class CompiledSearch:
         "none" proves nothing (status "beam")."""
         if self.cap < self.p.throughput_limit * (1 - 1e-12) or self.lower_bound(m) >= ceiling:
             return Round("none", None, 0, 0)
-        t = self.per_m(m)
-        first, count, E, F, K = self.stages
-        status, best, cost, FL, IL, labels, work = kernel.search(
+        status, best, cost, FL, IL, labels, work = self._search(
+            m, self.per_m(m), self.stages, ceiling, max_labels, max_work, beam)
+        if status == kernel.TOO_MANY:
+            return Round("budget", None, int(labels), int(work))
+        found = None if best < 0 else self._optimum(m, int(best), float(cost), FL, IL,
+                                                    int(labels))
+        status = "beam" if beam > 0 else "none" if found is None else "found"
+        return Round(status, found, int(labels), int(work))
+
+    def _search(self, m, t, stages, ceiling, max_labels, max_work, beam):
+        first, count, E, F, K = stages
+        return kernel.search(
             first, count, E, F, K, self.starts_at, self.L, self.M, self.t.par, m,
             self.beta, self.fs, self.allreduce, self.transfers, self.contention,
             self.one_f_one_b, t.pull_per_byte, self.holds, self.all_pulls(m),
@@ -213,14 +227,69 @@ class CompiledSearch:
             self.lev, self.bytes, self.t.price, self.net, self.startup, self.slot, self.avail,
             self.t_max, self.cap, self.N, self.gran, self.B, self.fixed, t.min_fill, t.min_fd,
             t.price, t.bp_start, t.bp_lev, t.pace, t.bpv_start, t.bpv_lev, float(ceiling),
-            int(max_labels), int(max_work),
-            int(beam))
-        if status == kernel.TOO_MANY:
-            return Round("budget", None, int(labels), int(work))
-        found = None if best < 0 else self._optimum(m, int(best), float(cost), FL, IL,
-                                                    int(labels))
-        status = "beam" if beam > 0 else "none" if found is None else "found"
-        return Round(status, found, int(labels), int(work))
+            int(max_labels), int(max_work), int(beam))
+
+    def stage_types(self) -> np.ndarray:
+        """Each stage's type index (the stage table is ordered by first layer, then type)."""
+        if self._stage_types is None:
+            first, count, E, _, _ = self.stages
+            out = np.zeros(len(E), np.int64)
+            for i in range(self.L):
+                for j in range(self.M):
+                    out[first[i, j]:first[i, j] + count[i, j]] = j
+            self._stage_types = out
+        return self._stage_types
+
+    def price(self, m: int, stages, ceiling: float = math.inf,
+              max_work: int = 10**8) -> tuple:
+        """(the cheapest plan at m below `ceiling` made of the table's stages `stages` alone
+        (their unit counts free), work): the search over those stages, a plan priced exactly
+        as the full search prices it; None when none meets the limit and the caps."""
+        first, count, E, F, K = self.stages
+        sel = np.unique(np.asarray(stages, np.int64))  # the table's order: layer, then type
+        if self.cap < self.p.throughput_limit * (1 - 1e-12) or len(sel) == 0:
+            return None, 0
+        types = self.stage_types()[sel]
+        starts = self._stage_starts()[sel]
+        first2 = np.zeros((self.L, self.M), np.int64)
+        count2 = np.zeros((self.L, self.M), np.int64)
+        for x in range(len(sel) - 1, -1, -1):
+            first2[starts[x], types[x]] = x
+            count2[starts[x], types[x]] += 1
+        sub = (first2, count2, E[sel].copy(), F[sel].copy(), K[sel].copy())
+        t = _PerM(*self._tables(m, sub))
+        status, best, cost, FL, IL, labels, work = self._search(m, t, sub, ceiling, 10**6,
+                                                                max_work, 0)
+        work = int(work) + t.work
+        if status == kernel.TOO_MANY or best < 0:
+            return None, work
+        return self._optimum(m, int(best), float(cost), FL, IL, int(labels)), work
+
+    def stages_near(self, plan: Plan, widen: int = 1) -> np.ndarray:
+        """The table's stages (any type, any unit count) whose first and last layers are
+        within `widen` layers of a stage boundary of `plan`: price()'s neighbourhood of it."""
+        at = {name: i for i, name in enumerate(self.p.layer_names)}
+        ends = np.zeros(self.L, np.bool_)
+        for stage in plan.stages:
+            e = at[stage.layers[-1]]
+            ends[max(0, e - widen):min(self.L, e + widen + 1)] = True
+        ends[self.L - 1] = True
+        starts = np.zeros(self.L, np.bool_)
+        starts[0] = True
+        starts[1:] = ends[:-1]
+        E = self.stages[2]
+        return np.nonzero(ends[E] & starts[self._stage_starts()])[0]
+
+    def _stage_starts(self) -> np.ndarray:
+        """Each stage's first layer."""
+        if self._starts is None:
+            first, count, E, _, _ = self.stages
+            out = np.zeros(len(E), np.int64)
+            for i in range(self.L):
+                for j in range(self.M):
+                    out[first[i, j]:first[i, j] + count[i, j]] = i
+            self._starts = out
+        return self._starts
 
     def _optimum(self, m, best, cost, FL, IL, labels) -> FlushedOptimum:
         p = self.p

@@ -35,6 +35,20 @@ deterministically, least bound first) while the work budget lasts; the m's bound
 over the boxes that cover every T from the least step any plan has to the limit's and every
 PF' from 0 to that.
 
+A box also covers a range of m's [m_lo, m_hi] (certified.py asks for every open m at once):
+each term is then its least over the range. The fills, drains and the microbatch's work w
+fall as 1 / m (taken at m_hi); a stage's paces on k units are (ceil(m / k) - 1) / m times
+their value per unit of work (least_share); the pulls' pace on k units rises with m (taken
+at m_lo) and counts only when every m of the range has several forwards per unit. So one
+first sweep bounds every m, and the m's are split (in halves, geometrically, before T or
+PF') only where the bound stays below the cost to beat. Measured on synthetic-64x64
+(docs/results/2026-11-27-certified-solver-incumbents.md): a range of m's is much looser than
+one m (k >= m_lo units pace nothing over the range), so the bound per m comes from splitting.
+
+The shortest paths are plans. Those of a box at one m are searched (CompiledSearch.price:
+the label search over their stages alone, unit counts free) for a plan below the cost to
+beat, which then lowers it.
+
 What it leaves out (so it stays a bound): the largest backward pace of the stages after g
 (only g's own counts), the neighbour's slower link, availability caps, startup beyond the
 least. Work is counted in deterministic units (stage options scanned per path), never time.
@@ -44,6 +58,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
@@ -60,6 +75,13 @@ G_EDGES = 6
 WORK_SCALE = 1
 """Stage options scanned per work unit (a unit is then about as long as one of the label
 search's on the 2-core VM)."""
+PRICE_PATHS = 12
+"""The last shortest paths of a box whose stages are searched for a plan (their unit counts
+free): the later multipliers' paths come nearer to meeting the step limit."""
+PRICE_WORK = 1_000_000
+"""The most work one such search may spend (past it, it gives no plan)."""
+TERMS_KEPT = 8
+"""m's whose stage terms are kept (a few MB each at 64 x 64)."""
 MIN_SPLIT = 1e-3
 """A box is not split once both its ranges are narrower than this fraction of t."""
 
@@ -113,14 +135,46 @@ def least_drains(first, count, E, C, L, M):
     return out
 
 
+@njit(cache=True, inline="always")
+def least_share(k, m_lo, m_hi):
+    """The least (ceil(m / k) - 1) / m over m_lo <= m <= m_hi: a stage's paces on k units are
+    this times their value per microbatch of work (w and the boundary's share both fall as
+    1 / m). Within a run of equal ceil(m / k) it falls with m, so its least is at m_hi or at
+    the end of the first run ending inside the range (a multiple of k); those ends rise."""
+    least = ((m_hi + k - 1) // k - 1) / m_hi
+    c = (m_lo + k - 1) // k
+    if c * k <= m_hi:
+        least = min(least, (c - 1) / (c * k))
+    return least
+
+
 @njit(cache=True)
-def options(E, F, K, m, beta, fs, allreduce, contention, one_f_one_b, pull_per_byte, holds,
-            A, C, W, U, SER, ST, stage_price, min_fill, min_drain, room, g_hi):
-    """Each stage's unit counts worth trying in a box: (start, k, USD/h, own, flags) with
-    own = pb + AR + u, its forward pace (pulls included) at most g_hi, the stage alone within
-    `room` (t_hi - g_lo) beside the least fills before it and drains after it; only counts
-    whose own time falls as the price rises. flags: 1 holds embedding rows, 2 and has several
-    forwards per unit (its pulls pace the forwards)."""
+def least_fills(first, count, E, A, L, M):
+    """least_fills[i]: the least sum of fills any stages from layer 0 to i - 1 have."""
+    out = np.full(L + 1, np.inf)
+    out[0] = 0.0
+    for i in range(L):
+        if out[i] == np.inf:
+            continue
+        for j in range(M):
+            for s in range(first[i, j], first[i, j] + count[i, j]):
+                v = out[i] + A[s]
+                if v < out[E[s] + 1]:
+                    out[E[s] + 1] = v
+    return out
+
+
+@njit(cache=True)
+def options(E, F, K, m_lo, m_hi, beta, fs, allreduce, contention, one_f_one_b, pull1, holds,
+            A, C, W1, U, SER1, ST, stage_price, min_fill, min_drain, room, g_hi):
+    """Each stage's unit counts worth trying in a box whose plans have some m in
+    [m_lo, m_hi]: (start, k, USD/h, own, flags, counts tried) with own = pb + AR + u, its
+    forward pace (pulls included) at most g_hi, the stage alone within `room` (t_hi - g_lo)
+    beside the least fills before it and drains after it; only counts whose own time falls
+    as the price rises. Each time is its least over the m's (least_share; A and C are taken
+    at m_hi, W1 and SER1 are w and the boundary's share times m, pull1 a pull times m).
+    flags: 1 holds embedding rows, 2 and has several forwards per unit at every m (its pulls
+    pace the forwards)."""
     n = E.shape[0]
     start = np.zeros(n + 1, np.int64)
     cap = 4 * n + 16
@@ -129,28 +183,32 @@ def options(E, F, K, m, beta, fs, allreduce, contention, one_f_one_b, pull_per_b
     OO = np.zeros(cap)
     OI = np.zeros(cap, np.int64)
     x = 0
+    tried = 0
     for s in range(n):
         start[s] = x
         left = room - min_fill[ST[s]] - A[s] - C[s] - min_drain[E[s] + 1] - U[s]
         if left < 0.0:
             continue
         k_lo, k_hi = K[s, 0], K[s, 1]
-        rows = F[s, 6] > 0.0 and pull_per_byte > 0.0
-        pull = pull_per_byte * F[s, 6]
-        prev_n = m + 1
+        rows = F[s, 6] > 0.0 and pull1 > 0.0
+        pull = pull1 * F[s, 6]
+        # (nn - 1) times these: the paces at one more microbatch per unit than one
+        pf1, pb1 = paces(2, W1[s], 0.0, SER1[s], beta, fs, contention, one_f_one_b)
         best_own = np.inf
-        for nq in range(m, 0, -1):
-            k = max(k_lo, (m + nq - 1) // nq)
-            if k > k_hi:
-                break
-            nn = (m + k - 1) // k
-            if nn == prev_n:
-                continue
-            prev_n = nn
+        prev = -1.0
+        # past m_hi units every m has one microbatch per unit: more only add all-reduce time
+        for k in range(k_lo, max(k_lo, min(k_hi, m_hi)) + 1):
+            share = least_share(k, m_lo, m_hi)
+            if share == prev and k > k_lo and m_lo == m_hi:
+                continue  # one m: the same microbatches per unit as fewer units
+            prev = share
+            tried += 1
             ar = dominant.allreduce_time(F[s, 4], F[s, 5], k) if allreduce else 0.0
-            pf, pb = paces(nn, W[s], 0.0, SER[s], beta, fs, contention, one_f_one_b)
-            if pull > 0.0 and nn > 1:
-                pf = max(pf, (m - k - (1.0 if holds else 0.0)) * pull)
+            pf = pf1 * share
+            pb = pb1 * share
+            several = m_lo > k  # several forwards per unit at every m of the range
+            if pull > 0.0 and several:
+                pf = max(pf, (m_lo - k - (1.0 if holds else 0.0)) * pull / m_lo)
             if pf > g_hi or pb + ar > left:
                 continue
             own = pb + ar + U[s]
@@ -171,17 +229,19 @@ def options(E, F, K, m, beta, fs, allreduce, contention, one_f_one_b, pull_per_b
             OK[x] = k
             OP[x] = stage_price[s] * k
             OO[x] = own
-            OI[x] = (1 if rows else 0) + (2 if rows and nn > 1 else 0)
+            OI[x] = (1 if rows else 0) + (2 if rows and several else 0)
             x += 1
     start[n] = x
-    return start, OK[:x].copy(), OP[:x].copy(), OO[:x].copy(), OI[:x].copy()
+    return start, OK[:x].copy(), OP[:x].copy(), OO[:x].copy(), OI[:x].copy(), tried
 
 
 @njit(cache=True)
-def _path(first, count, E, ST, L, M, A, C, ostart, OP, OO, OI, mu, t_hi, g_lo, g_hi, q_all,
-          d, back):
+def _path(first, count, E, ST, L, M, A, C, ostart, OK, OP, OO, OI, mu, t_hi, g_lo, g_hi,
+          q_all, d, back, PS, PK):
     """One shortest path under multipliers mu: (dual value, its constraint values per layer,
-    work). States: embedding stages so far (0, 1, several) x whether one paces the pulls."""
+    work, its stage count); PS[:n], PK[:n] its stages and unit counts from the last stage to
+    the first. States: embedding stages so far (0, 1, several) x whether one paces the
+    pulls."""
     pre = np.zeros(L + 1)
     for ell in range(L):
         pre[ell + 1] = pre[ell] + mu[ell]
@@ -231,8 +291,9 @@ def _path(first, count, E, ST, L, M, A, C, ostart, OP, OO, OI, mu, t_hi, g_lo, g
             bs = st
     g = np.zeros(L)
     if bs < 0:
-        return np.inf, g, work
+        return np.inf, g, work, 0
     x = L
+    n = 0
     st = bs
     fills = g_lo if bs != 5 else max(g_lo, q_all)
     while x > 0:
@@ -240,6 +301,9 @@ def _path(first, count, E, ST, L, M, A, C, ostart, OP, OO, OI, mu, t_hi, g_lo, g
         o = back[x, st, 1]
         prev = back[x, st, 2]
         i = ST[s]
+        PS[n] = s
+        PK[n] = OK[o]
+        n += 1
         fills += A[s]
         for ell in range(0, E[s] + 1):
             g[ell] += C[s]
@@ -249,28 +313,33 @@ def _path(first, count, E, ST, L, M, A, C, ostart, OP, OO, OI, mu, t_hi, g_lo, g
         st = prev
     for ell in range(L):
         g[ell] += fills
-    return best - t_hi * tot, g, work
+    return best - t_hi * tot, g, work, n
 
 
 @njit(cache=True)
-def dual(first, count, E, ST, L, M, A, C, ostart, OP, OO, OI, mu, t_hi, g_lo, g_hi, q_all,
+def dual(first, count, E, ST, L, M, A, C, ostart, OK, OP, OO, OI, mu, t_hi, g_lo, g_hi, q_all,
          target, iterations):
     """(best dual value: a bound on the USD/h of every plan in the box, the multipliers it
-    ends with, work): `iterations` subgradient steps (Polyak towards `target`, the USD/h to
-    prove; stops once the bound reaches it)."""
+    ends with, work, the paths: PS[x, :PN[x]] and PK[x, :PN[x]] the stages and unit counts of
+    step x's shortest path, last stage first; real plans): `iterations` subgradient steps
+    (Polyak towards `target`, the USD/h to prove; stops once the bound reaches it)."""
     d = np.empty((L + 1, 6))
     back = np.full((L + 1, 6, 3), -1, np.int64)
+    PS = np.zeros((iterations, L), np.int64)
+    PK = np.zeros((iterations, L), np.int64)
+    PN = np.zeros(iterations, np.int64)
     best = -np.inf
     work = 0
     theta = 1.0
     stall = 0
     mu = mu.copy()
-    for _ in range(iterations):
-        val, g, w = _path(first, count, E, ST, L, M, A, C, ostart, OP, OO, OI, mu, t_hi,
-                          g_lo, g_hi, q_all, d, back)
+    for it in range(iterations):
+        val, g, w, n = _path(first, count, E, ST, L, M, A, C, ostart, OK, OP, OO, OI, mu,
+                             t_hi, g_lo, g_hi, q_all, d, back, PS[it], PK[it])
+        PN[it] = n
         work += w
         if val == np.inf:
-            return np.inf, mu, work
+            return np.inf, mu, work, PS, PK, PN
         if val > best:
             best = val
             stall = 0
@@ -293,7 +362,23 @@ def dual(first, count, E, ST, L, M, A, C, ostart, OP, OO, OI, mu, t_hi, g_lo, g_
         step = theta * max(target - val, 1e-9 * abs(target)) / norm
         for ell in range(L):
             mu[ell] = max(0.0, mu[ell] + step * g[ell])
-    return max(best, 0.0), mu, work
+    return max(best, 0.0), mu, work, PS, PK, PN
+
+
+@dataclass
+class Bounds:
+    """LagrangeBound.bounds' answer."""
+
+    per_m: dict
+    """{m: USD}: no plan at m costs less."""
+    work: int
+    complete: bool
+    """Every box's bound reached the target (the cost to beat, lowered by the plans found)."""
+    best: object = None
+    """The cheapest plan the shortest paths gave (a FlushedOptimum, priced exactly as the
+    label search prices it) below the first target, or None."""
+    priced: int = 0
+    """Paths priced as plans."""
 
 
 class LagrangeBound:
@@ -301,71 +386,89 @@ class LagrangeBound:
 
     def __init__(self, search) -> None:
         self.s = search
+        self._terms: dict = {}
 
     def bound(self, m: int, target: float, max_work: int) -> tuple[float, int, bool]:
-        """(USD: no plan at m costs less, work, complete): boxes are split (least bound
-        first) until every box's bound reaches `target` (the cost to beat) or `max_work` is
-        spent; the bound is the least over the boxes (complete: every box reached target)."""
+        """(USD: no plan at m costs less, work, complete): bounds((m,), ...) without pricing
+        the paths."""
+        got = self.bounds((m,), target, max_work, price=False)
+        return got.per_m[m], got.work, got.complete
+
+    def bounds(self, ms, target: float, max_work: int, *, price: bool = True) -> Bounds:
+        """A bound per m of `ms` (module docstring): a box covers a range of the m's as well
+        as of T and PF'; its terms are their least over its m's (options). Boxes are split
+        (least bound first; a range of m's in halves before T or PF') until every box's bound
+        reaches `target` (the cost to beat) or `max_work` is spent; an m's bound is the least
+        over the boxes covering it. price: each distinct shortest path is priced as a plan
+        at the ends of its box's m's (CompiledSearch.price); a cheaper one lowers the
+        target."""
         s = self.s
-        first, count, E, F, K = s.stages
-        t = s.t
-        tab = s.per_m(m)
+        ms = tuple(sorted(set(int(m) for m in ms)))
         t_max = s.t_max
-        latency = float(s.p.latency_s) if s.transfers else 0.0
-        A, C, W, U, SER, ST = stage_terms(first, count, E, F, s.L, s.M, t.par, m, s.beta, s.fs,
-                                          s.transfers, latency, t.ext, t.lvl, s.lev, s.bytes)
-        drains = least_drains(first, count, E, C, s.L, s.M)
-        price = t.price[self._types()]
-        q_all = s.all_pulls(m)
-        t_least = float(tab.min_fd[s.L])
-        if not math.isfinite(t_least) or t_least > t_max:
-            return math.inf, 0, True
         work = 0
+        found = {"best": None, "target": float(target), "priced": 0}
+        seen: set = set()
 
         def evaluate(box, mu):
             nonlocal work
-            t_lo, t_hi, g_lo, g_hi = box
+            t_lo, t_hi, g_lo, g_hi, a, b = box
+            m_lo, m_hi = ms[a], ms[b]
+            A, C, W1, U, SER1, ST, fills, drains, price_, least_fd = self._stage_terms(m_hi)
+            t_lo = max(t_lo, least_fd)  # fills and drains fall with m: least at m_hi
+            if t_lo > t_hi:
+                return math.inf, mu
             hours = float(job_cost(1.0, 0.0, s.least_startup, t_lo, s.B, s.cap, s.N, s.gran))
-            f_target = target / hours - s.fixed if hours > 0 else math.inf
-            ostart, _, OP, OO, OI = options(
-                E, F, K, m, s.beta, s.fs, s.allreduce, s.contention, s.one_f_one_b,
-                s.pull_per_byte(m), s.holds, A, C, W, U, SER, ST, price, tab.min_fill, drains,
+            goal = found["target"]
+            f_target = goal / hours - s.fixed if hours > 0 else math.inf
+            first, count, E, F, K = s.stages
+            ostart, OK, OP, OO, OI, tried = options(
+                E, F, K, m_lo, m_hi, s.beta, s.fs, s.allreduce, s.contention, s.one_f_one_b,
+                s.pull_per_byte(1), s.holds, A, C, W1, U, SER1, ST, price_, fills, drains,
                 t_hi - g_lo, g_hi)
-            work += (len(E) // 4 + len(OP)) // WORK_SCALE
+            work += (int(tried) // 4 + len(OP)) // WORK_SCALE
             if len(OP) == 0:
                 return math.inf, mu
-            f_lb, mu2, w = dual(first, count, E, ST, s.L, s.M, A, C, ostart, OP, OO, OI, mu,
-                                t_hi, g_lo, g_hi, q_all,
-                                f_target if math.isfinite(f_target) else 1e300, ITERATIONS)
+            f_lb, mu2, w, PS, PK, PN = dual(
+                first, count, E, ST, s.L, s.M, A, C, ostart, OK, OP, OO, OI, mu, t_hi, g_lo,
+                g_hi, s.all_pulls(m_lo), f_target if math.isfinite(f_target) else 1e300,
+                ITERATIONS)
             work += int(w) // WORK_SCALE
+            if price and m_lo == m_hi:  # (a range's paths are poor plans at its ends)
+                work += self._price(PS, PK, PN, (m_lo,), found, seen)
             if f_lb == math.inf:
                 return math.inf, mu2
             usd = float(job_cost(f_lb, s.fixed, s.least_startup, t_lo, s.B, s.cap, s.N, s.gran))
             return usd, mu2
 
+        t_least = self._stage_terms(ms[-1])[-1] if ms else math.inf
+        if not ms or not math.isfinite(t_least) or t_least > t_max:
+            return Bounds({m: math.inf for m in ms}, 0, True)
         edges = [0.0] + [t_max * 2.0 ** (x - G_EDGES + 1) for x in range(G_EDGES)]
         heap: list = []
         mu0 = np.zeros(s.L)
         for g_lo, g_hi in zip(edges[:-1], edges[1:]):
-            box = (t_least, t_max, g_lo, g_hi)
+            box = (t_least, t_max, g_lo, g_hi, 0, len(ms) - 1)
             usd, mu = evaluate(box, mu0)
             heapq.heappush(heap, (usd, box, mu))
             mu0 = mu
             if work >= max_work:
                 break
         complete = len(heap) == G_EDGES
-        while heap and heap[0][0] < target and work < max_work and complete:
+        while heap and heap[0][0] < found["target"] and work < max_work and complete:
             usd, box, mu = heapq.heappop(heap)
-            t_lo, t_hi, g_lo, g_hi = box
-            if t_hi - t_lo <= MIN_SPLIT * t_max and g_hi - g_lo <= MIN_SPLIT * t_max:
+            t_lo, t_hi, g_lo, g_hi, a, b = box
+            if b > a:  # the m's first, halved geometrically
+                mid = max(a, max(x for x in range(a, b) if ms[x] * ms[x] <= ms[a] * ms[b]))
+                kids = [(t_lo, t_hi, g_lo, g_hi, a, mid), (t_lo, t_hi, g_lo, g_hi, mid + 1, b)]
+            elif t_hi - t_lo <= MIN_SPLIT * t_max and g_hi - g_lo <= MIN_SPLIT * t_max:
                 heapq.heappush(heap, (usd, box, mu))
                 break
-            if g_hi - g_lo >= t_hi - t_lo:
+            elif g_hi - g_lo >= t_hi - t_lo:
                 mid = 0.5 * (g_lo + g_hi)
-                kids = [(t_lo, t_hi, g_lo, mid), (t_lo, t_hi, mid, g_hi)]
+                kids = [(t_lo, t_hi, g_lo, mid, a, b), (t_lo, t_hi, mid, g_hi, a, b)]
             else:
                 mid = 0.5 * (t_lo + t_hi)
-                kids = [(t_lo, mid, g_lo, g_hi), (mid, t_hi, g_lo, g_hi)]
+                kids = [(t_lo, mid, g_lo, g_hi, a, b), (mid, t_hi, g_lo, g_hi, a, b)]
             for kid in kids:
                 if work >= max_work:  # the other half keeps its parent's bound
                     heapq.heappush(heap, (usd, kid, mu))
@@ -373,20 +476,58 @@ class LagrangeBound:
                 got, mu2 = evaluate(kid, mu)
                 heapq.heappush(heap, (max(got, usd), kid, mu2))
         if not complete:
-            return 0.0, work, False
-        least = heap[0][0] if heap else math.inf
-        return least, work, least >= target
+            return Bounds({m: 0.0 for m in ms}, work, False, found["best"], found["priced"])
+        per_m = {m: math.inf for m in ms}
+        for usd, box, _ in heap:
+            for x in range(box[4], box[5] + 1):
+                per_m[ms[x]] = min(per_m[ms[x]], usd)
+        least = min(per_m.values())
+        return Bounds(per_m, work, least >= found["target"], found["best"], found["priced"])
+
+    def _price(self, PS, PK, PN, at, found, seen) -> int:
+        """The cheapest plan at the m's `at` made of the stages of a box's shortest paths
+        (CompiledSearch.price: their unit counts free); one below the target becomes the
+        best plan and lowers the target. Returns the work."""
+        s = self.s
+        last = [x for x in range(len(PN)) if PN[x] > 0][-PRICE_PATHS:]
+        stages = {int(PS[x, y]) for x in last for y in range(int(PN[x]))}
+        key = frozenset(stages)
+        work = 0
+        for m in at:
+            if not stages or (m, key) in seen:
+                continue
+            seen.add((m, key))
+            found["priced"] += 1
+            plan, w = s.price(m, sorted(stages), found["target"], PRICE_WORK)
+            work += w
+            if plan is not None and plan.cost_usd < found["target"]:
+                found["best"], found["target"] = plan, plan.cost_usd
+        return work
+
+    def _stage_terms(self, m: int):
+        """Per stage at m (stage_terms), with w and the boundary's share times m, the least
+        fills before each layer and drains after it, each stage's price per unit, and the
+        least fill and drain of a whole plan (no plan's step at m is shorter)."""
+        got = self._terms.get(m)
+        if got is None:
+            s = self.s
+            first, count, E, F, K = s.stages
+            t = s.t
+            latency = float(s.p.latency_s) if s.transfers else 0.0
+            A, C, W, U, SER, ST = stage_terms(first, count, E, F, s.L, s.M, t.par, m, s.beta,
+                                              s.fs, s.transfers, latency, t.ext, t.lvl, s.lev,
+                                              s.bytes)
+            fills = least_fills(first, count, E, A, s.L, s.M)
+            drains = least_drains(first, count, E, C, s.L, s.M)
+            least_fd = float(least_drains(first, count, E, A + C, s.L, s.M)[0])
+            price = t.price[s.stage_types()]
+            if len(self._terms) >= TERMS_KEPT:
+                self._terms.pop(next(iter(self._terms)))
+            got = self._terms[m] = (A, C, W * m, U, SER * m, ST, fills, drains, price,
+                                    least_fd)
+        return got
 
     def sweep_work(self) -> int:
-        """About the work of one m's first sweep (G_EDGES boxes of ITERATIONS paths over
-        every stage's few unit counts): what an m's bound costs at the least."""
+        """About the work of one first sweep (G_EDGES boxes of ITERATIONS paths over every
+        stage's few unit counts): what a bound over a range of m's costs at the least."""
         return int(G_EDGES * ITERATIONS * 2 * len(self.s.stages[2]) // WORK_SCALE)
-
-    def _types(self) -> np.ndarray:
-        """Each stage's type index (the stage table is ordered by first layer, then type)."""
-        first, count, E, _, _ = self.s.stages
-        out = np.zeros(len(E), np.int64)
-        for i in range(self.s.L):
-            for j in range(self.s.M):
-                out[first[i, j]:first[i, j] + count[i, j]] = j
-        return out

@@ -47,3 +47,35 @@ def test_the_bound_is_at_most_the_brute_force_optimum(seed):
                 above = bound.bound(m, want * 1.001, 300_000)[0]
                 assert above <= want * (1 + 1e-9)
     assert tight >= 1
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_a_bound_over_a_range_of_m_holds_at_each_m_and_its_plans_are_real(seed):
+    """bounds() over several m's at once (boxes over ranges of m, split in m first): each
+    m's bound is at most the brute-force optimum at that m, already after the first sweep
+    (a box over every m) and after splitting; a plan its shortest paths give costs what the
+    closed form and the bill say, at its m."""
+    from tests.sim.schedulers.test_certified_flushed import _recost
+
+    rng = np.random.default_rng(8700 + seed)
+    for layers, types in [(2, 3), (3, 2), (3, 3), (4, 2)]:
+        p = _problem(rng, layers, types)
+        schedule = str(rng.choice(["gpipe", "1f1b"]))
+        bound = LagrangeBound(CompiledSearch(p, schedule=schedule))
+        ms = (2, 3, 4, 6, 9)
+        want = {m: brute_force(p, m, schedule=schedule)[0] for m in ms}
+        for work in (20_000, 300_000):
+            got = bound.bounds(ms, math.inf, work)
+            assert set(got.per_m) == set(ms)
+            for m in ms:
+                assert got.per_m[m] <= want[m] * (1 + 1e-9), (work, m, got.per_m[m], want[m])
+            again = bound.bounds(ms, math.inf, work)
+            assert again.per_m == got.per_m and again.work == got.work  # deterministic
+        best = min(want.values())
+        if math.isfinite(best):
+            got = bound.bounds(ms, best * 1.5, 300_000)
+            assert min(got.per_m.values()) <= best * (1 + 1e-9)
+            if got.best is not None:
+                assert got.best.cost_usd < best * 1.5
+                assert got.best.cost_usd >= best * (1 - 1e-9)
+                assert _recost(p, got.best.plan) == pytest.approx(got.best.cost_usd, rel=1e-9)
