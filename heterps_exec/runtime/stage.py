@@ -178,8 +178,8 @@ class StageRunner:
             params = self.versions.params_for(mu // self.m)
             if self.ps_steps is not None:  # and the table rows of the same version
                 self.ps_steps.before_forward(mu // self.m)
-            out_env, loss = self._compute(f"F{mu}", lambda: torch.func.functional_call(
-                self.module, params, (env,)))
+            with self.versions.reading(params):
+                out_env, loss = self._compute(f"F{mu}", lambda: self.module(env))
         nxt = self.next_forward.get(mu)
         if self.embeddings and nxt is not None and nxt // self.m == mu // self.m:
             self._prefetch(nxt, batch)  # (rows of the same step's batch only)
