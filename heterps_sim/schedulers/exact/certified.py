@@ -49,6 +49,9 @@ BEAM = 8
 """Labels per layer of the heuristic search that finds the first plan to beat."""
 BEAM_MS = (2, 4, 8, 16, 32, 64)
 """The m's the heuristic runs at (those the space covers)."""
+HEURISTIC_SHARE = 0.3
+"""The share of the budget the beams may spend (synthetic-256x64: the six beams cost about
+380 M units, five times the default budget, and left nothing for the bounds)."""
 RAISE = 1.25
 """A search's ceiling over its m's bound while no plan is known (and the most it rises)."""
 LEAST_RAISE = 1.02
@@ -57,6 +60,8 @@ POLISH_WIDEN = 1
 """Layers a stage boundary of the best plan may move in its neighbourhood (_polish)."""
 POLISH_M = 2
 """How far from the best plan's m its neighbourhood's m's go."""
+POLISH_STAGES = 0.25
+"""The largest neighbourhood searched, as a share of the problem's stages."""
 POLISH_WORK = 5_000_000
 """The most work one neighbourhood search may spend (past it, it gives no plan)."""
 POLISH_SHARE = 0.2
@@ -64,11 +69,12 @@ POLISH_SHARE = 0.2
 SEARCH_FIRST = 0.2
 """The share of the budget the label searches spend before the Lagrangian bounds are tried
 (they close small problems well inside it)."""
-LAGRANGE_SHARE = 0.6
+LAGRANGE_SHARE = 0.85
 """Of the work left after the first searches (SEARCH_FIRST), the share the Lagrangian bounds
 (flushed_lagrange.py) may spend: one run whose boxes cover every open m (ranges of m's,
 split where the bound stays low). It runs only when the share covers a first sweep
-(LagrangeBound.sweep_work)."""
+(LagrangeBound.sweep_work). (synthetic-64x64 at the default budget: 0.6 gives a bound of
+4.18 USD, 0.85 gives 5.13; the searches after it prove little there.)"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,8 +162,6 @@ class _Run:
             return self._certified()
         for m in self.ms:  # no bound known yet: 0 until the m's tables are built
             self.lb[m], self.status[m] = 0.0, "open"
-        for m in [m for m in BEAM_MS if m in self.lb]:
-            self._tables(m)
         self._heuristic()
         self._polish()
         # The searches first: most problems (one type, few layers) are proven by them in a
@@ -204,12 +208,18 @@ class _Run:
             self.upper, self.best = got.cost_usd, got
 
     def _heuristic(self) -> None:
-        """A first plan to beat: the beam search at a few m's (cheap; proves nothing)."""
-        for m in [m for m in BEAM_MS if m in self.tabled and self.status[m] == "open"]:
-            if self.out_of_work or self.lb[m] >= self.upper * (1 - 1e-9):
+        """A first plan to beat: the beam search at a few m's (cheap; proves nothing), all
+        of them within HEURISTIC_SHARE of the budget (a beam past it gives no plan)."""
+        until = self.work + int(HEURISTIC_SHARE * self.max_work)
+        for m in [m for m in BEAM_MS if m in self.lb]:
+            if self.work >= until:
+                break
+            self._tables(m)  # (the beam's score needs them)
+            if self.out_of_work or self.status[m] != "open" or self.work >= until \
+                    or self.lb[m] >= self.upper * (1 - 1e-9):
                 continue
             got = self.search.run(m, self.upper, max_labels=MAX_LABELS,
-                                  max_work=self.max_work - self.work, beam=BEAM)
+                                  max_work=min(self.max_work, until) - self.work, beam=BEAM)
             self._charge(got.work)
             self._improve(got.best)
 
@@ -223,6 +233,8 @@ class _Run:
         while self.best is not None and pool > 0 and not self.out_of_work:
             plan = self.best.plan
             near = self.search.stages_near(plan, POLISH_WIDEN)
+            if len(near) > POLISH_STAGES * len(self.search.stages[2]):
+                return  # the neighbourhood is most of the problem: the searches' job
             m0 = plan.num_microbatches
             improved = False
             for m in self.ms:
@@ -250,10 +262,10 @@ class _Run:
         priced as plans: a cheaper one becomes the best plan."""
         if not self.use_lagrange:
             return
-        pool = min(int(LAGRANGE_SHARE * (self.max_work - self.work)),
-                   self.max_work - self.work)
         todo = [m for m in self.ms
                 if self.status[m] == "open" and self.lb[m] < self.upper * (1 - 1e-9)]
+        left = self.max_work - self.work
+        pool = min(int(LAGRANGE_SHARE * left), left)
         bound = LagrangeBound(self.search)
         if not todo or pool < bound.sweep_work():
             return

@@ -258,8 +258,10 @@ class CompiledSearch:
             count2[starts[x], types[x]] += 1
         sub = (first2, count2, E[sel].copy(), F[sel].copy(), K[sel].copy())
         t = _PerM(*self._tables(m, sub))
+        if t.work >= max_work:
+            return None, t.work
         status, best, cost, FL, IL, labels, work = self._search(m, t, sub, ceiling, 10**6,
-                                                                max_work, 0)
+                                                                max_work - t.work, 0)
         work = int(work) + t.work
         if status == kernel.TOO_MANY or best < 0:
             return None, work
