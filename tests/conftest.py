@@ -34,3 +34,17 @@ def pytest_collection_modifyitems(config, items):
         if item.nodeid in listed:
             item.add_marker(pytest.mark.slow)
 
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _own_capture_cache(tmp_path_factory):
+    """The session's own capture cache (heterps_sim/inputs/torch_model/cache.py), inherited by
+    the commands tests start: user models are captured afresh, never read from (or written
+    to) the developer's ~/.cache/heterps."""
+    before = os.environ.get("HETERPS_CACHE_DIR")
+    os.environ["HETERPS_CACHE_DIR"] = str(tmp_path_factory.mktemp("heterps-cache"))
+    yield
+    if before is None:
+        os.environ.pop("HETERPS_CACHE_DIR", None)
+    else:
+        os.environ["HETERPS_CACHE_DIR"] = before

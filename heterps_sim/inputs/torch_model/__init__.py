@@ -10,8 +10,10 @@
 section.py (the scenario fields, no torch) -> capture.py (import, build, torch.export with a
 dynamic batch) -> layers.py (nodes -> layers at module boundaries, tensor liveness) ->
 segment.py (a run of layers as one fx GraphModule; the engine's stages are built from it) ->
-chain.py (per-layer FLOPs, bytes and tables: the ModelSpec). Only this package's functions
-import torch, and only when called: a zoo scenario never does.
+chain.py (per-layer FLOPs, bytes and tables: the ModelSpec); groups.py says which leaves
+fuse into one layer and what it is called, cache.py keeps the ModelSpec on disk. Only this
+package's functions import torch, and only when called: a zoo scenario never does, nor a
+user model's scenario whose capture is cached.
 """
 
 from __future__ import annotations
@@ -42,14 +44,21 @@ _SPECS: dict = {}
 
 
 def section_model_spec(section, *, source: str, search_paths: Sequence[str | Path] = ()):
-    """The ModelSpec of a scenario's torch model section (captured on the meta device; one
-    capture per section and folder in a process)."""
-    from heterps_sim.inputs.torch_model.chain import measure
-    key = (section.model_dump_json(), source, tuple(map(str, search_paths)))
+    """The ModelSpec of a scenario's torch model section (captured on the meta device; once
+    per section and folder in a process, and kept in the capture cache across processes:
+    cache.py)."""
+    from heterps_sim.inputs.torch_model.cache import cached_spec
+    paths = tuple(map(str, search_paths))
+    key = (section.model_dump_json(), source, paths)
     if key not in _SPECS:
-        chain = capture_section(section, source=source, search_paths=search_paths)
-        _SPECS[key] = measure(chain)[0]
+        _SPECS[key] = cached_spec(section, source, paths,
+                                  lambda: _captured_spec(section, source, paths))
     return _SPECS[key]
+
+
+def _captured_spec(section, source: str, search_paths: Sequence[str]):
+    from heterps_sim.inputs.torch_model.chain import measure
+    return measure(capture_section(section, source=source, search_paths=search_paths))[0]
 
 
 def scenario_model_spec(section, source: str, path: Path | None):
@@ -59,7 +68,7 @@ def scenario_model_spec(section, source: str, path: Path | None):
 
 
 def model_spec(module, example_inputs, loss="bce", *, input_names: Sequence[str] | None = None,
-               layers="leaf", split_points: Sequence[str] = (), name: str | None = None,
+               layers="grouped", split_points: Sequence[str] = (), name: str | None = None,
                output: str | None = None):
     """The ModelSpec of an nn.Module: `example_inputs` are a batch of its forward's inputs
     (batch first; integer ids inside their tables), `loss` one of bce, softmax_ce, mse, or a

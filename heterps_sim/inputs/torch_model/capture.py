@@ -25,6 +25,7 @@ from torch import fx, nn
 
 from heterps_sim.core.files import UserFileError
 from heterps_sim.inputs.torch_model import losses
+from heterps_sim.inputs.torch_model.notices import say_once
 from heterps_sim.inputs.torch_model.section import LABEL, TorchModelSection
 
 EXAMPLE_BATCH = 4
@@ -125,7 +126,7 @@ def build_module(section: TorchModelSection, *, source: str, seed: int = 0,
     if not why:
         return module
     module = _call_factory(factory, section, source, seed, "cpu", search_paths)
-    _say_once(f"{source}: model.module: {section.module} ignores the meta device ({why}); "
+    say_once(f"{source}: model.module: {section.module} ignores the meta device ({why}); "
               "built it on the CPU to capture it (its tables take memory)")
     return module
 
@@ -137,16 +138,6 @@ def _off_meta(module: nn.Module) -> str:
         if t.device.type != "meta":
             return f"{name} was made on {t.device.type}"
     return ""
-
-
-_SAID: set[str] = set()
-
-
-def _say_once(line: str) -> None:
-    """An informational line on stderr, once per process."""
-    if line not in _SAID:
-        _SAID.add(line)
-        print(line, file=sys.stderr, flush=True)
 
 
 def module_device(module: nn.Module) -> str:
@@ -241,7 +232,7 @@ def capture(module: nn.Module, inputs: Sequence[RawInput], loss: Callable, loss_
     if output is None:
         output = "probabilities" if ends_in_sigmoid(gm) else "logits"
         if output == "probabilities":
-            _say_once(f"{source}: model.output: not set; {name}.forward ends in a sigmoid, so "
+            say_once(f"{source}: model.output: not set; {name}.forward ends in a sigmoid, so "
                       "its output is read as probabilities (set model.output to say so)")
     if loss_name == "bce" and output == "probabilities":
         loss = losses.bce_probabilities
@@ -254,7 +245,7 @@ def capture(module: nn.Module, inputs: Sequence[RawInput], loss: Callable, loss_
                          device=str(device), output=output)
 
 
-_SHAPE_ONLY = {torch.ops.aten.squeeze.dim, torch.ops.aten.squeeze.default,
+SHAPE_ONLY = {torch.ops.aten.squeeze.dim, torch.ops.aten.squeeze.default,
                torch.ops.aten.squeeze.dims, torch.ops.aten.view.default,
                torch.ops.aten.reshape.default, torch.ops.aten.unsqueeze.default,
                torch.ops.aten.flatten.using_ints, torch.ops.aten._unsafe_view.default,
@@ -266,7 +257,7 @@ def ends_in_sigmoid(gm: fx.GraphModule) -> bool:
     [0, 1]: a probability, not a logit)."""
     out = next(iter(gm.graph.find_nodes(op="output"))).args[0]
     node = out[0] if isinstance(out, list | tuple) else out
-    while isinstance(node, fx.Node) and node.target in _SHAPE_ONLY:
+    while isinstance(node, fx.Node) and node.target in SHAPE_ONLY:
         node = node.args[0]
     return isinstance(node, fx.Node) and node.target in (torch.ops.aten.sigmoid.default,
                                                           torch.sigmoid)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import fx
 
+from heterps_sim.inputs.torch_model import groups
 from heterps_sim.inputs.torch_model.capture import CapturedModel, CaptureError
 from heterps_sim.inputs.torch_model.section import LABEL
 
@@ -104,12 +105,12 @@ def _unit_of(node: fx.Node, units: set[str], leaves: set[str]) -> str | None:
     return deepest if deepest in leaves else None
 
 
-def build_chain(captured: CapturedModel, layers: str | list[str] = "leaf",
+def build_chain(captured: CapturedModel, layers: str | list[str] = "grouped",
                 split_points: list[str] | tuple[str, ...] = ()) -> LayerChain:
     """Assign every compute node to a layer and order the layers (see the module docstring)."""
     gm, source, name = captured.graph_module, captured.source, captured.name
     modules = dict(captured.module.named_modules())
-    units = set() if layers == "leaf" else set(layers)
+    units = set() if layers in ("grouped", "leaf") else set(layers)
     _check_paths(units, modules, source, name, "model.layers")
     _check_paths(set(split_points), modules, source, name, "model.split_points")
     nested = sorted(a for a in units for b in units if a != b and a.startswith(b + "."))
@@ -131,10 +132,11 @@ def build_chain(captured: CapturedModel, layers: str | list[str] = "leaf",
     for n in compute:
         key[n] = n.name if n.name not in taken else f"{n.name}__v"
     unit = {n: _unit_of(n, units, leaves) for n in compute}
+    calls = {} if layers == "leaf" else groups.fusing_calls(compute, unit, modules, units)
 
     order: list[str] = []
     for n in compute:
-        if unit[n] is not None and unit[n] not in order:
+        if unit[n] is not None and n not in calls and unit[n] not in order:
             order.append(unit[n])
     if LOSS_LAYER in order:
         raise CaptureError(f"{source}: model.layers: a submodule is named {LOSS_LAYER!r}, the "
@@ -144,19 +146,27 @@ def build_chain(captured: CapturedModel, layers: str | list[str] = "leaf",
     output = next(iter(gm.graph.find_nodes(op="output")))
     out_arg = output.args[0]
     out_node = (out_arg[0] if isinstance(out_arg, list | tuple) else out_arg)
-    layer_of: dict[fx.Node, int] = {}
+    layer_of = groups.follow_producers(compute, unit, pos, calls)
     unread = []
     for n in reversed(compute):  # code outside layers joins its first reader's layer
-        if unit[n] is not None:
+        if n in layer_of:
+            continue
+        if unit[n] is not None and n not in calls:
             layer_of[n] = pos[unit[n]]
             continue
-        readers = [layer_of[u] for u in n.users if u in layer_of]
-        if n is out_node or any(u.op == "output" for u in n.users):
-            readers.append(pos[LOSS_LAYER])
-        if readers:
-            layer_of[n] = min(readers)
+        if n in calls:  # a fusing call reading raw inputs only: with its first reader
+            readers = groups.call_readers(n, calls, layer_of, pos[LOSS_LAYER], out_node)
+            members = [m for m in calls if calls[m][0] == calls[n][0]]
         else:
-            unread.append(n)
+            readers = [layer_of[u] for u in n.users if u in layer_of]
+            if n is out_node or any(u.op == "output" for u in n.users):
+                readers.append(pos[LOSS_LAYER])
+            members = [n]
+        for m in members:
+            if readers:
+                layer_of[m] = min(readers)
+            else:
+                unread.append(m)
     for n in reversed(unread):  # a side effect nothing reads: after what it reads
         made = [layer_of[u] for u in n.all_input_nodes if u in layer_of]
         layer_of[n] = max(made, default=0)
@@ -166,7 +176,10 @@ def build_chain(captured: CapturedModel, layers: str | list[str] = "leaf",
     _check_order(compute, layer_of, key, order, source, name)
     chain_nodes = [[n for n in compute if layer_of[n] == i] for i in range(len(order))]
     index = {n: i for i, n in enumerate(gm.graph.nodes)}
-    names, nodes, unit_lists = _merge(order, chain_nodes, list(split_points), index)
+    shown = (list(order) if layers == "leaf" else
+             groups.layer_names(order, units, compute, unit, calls, layer_of))
+    _check_split_points(split_points, order, shown, calls, layer_of, source)
+    names, nodes, unit_lists = _merge(order, shown, chain_nodes, list(split_points), index)
     remap = {}
     for j, group in enumerate(unit_lists):
         for u in group:
@@ -183,9 +196,13 @@ def build_chain(captured: CapturedModel, layers: str | list[str] = "leaf",
     for k in (key[out_node], LABEL):
         last_use[k] = loss
     _check_tuples(compute, layer_of, source, name, names)
+    covered = [list(g) for g in unit_lists]
+    for n in compute:  # the fused leaves each layer holds, after its anchors
+        if n in calls and calls[n][1] not in covered[layer_of[n]]:
+            covered[layer_of[n]].append(calls[n][1])
     return LayerChain(captured=captured, names=names, nodes=nodes, key=key, made=made,
                       last_use=last_use, output_key=key[out_node],
-                      units=[tuple(g) for g in unit_lists])
+                      units=[tuple(g) for g in covered])
 
 
 def _needed(gm: fx.GraphModule) -> set[fx.Node]:
@@ -233,24 +250,41 @@ def _check_tuples(compute, layer_of, source, name, names) -> None:
                                        f"tuple made in {names[layer_of[n]]!r}; merge them")
 
 
-def _merge(order: list[str], nodes: list[list], split_points: list[str], index: dict):
-    """Group consecutive layers: a new group at the first layer inside each split point."""
+def _check_split_points(split_points, order, shown, calls, layer_of, source) -> None:
+    """A split point must hold a layer's module: not only steps fused into another layer."""
+    for s in split_points:
+        if any(u == s or u.startswith(s + ".") for u in order[:-1]):
+            continue
+        fused = [layer_of[n] for n, (_, path) in calls.items()
+                 if path == s or path.startswith(s + ".")]
+        if fused:
+            raise CaptureError(
+                f"{source}: model.split_points: {s!r} is fused into layer {shown[fused[0]]!r} "
+                "(activations, norms and dropout join the layer they follow); split at a "
+                "layer's module instead, or set model.layers: leaf")
+
+
+def _merge(order: list[str], shown: list[str], nodes: list[list], split_points: list[str],
+           index: dict):
+    """Group consecutive layers: a new group at the first layer inside each split point.
+    `order` holds each layer's anchor module (a split point is matched against it),
+    `shown` its name."""
     if not split_points:
-        return list(order), nodes, [[u] for u in order]
+        return list(shown), nodes, [[u] for u in order]
 
     def inside(u: str) -> str | None:
         return next((s for s in split_points if u == s or u.startswith(s + ".")), None)
 
-    names, groups, units = [], [], []
+    names, groups_, units = [], [], []
     current = None
     for i, u in enumerate(order):
         sp = inside(u) if u != LOSS_LAYER else None
         starts = not names or u == LOSS_LAYER or (sp is not None and sp != current)
         if starts:
-            names.append(sp or u)
-            groups.append([])
+            names.append(sp or shown[i])
+            groups_.append([])
             units.append([])
         current = sp if u != LOSS_LAYER else None
-        groups[-1].extend(nodes[i])
+        groups_[-1].extend(nodes[i])
         units[-1].append(u)
-    return names, [sorted(g, key=index.__getitem__) for g in groups], units
+    return names, [sorted(g, key=index.__getitem__) for g in groups_], units

@@ -7,7 +7,7 @@
         - {name: ids, shape: [3], dtype: int64, cardinality: [100, 200, 300]}
       loss: bce                                  # bce | softmax_ce | mse | "pkg.mod:fn"
       output: probabilities                      # or logits; unset: detected from the graph
-      layers: leaf                               # or [submodule names] (coarser layers)
+      layers: grouped                            # or leaf, or [submodule names] (coarser layers)
       split_points: []                           # or submodule names that start a new layer
 
 `inputs` are the positional arguments of the module's forward, per sample (the batch
@@ -105,9 +105,10 @@ class TorchModelSection(_Strict):
     probabilities (forward ends in a sigmoid, as most public CTR code does: bce then takes
     the log of them directly). Unset: probabilities when the captured graph ends in a
     sigmoid, else logits. The held-out log-loss and AUC read the output the same way."""
-    layers: Literal["leaf"] | list[str] = "leaf"
-    """Where layers begin and end: every leaf module ("leaf"), or these submodules as one
-    layer each (other code stays at leaf granularity)."""
+    layers: Literal["grouped", "leaf"] | list[str] = "grouped"
+    """Where layers begin and end: each Linear, Embedding or interaction block with the
+    activation, norm and dropout after it ("grouped"), every leaf module ("leaf"), or these
+    submodules as one layer each (other code grouped)."""
     split_points: list[str] = Field(default_factory=list)
     """Submodules at which a new layer starts; layers in between are merged (a coarser chain
     for a big model). Empty: no merging."""

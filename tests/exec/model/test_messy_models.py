@@ -131,8 +131,8 @@ def test_a_model_returning_probabilities_trains_on_them_as_they_are(tmp_path, ca
                                                                    monkeypatch):
     """Detected (forward ends in a sigmoid), said once, and the built-in bce reads the output
     as a probability: no second sigmoid."""
-    from heterps_sim.inputs.torch_model import capture, losses
-    monkeypatch.setattr(capture, "_SAID", set())
+    from heterps_sim.inputs.torch_model import losses, notices
+    monkeypatch.setattr(notices, "SAID", set())
     whole, stages = chained(scenario(tmp_path, "probabilities"), [2])
     assert_same_training(whole, stages)
     assert whole.cap.output == "probabilities" and whole.cap.loss is losses.bce_probabilities

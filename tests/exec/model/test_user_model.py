@@ -37,7 +37,7 @@ def batch_for(entry, cap, n: int, seed: int = 0) -> dict[str, torch.Tensor]:
     return {k: (v.float() if v.is_floating_point() else v.long()) for k, v in out.items()}
 
 
-@pytest.mark.parametrize("scenario, cuts", [("deepfm.yaml", [1, 4, 8]), ("dcn.yaml", [2, 3])])
+@pytest.mark.parametrize("scenario, cuts", [("deepfm.yaml", [1, 3, 5]), ("dcn.yaml", [2, 3])])
 def test_stages_chained_by_hand_equal_the_eager_module(scenario, cuts):
     """Forward through every stage with each cut encoded and decoded on the wire, backward
     through the cuts: the loss and every parameter gradient equal the eager module's."""

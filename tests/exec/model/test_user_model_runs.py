@@ -34,7 +34,7 @@ def run(tmp_path: Path, scenario: Path, plan: Path, *extra: str, name: str = "ru
     return json.loads(out)
 
 
-CASES = [("deepfm.yaml", [2, 6], [1, 2, 1], "1f1b", []),
+CASES = [("deepfm.yaml", [2, 4], [1, 2, 1], "1f1b", []),
          ("dcn.yaml", [3], [2, 1], "gpipe", []),
          ("deepfm.yaml", [3], [1, 1], "1f1b", ["--ps-shards", "1"])]
 
@@ -60,7 +60,7 @@ def test_checkpoint_of_one_plan_resumes_under_another(tmp_path):
     the parameter names are the module's own, so the second plan loads the first's state."""
     scenario = FIXTURES / "deepfm.yaml"
     first = write_plan(tmp_path / "a.json", scenario, [4], [1, 1])
-    second = write_plan(tmp_path / "b.json", scenario, [1, 7], [1, 1, 1], "gpipe")
+    second = write_plan(tmp_path / "b.json", scenario, [1, 5], [1, 1, 1], "gpipe")
     ckpt = tmp_path / "ckpt"
     run(tmp_path, scenario, first, "--steps", "2", "--checkpoint-dir", str(ckpt),
         "--checkpoint-every", "2", name="a")
@@ -76,7 +76,7 @@ def test_killed_rank_restarts_with_hps_options_to_the_same_weights(tmp_path):
     the step-2 checkpoint; with speed-aware sharing and overlapped all-reduce on (both keep
     the single-process update) the run still ends with the eager module's weights."""
     scenario = FIXTURES / "deepfm.yaml"
-    plan = write_plan(tmp_path / "plan.json", scenario, [2, 6], [1, 2, 1])
+    plan = write_plan(tmp_path / "plan.json", scenario, [2, 4], [1, 2, 1])
     result = run(tmp_path, scenario, plan, "--steps", "4", "--lr", "0.1",
                  "--checkpoint-dir", str(tmp_path / "ckpt"), "--checkpoint-every", "2",
                  "--max-restarts", "1", "--inject-fault", "1:3", "--share", "speed",

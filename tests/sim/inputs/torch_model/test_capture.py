@@ -32,23 +32,24 @@ def spec_of(**changes):
 def test_deepfm_chain_by_hand():
     spec = spec_of()
     names = [la.name for la in spec.layers]
-    assert names == ["embedding.embedding", "linear.fc", "fm", "mlp.mlp.0", "mlp.mlp.1",
-                     "mlp.mlp.2", "mlp.mlp.3", "mlp.mlp.4", "mlp.mlp.5", "mlp.mlp.6",
-                     "mlp.mlp.7", "mlp.mlp.8", "loss"]
+    # each Linear with the BatchNorm, ReLU and Dropout after it; the wrappers' own names
+    assert names == ["embedding", "linear", "fm", "mlp.mlp.0", "mlp.mlp.4", "mlp.mlp.8", "loss"]
     by = {la.name: la for la in spec.layers}
-    emb = by["embedding.embedding"]
+    emb = by["embedding"]
     assert (emb.kind, emb.table_rows, emb.table_dim, emb.lookups_per_sample) == ("embedding", 60, 4, 3)
     assert emb.param_bytes == 0 and emb.reads_raw_input
     # live after the shared embedding: its output [3, 4] floats (with gradient), the raw ids
     # (the linear term still reads them) and the label
     assert emb.input_bytes == 3 * 8 + 4
     assert emb.output_bytes == 12 * 4 + 3 * 8 + 4 and emb.output_grad_bytes == 12 * 4
-    fc0 = by["mlp.mlp.0"]  # Linear(12, 16) on a tensor with a gradient
+    fc0 = by["mlp.mlp.0"]  # Linear(12, 16) on a tensor with a gradient, then BatchNorm1d(16)
     assert (fc0.forward_flops, fc0.backward_flops) == (2 * 12 * 16, 4 * 12 * 16)
-    assert fc0.param_bytes == (12 * 16 + 16) * 4
-    assert by["mlp.mlp.1"].param_bytes == 2 * 16 * 4  # BatchNorm weight + bias, no buffers
+    assert fc0.param_bytes == (12 * 16 + 16) * 4 + 2 * 16 * 4  # BatchNorm weight + bias, no buffers
+    # after the first block: its 16 outputs, the linear term's 3 rows (summed where the
+    # logits add up, in `loss`) and the FM term, all with gradient; the label
+    assert (fc0.output_bytes, fc0.output_grad_bytes) == ((16 + 3 + 1 + 1) * 4, (16 + 3 + 1) * 4)
     assert by["fm"].kind == "interaction" and by["fm"].param_bytes == 0
-    assert by["linear.fc"].table_dim == 1 and by["linear.fc"].table_rows == 60
+    assert by["linear"].table_dim == 1 and by["linear"].table_rows == 60
     for a, b in zip(spec.layers, spec.layers[1:]):
         assert b.input_bytes == a.output_bytes
     assert spec.layers[-1].output_bytes == 0
@@ -86,8 +87,8 @@ def test_dcn_cross_layers_and_coarser_layers():
     coarse = section_model_spec(TorchModelSection.model_validate({**section, "layers": ["cn"]}),
                                 source="s.yaml")
     names = [la.name for la in fine.layers]
-    assert names[:3] == ["embedding.embedding", "cn.w.0", "cn.w.1"]
-    assert [la.name for la in coarse.layers][:2] == ["embedding.embedding", "cn"]
+    assert names[:3] == ["embedding", "cn.w.0", "cn.w.1"]
+    assert [la.name for la in coarse.layers][:2] == ["embedding", "cn"]
     cn = next(la for la in coarse.layers if la.name == "cn")
     parts = [la for la in fine.layers if la.name.startswith("cn.")]
     # the cross bias b[1] is read by the concat after the cross network: with "cn" as one
@@ -101,10 +102,10 @@ def test_dcn_cross_layers_and_coarser_layers():
 
 def test_split_points_merge_runs_of_layers():
     spec = spec_of(split_points=["mlp.mlp.4"])
-    fine = spec_of()
-    assert [la.name for la in spec.layers] == ["embedding.embedding", "mlp.mlp.4", "loss"]
-    assert sum(la.flops for la in spec.layers) == sum(la.flops for la in fine.layers)
-    assert spec.layers[0].output_bytes == fine.layers[6].output_bytes
+    fine = {la.name: la for la in spec_of().layers}
+    assert [la.name for la in spec.layers] == ["embedding", "mlp.mlp.4", "loss"]
+    assert sum(la.flops for la in spec.layers) == sum(la.flops for la in fine.values())
+    assert spec.layers[0].output_bytes == fine["mlp.mlp.0"].output_bytes
 
 
 def test_python_api_equals_the_scenario_path():
@@ -147,7 +148,7 @@ def test_cli_bad_model_exits_2_with_one_line(tmp_path):
 
 def test_scenario_with_a_user_model_plans(tmp_path):
     loaded = load_input(ROOT / "tests/fixtures/ctr_models/deepfm.yaml")
-    assert loaded.problem.layer_names[0] == "embedding.embedding"
+    assert loaded.problem.layer_names[0] == "embedding"
     assert loaded.problem.layer_names[-1] == "loss"
 
 

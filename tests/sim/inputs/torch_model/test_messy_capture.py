@@ -44,8 +44,8 @@ def test_attention_weights_thrown_away_are_in_no_layer(layers, names):
     ("MovesItself", "(there its factory raised NotImplementedError: Cannot copy out of meta tensor)")])
 def test_a_module_ignoring_the_meta_device_is_captured_on_the_cpu(cls, why, capsys,
                                                                   monkeypatch):
-    from heterps_sim.inputs.torch_model import capture
-    monkeypatch.setattr(capture, "_SAID", set())  # said once per process: say it here
+    from heterps_sim.inputs.torch_model import notices
+    monkeypatch.setattr(notices, "SAID", set())  # said once per process: say it here
     chain = capture_section(section(cls), source="s.yaml")
     assert chain.captured.device == "cpu"
     assert chain.names == ["embedding", "fc", "out", "loss"]
