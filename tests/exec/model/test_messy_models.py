@@ -33,6 +33,7 @@ CASES = {
     "probabilities": {"module": "Probabilities"},
     "float-ids": {"module": "FloatIds", "kwargs": {"rows": 7, "embed_dim": 4, "num_dense": 2},
                   "inputs": [{"name": "x", "shape": [3], "range": [0, 7]}]},
+    "shared-act": {"module": "SharedActivation"},
 }
 
 
@@ -118,6 +119,15 @@ def test_attention_with_weights_thrown_away_cuts_anywhere(tmp_path, layers, cuts
     """The attention weights nobody reads are in no layer; the residual added in place to
     the attention output (`h += e`) runs on a copy when that output arrives over a cut."""
     whole, stages = chained(scenario(tmp_path, "attention", layers=layers), cuts)
+    assert_same_training(whole, stages)
+
+
+def test_a_shared_activation_joins_each_layer_it_follows(tmp_path):
+    """`self.act` runs after fc and after mid: grouped, each call is in the layer it follows,
+    so a cut after fc ships the activated output, and the stages train like the module."""
+    path = scenario(tmp_path, "shared-act")
+    assert load_input(path).problem.layer_names == ("embedding", "fc", "mid", "out", "loss")
+    whole, stages = chained(path, [1, 2])
     assert_same_training(whole, stages)
 
 
