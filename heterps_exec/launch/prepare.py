@@ -122,11 +122,6 @@ def _check_async(req: RunRequest, plan: Plan) -> None:
         staleness([s.num_replicas for s in plan.stages], plan.num_microbatches)
     except ValueError as exc:
         raise ExecError(f"{req.plan}: {exc}") from None
-    if req.ps_shards and req.checkpoint_dir:
-        raise ExecError(f"{req.plan}: schedule async with --ps-shards runs without "
-                        "--checkpoint-dir (the parameter server keeps one version of its rows; "
-                        "a resumed async step reads older ones); use gpipe or 1f1b to "
-                        "checkpoint it")
     for flag, on in (("--share speed", req.share == "speed"), ("--overlap", req.overlap)):
         if on:
             raise ExecError(f"{req.plan}: schedule async runs without {flag} (it re-routes or "

@@ -7,7 +7,8 @@ its client. A trainer swaps each local `nn.EmbeddingBag` of its stage for a
 gradient sum across replicas live on the PS, and ends every step with `client.end_step`:
 with staleness 0 every pull of a step sees the rows as of its start and the PS applies the
 summed pushes once - the same update as single-process training. Checkpoints: the PS writes
-its shards next to the trainers' DCP checkpoint (same step) and restores from it.
+its shards next to the trainers' DCP checkpoint (same step) and restores from it; an async
+run's holds the pushes of its last D steps pending (ps/checkpoint.py).
 The run's `--quantize` mode (fp16, bf16, int8) also encodes the pulled rows and the pushed
 gradients on the wire (`wire_mode`); the PS keeps rows and optimizer state in float32.
 """
@@ -50,7 +51,18 @@ def serve_shard(spec: RunSpec, rank: int, num_trainers: int, group,
     # a stalled client is dropped before the healthy ones give up waiting for their step
     return serve(group, list(range(num_trainers)), config, restore_dir=restore,
                  restore_step=None if steps_done is None else steps_done - 1,
-                 stall_timeout_s=min(STALL_TIMEOUT_S, spec.timeout_s / 2))
+                 stall_timeout_s=min(STALL_TIMEOUT_S, spec.timeout_s / 2),
+                 pending_steps=pending_steps(spec))
+
+
+def pending_steps(spec: RunSpec) -> int:
+    """Steps a checkpoint of this run leaves pending on the PS: the async schedule's
+    staleness D (its next D steps read rows without their updates), 0 for gpipe and 1f1b."""
+    plan = spec.plan_obj()
+    if plan.schedule != "async":
+        return 0
+    from heterps_sim.core.asynchrony import staleness
+    return staleness([s.num_replicas for s in plan.stages], plan.num_microbatches)
 
 
 def attach(module: nn.Module, spec: RunSpec, group, num_trainers: int) -> PSClient:
@@ -71,7 +83,8 @@ def attach(module: nn.Module, spec: RunSpec, group, num_trainers: int) -> PSClie
 
 def checkpoint(client: PSClient, spec: RunSpec, steps_done: int) -> None:
     """The PS's part of the trainers' checkpoint after `steps_done` steps (the PS names a
-    checkpoint by the last step it applied, steps_done - 1)."""
+    checkpoint by the last step whose pushes it holds, steps_done - 1; an async run's has the
+    last D of them pending, `pending_steps`)."""
     client.checkpoint(steps_done - 1, str(Path(spec.checkpoint_dir) / PS_DIR))
 
 

@@ -3,7 +3,8 @@
 Layout under the trainer's checkpoint directory:
 ```
 ps-shard-0/LATEST            "step-000000040" (the only file ever overwritten, by os.replace)
-ps-shard-0/step-000000040/   meta.json + table-<i>.npz (ids, rows incl. optimizer state)
+ps-shard-0/step-000000040/   meta.json + table-<i>.npz (ids, rows incl. optimizer state,
+                             the pending pushes)
 ```
 A checkpoint is written into `step-N.tmp-<pid>/`, every file fsynced, the directory renamed
 to `step-N/` and fsynced, and only then is LATEST swapped. A kill -9 at any moment leaves
@@ -11,6 +12,14 @@ either the old LATEST (pointing at a complete directory) or the new one: never a
 half-applied row. Only rows that differ from their deterministic initial value are written
 (rows written or cached since the start), so a checkpoint costs what was touched.
 The live disk tier is not durable on its own: a restart rebuilds it from the checkpoint.
+
+The checkpoint of step s holds every push of steps <= s. A synchronous run's has them all
+applied. An async run's (staleness D, heterps_sim.core.asynchrony) has steps up to s - D
+applied ("applied" in meta.json) and the pushes of steps s - D + 1..s pending, as the live
+shard holds them (per push: its step, its client, ids, float32 gradients; the optimizer state
+stays in the rows): the steps after s read rows without those updates, and a restored shard
+applies them when its clients end those steps, exactly as the unbroken run does. A checkpoint
+written before pending pushes were saved has none (applied = its step).
 """
 
 from __future__ import annotations
@@ -48,7 +57,9 @@ def shard_dir(root: str, shard: int) -> str:
 
 
 def save(shard: Shard, step: int, root: str) -> str:
-    """Write `shard` as of now (after `end_step(step)`) under `root`; returns its directory."""
+    """Write `shard` as of now under `root` as the checkpoint of step `step`: its rows (as of
+    its last `end_step`) and, where that step is before `step`, the pushes of the steps after
+    it up to `step` (pending); returns its directory."""
     base = shard_dir(root, shard.config.shard)
     os.makedirs(base, exist_ok=True)
     name = f"step-{step:09d}"
@@ -58,11 +69,13 @@ def save(shard: Shard, step: int, root: str) -> str:
     tmp = f"{final}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
+    applied = min(shard.step, step)
     for i, t in enumerate(shard.tables):
         keys, rows = t.tiers.snapshot()
+        arrays = {"ids": t.ids_of(keys), "rows": rows, **_pending_arrays(t, applied, step)}
         _write(os.path.join(tmp, f"table-{i}.npz"),
-               lambda f, keys=keys, rows=rows, t=t: np.savez(f, ids=t.ids_of(keys), rows=rows))
-    meta = {"step": step, "tables": [t.spec.to_dict() for t in shard.tables],
+               lambda f, arrays=arrays: np.savez(f, **arrays))
+    meta = {"step": step, "applied": applied, "tables": [t.spec.to_dict() for t in shard.tables],
             "shard": shard.config.shard, "num_shards": shard.config.num_shards}
     _write(os.path.join(tmp, "meta.json"), lambda f: f.write(json.dumps(meta).encode()))
     _fsync_dir(tmp)
@@ -74,6 +87,22 @@ def save(shard: Shard, step: int, root: str) -> str:
     _fsync_dir(base)
     _prune(base, keep_from=name)
     return final
+
+
+def _pending_arrays(t, applied: int, step: int) -> dict[str, np.ndarray]:
+    """The pushes of steps applied + 1..step that `t` holds, as flat arrays: per push its
+    step, client and number of ids; then every push's ids and gradients, concatenated."""
+    due = [p for p in t.pending if applied < p[0] <= step]
+    dim = t.spec.dim
+    return {
+        "pending_steps": np.array([p[0] for p in due], np.int64),
+        "pending_sources": np.array([p[1] for p in due], np.int64),
+        "pending_sizes": np.array([p[2].size for p in due], np.int64),
+        "pending_ids": (np.concatenate([t.ids_of(p[2]) for p in due]) if due
+                        else np.empty(0, np.int64)),
+        "pending_grads": (np.concatenate([p[3] for p in due]) if due
+                          else np.empty((0, dim), np.float32)),
+    }
 
 
 def _prune(base: str, keep_from: str) -> None:
@@ -105,6 +134,30 @@ def load(path: str) -> tuple[int, list[tuple[TableSpec, np.ndarray, np.ndarray]]
         with np.load(os.path.join(path, f"table-{i}.npz")) as z:
             tables.append((TableSpec.from_dict(d), z["ids"], z["rows"]))
     return meta["step"], tables
+
+
+Push = tuple[int, int, np.ndarray, np.ndarray]
+"""A pending push: (step, client, ids, float32 gradients (len(ids), dim))."""
+
+
+def load_pending(path: str) -> tuple[int, list[list[Push]]]:
+    """(the last step applied, per table its pending pushes in order of arrival) of one
+    checkpoint directory; a checkpoint without them has its own step applied."""
+    with open(os.path.join(path, "meta.json")) as f:
+        meta = json.load(f)
+    tables = []
+    for i in range(len(meta["tables"])):
+        with np.load(os.path.join(path, f"table-{i}.npz")) as z:
+            if "pending_steps" not in z.files or not z["pending_steps"].size:
+                tables.append([])
+                continue
+            ends = np.cumsum(z["pending_sizes"])
+            ids = np.split(z["pending_ids"], ends[:-1])
+            grads = np.split(z["pending_grads"], ends[:-1])
+            tables.append([(int(s), int(c), k, g) for s, c, k, g in zip(
+                z["pending_steps"].tolist(), z["pending_sources"].tolist(), ids, grads,
+                strict=True)])
+    return meta.get("applied", meta["step"]), tables
 
 
 def common_step(root: str, num_shards: int) -> int | None:
@@ -158,8 +211,9 @@ def resume_problem(root: str, step: int, num_shards: int) -> str | None:
 
 
 def restore(shard: Shard, root: str, step: int | None = None) -> int | None:
-    """Load the last checkpoint (or that of `step`) of `shard` under `root` into it; returns
-    the step, or None when there is none."""
+    """Load the last checkpoint (or that of `step`) of `shard` under `root` into it: rows and
+    pending pushes, `shard.step` the last step applied; returns the checkpoint's step, or None
+    when there is none."""
     if step is None:
         path = latest(root, shard.config.shard)
         if path is None:
@@ -167,8 +221,10 @@ def restore(shard: Shard, root: str, step: int | None = None) -> int | None:
     else:
         path = os.path.join(shard_dir(root, shard.config.shard), f"step-{step:09d}")
     step, tables = load(path)
-    for spec, ids, rows in tables:
+    applied, pending = load_pending(path)
+    for (spec, ids, rows), pushes in zip(tables, pending, strict=True):
         t = shard.tables[shard.declare(spec)]
         t.tiers.cold.write(t.keys_of(ids), rows)
-    shard.step = step
+        t.pending = [(s, c, t.keys_of(k), g) for s, c, k, g in pushes]
+    shard.step = applied
     return step

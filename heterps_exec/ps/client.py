@@ -236,6 +236,11 @@ class PSClient:
         if errors:
             raise PSError("; ".join(errors))
 
+    def wait_pushes(self) -> None:
+        """Return once every push sent is acknowledged: each shard holds it (applied or
+        pending its step)."""
+        self._drain()
+
     def end_step(self, step: int) -> None:
         """This client finished step `step`: returns when the PS lets it start the next."""
         self._drain()

@@ -9,7 +9,9 @@ blocks the others), and defers `end_step` replies until the step may end:
   client may have several end_steps in flight, of increasing steps (the async schedule
   sends them as soon as it may and waits for each when it needs the rows it brings);
 - staleness s > 0: pushes apply on arrival and `end_step(t)` returns once every open client
-  has ended step t - s, so nobody runs more than s steps ahead of the slowest client.
+  has ended step t - s, so nobody runs more than s steps ahead of the slowest client;
+- a checkpoint request for step t is served once step t has ended, or (the async schedule,
+  `pending_steps` D) step t - D: the steps after it are saved as the pushes pending.
 
 No request can stop the server. A bad one (a malformed or out-of-range header, an unknown
 table, a wrong shape, a table past the shard's budget, a checkpoint outside the configured
@@ -60,13 +62,18 @@ POLL_S = 0.25
 
 class _Server:
     def __init__(self, group, client_ranks, config: ShardConfig, restore_dir, restore_step,
-                 checkpoint_dir=None, stall_timeout_s: float = STALL_TIMEOUT_S):
+                 checkpoint_dir=None, stall_timeout_s: float = STALL_TIMEOUT_S,
+                 pending_steps: int = 0):
         self.shard = Shard(config)
+        self.pending_steps = pending_steps
         self.restored_step = (checkpoint.restore(self.shard, restore_dir, restore_step)
                               if restore_dir else None)
+        if self.restored_step is not None:  # a checkpoint of a staler run: apply the steps
+            while self.shard.step < self.restored_step - pending_steps:  # this run's read
+                self.shard.end_step(self.shard.step + 1)
         root = checkpoint_dir if checkpoint_dir is not None else restore_dir
         self.checkpoint_root = os.path.realpath(root) if root else None
-        start = -1 if self.restored_step is None else self.restored_step
+        start = -1 if self.restored_step is None else self.shard.step
         self.done = dict.fromkeys(client_ranks, start)  # open clients -> last step ended
         self.applied = start
         self.waiting: list[tuple[int, int, int]] = []  # (client, step, reply tag)
@@ -157,7 +164,7 @@ class _Server:
             t0 = time.perf_counter()
             ids, grads = protocol.decode_request(header, body)
             decoded = self.decode_grads(table, header, grads)
-            self.shard.push(table, ids, decoded, step)
+            self.shard.push(table, ids, decoded, step, source=src)
             self.shard.tables[table].bytes_in += grads.nbytes - decoded.nbytes
             self.reply(src, tag)
             self.shard.tables[table].latency_s["push"].append(time.perf_counter() - t0)
@@ -177,8 +184,10 @@ class _Server:
             self.advance()
         elif op == CHECKPOINT:
             where = self.checkpoint_path(bytes(body.numpy()).decode())
-            if not 0 <= step <= self.applied:
-                raise PSRequestError(f"checkpoint of step {step} asked before the step ended "
+            due = step - self.pending_steps  # applied by now; the later steps' pushes are in
+            if step < 0 or self.applied < max(due, -1):
+                what = "the step" if due == step else f"step {due}"
+                raise PSRequestError(f"checkpoint of step {step} asked before {what} ended "
                                      f"(last applied {self.applied})")
             checkpoint.save(self.shard, step, where)
             self.reply(src, tag, value=step)
@@ -251,7 +260,7 @@ class _Server:
 
 def serve(group, client_ranks, config: ShardConfig, *, restore_dir: str | None = None,
           restore_step: int | None = None, checkpoint_dir: str | None = None,
-          stall_timeout_s: float = STALL_TIMEOUT_S) -> dict:
+          stall_timeout_s: float = STALL_TIMEOUT_S, pending_steps: int = 0) -> dict:
     """Serve shard `config.shard` to `client_ranks` (global ranks in `group`) until all of
     them have called `PSClient.close()`; returns the final per-table counters.
 
@@ -260,8 +269,12 @@ def serve(group, client_ranks, config: ShardConfig, *, restore_dir: str | None =
     clients continue at the step after it. `checkpoint_dir` (default: `restore_dir`): the
     only directory checkpoint requests may write under; None and no restore_dir: checkpoint
     requests are refused. `stall_timeout_s`: how long a client may leave replies unread (or
-    an announced payload unsent) before it is dropped."""
+    an announced payload unsent) before it is dropped. `pending_steps`: the async schedule's
+    staleness D (0: synchronous). The checkpoint of step s then holds steps up to s - D
+    applied and the pushes of the D steps after pending (checkpoint.py), and a restored shard
+    starts with steps up to its checkpoint's step - D applied (those of a staler run's
+    checkpoint applied now)."""
     torch.set_num_threads(1)
     compile_kernels()
     return _Server(group, list(client_ranks), config, restore_dir, restore_step,
-                   checkpoint_dir, stall_timeout_s).run()
+                   checkpoint_dir, stall_timeout_s, pending_steps).run()

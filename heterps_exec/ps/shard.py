@@ -7,7 +7,10 @@ Step semantics (staleness 0): pulls during step t see the rows as of the start o
 pushes are summed per row and applied once, at `end_step(t)`, which the server calls when every
 client has ended step t. A push may name its step (the async schedule's pushes of step t + 1
 arrive before step t ends): `end_step(t)` applies the pushes of steps up to t and those that
-name none. With staleness > 0 a push is applied as soon as it arrives.
+name none. The sum takes the pushes client by client (each client's in the order it sent
+them), so a step's update does not depend on which client's push arrived first: a run, and a
+run resumed with the pushes a checkpoint held pending (checkpoint.py), give the same bytes.
+With staleness > 0 a push is applied as soon as it arrives.
 The optimizer state sits in the row itself (`TableSpec.width`): row, then Adagrad's
 accumulator, so every tier and every checkpoint moves the two together.
 """
@@ -50,8 +53,9 @@ class Table:
             cold = MemmapStore(path + ".rows", self.key_space, spec.width)
         policy = make_policy(config.policy, hot, self.key_space, passes=config.passes)
         self.tiers = TieredRows(policy, warm, spec.width, cold, self._init)
-        self.pending: list[tuple[int, np.ndarray, np.ndarray]] = []
-        """(step the push named, -1: none; keys; gradients) not applied yet."""
+        self.pending: list[tuple[int, int, np.ndarray, np.ndarray]] = []
+        """(step the push named, -1: none; the client that sent it; keys; gradients), not
+        applied yet, in order of arrival."""
         self.rows_pulled = self.rows_pushed = self.bytes_in = self.bytes_out = 0
         self.latency_s = {"pull": deque(maxlen=4096), "push": deque(maxlen=4096)}
 
@@ -100,12 +104,13 @@ class Table:
         self.tiers.write(keys, rows)
 
     def apply_pending(self, step: int) -> None:
-        """Apply, summed, the pushes of steps up to `step` and those naming no step."""
-        due = [(k, g) for t, k, g in self.pending if t <= step]
+        """Apply, summed, the pushes of steps up to `step` and those naming no step (client by
+        client: the sum's order is the same whichever client's push arrived first)."""
+        due = sorted((p for p in self.pending if p[0] <= step), key=lambda p: p[1])  # stable
         if due:
             self.pending = [p for p in self.pending if p[0] > step]
-            keys = np.concatenate([k for k, _ in due])
-            grads = np.concatenate([g for _, g in due])
+            keys = np.concatenate([p[2] for p in due])
+            grads = np.concatenate([p[3] for p in due])
             self.apply(*sum_by_key(keys, grads))
 
     def stats(self) -> dict:
@@ -197,9 +202,10 @@ class Shard:
         t.bytes_out += rows.nbytes
         return rows
 
-    def push(self, index: int, ids, grads, step: int = -1) -> None:
+    def push(self, index: int, ids, grads, step: int = -1, source: int = 0) -> None:
         """Gradients of `ids`, float32 (len(ids), dim); a repeated id's gradients add up.
-        `step`: the step they belong to (-1: the next step to end)."""
+        `step`: the step they belong to (-1: the next step to end); `source`: the client that
+        sent them (a step's pushes are summed client by client)."""
         t = self.table(index)
         ids = self._check_ids(t, ids)
         want = (ids.size, t.spec.dim)
@@ -214,7 +220,7 @@ class Shard:
             if 0 <= step <= self.step:
                 raise PSRequestError(f"a push for step {step}, which has ended (last ended "
                                      f"{self.step})")
-            t.pending.append((step, keys, grads.copy()))
+            t.pending.append((step, source, keys, grads.copy()))
         else:
             t.apply(*sum_by_key(keys, grads))
 

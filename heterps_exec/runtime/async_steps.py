@@ -7,8 +7,10 @@ reads is fixed by heterps_sim.core.asynchrony, not by timing, so a segment may e
 without changing the result: the run flushes only where it checkpoints (and at its end), saves
 the older versions the next steps read with the weights, and a resumed run starts a fresh
 stream at the checkpoint's step that trains on exactly as an unbroken one. Tables on the
-parameter server follow the same rule (PSSteps); the PS keeps one version of its rows, so an
-async run with a parameter server does not checkpoint (refused before it starts).
+parameter server follow the same rule (PSSteps). The PS keeps one version of its rows, so a
+segment ends the PS's steps only up to end - D - 1: the checkpoint holds the rows as the next
+steps read them and the pushes of the last D steps pending (ps/checkpoint.py), and the next
+segment, or a resumed run, ends those steps as an unbroken run would.
 """
 
 from __future__ import annotations
@@ -66,44 +68,64 @@ class PSSteps:
     step k + D are done (its last forward of that step), without waiting, and waits for
     step k only before its first forward of step k + D + 1, whose rows it brings. The
     staleness bound puts that forward after both points, so the wait cannot close a cycle.
+
+    A segment ends steps up to end - D - 1 only: steps end - D..end - 1 stay pending on the
+    PS (their pushes are in, the next steps' pulls must not see them), are saved so by a
+    checkpoint, and are ended in the next segment after its pulls of steps end..end + D - 1
+    (or by `end_all` at the run's end). Those pulls depend on no later forward, so the
+    waits of the segment's first steps cannot close a cycle either.
     """
 
-    def __init__(self, client, d: int) -> None:
+    def __init__(self, client, d: int, start: int = 0) -> None:
         self.client, self.d = client, d
         self.points: dict[int, list[int]] = {}
-        self.first = 0
-        self.sent: set[int] = set()
-        self.waited = -1
+        self.next_end = max(0, start - d)
+        """The first step this replica has not ended (a resumed run's PS holds the D steps
+        before `start` pending, as the segment that saved it left them)."""
+        self.waited = self.next_end - 1
+        """The last step known applied on every shard."""
 
     def plan_segment(self, actions: list, m: int, first: int, end: int) -> None:
-        """Where in this segment's `actions` each step's end goes out (after that index)."""
+        """Where in this segment's `actions` each step's end goes out (after that index;
+        before the first action: now)."""
         at_step = {mu: i for i, (code, mu) in enumerate(actions) if code == STEP}
         last_forward: dict[int, int] = {}
         for i, (code, mu) in enumerate(actions):
             if code == F:
                 last_forward[mu // m] = i
-        self.points, self.first, self.waited = {}, first, first - 1
-        for k in range(first, end):
-            at = (len(actions) - 1 if k + self.d >= end
-                  else max(at_step[k], last_forward.get(k + self.d, -1)))
+        self.points = {}
+        for k in range(self.next_end, end - self.d):
+            at = max(at_step.get(k, -1), last_forward.get(k + self.d, -1))
             self.points.setdefault(at, []).append(k)
+        self.after(-1)
 
     def after(self, index: int) -> None:
-        for k in self.points.get(index, ()):
+        for k in self.points.pop(index, ()):
             self.client.end_step_async(k)
-            self.sent.add(k)
+            self.next_end = k + 1
 
     def before_forward(self, step: int) -> None:
         k = step - self.d - 1
-        if k >= self.first and k > self.waited:
-            if k not in self.sent:
+        if k > self.waited:
+            if k >= self.next_end:
                 raise RuntimeError(f"step {step} reads the rows after step {k}, which this "
                                    "replica has not ended (the staleness bound was broken)")
             self.client.wait_step(k)
             self.waited = k
 
-    def finish(self, end: int) -> None:
-        self.client.wait_step(end - 1)
+    def finish(self) -> None:
+        """The segment's end: its pushes are on the PS, the steps it ended applied."""
+        self.client.wait_pushes()
+        if self.next_end - 1 > self.waited:
+            self.client.wait_step(self.next_end - 1)
+            self.waited = self.next_end - 1
+
+    def end_all(self, end: int) -> None:
+        """The run's end: end the steps left pending and wait until all are applied."""
+        for k in range(self.next_end, end):
+            self.client.end_step_async(k)
+        self.next_end = end
+        self.finish()
 
 
 def run_async(spec, ctx, runner, stream, start: int, module, optimizer, groups, *,
@@ -155,15 +177,29 @@ def run_async(spec, ctx, runner, stream, start: int, module, optimizer, groups, 
                 fail(mu + 1)
         _run_chunk(runner, chunk, batch_of)
         if ps is not None:
-            ps.finish(end)
+            ps.finish()
         losses = runner.finish_async(end)
         out.losses += [losses.get(step, 0.0) for step in range(first, end)]
         if spec.checkpoint_dir and spec.checkpoint_every and end % spec.checkpoint_every == 0:
             stash = runner.versions.saved_stash()
             assert sorted(stash) == stash_versions(end, d), (sorted(stash), end, d)
             checkpoint.save(spec.checkpoint_dir, end, module, optimizer, rank=ctx.rank,
-                            group=groups.trainers, stash=stash, staleness=d)
+                            group=groups.trainers, stash=stash, staleness=d,
+                            before_commit=_ps_checkpoint(ps, spec, end))
+    if ps is not None:
+        ps.end_all(spec.steps)
     return out
+
+
+def _ps_checkpoint(ps: PSSteps | None, spec, end: int):
+    """The PS's part of the checkpoint after `end` steps, asked by every replica with tables
+    once all have saved (their pushes are on the PS by then); the first request writes it."""
+    if ps is None:
+        return None
+    from heterps_exec.ps import bridge as ps_bridge
+    return lambda: ps_bridge.checkpoint(ps.client, spec, end)
+
+
 
 
 def _run_chunk(runner, chunk: list, batch_of) -> None:

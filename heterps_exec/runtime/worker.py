@@ -163,7 +163,7 @@ def train(spec: RunSpec, rank: int, layout: Layout, groups: Groups,
     losses, step_ends, measure_from = [], [], None
     if runner.versions is not None:  # async: continuous streams between checkpoints
         if client is not None and runner.embeddings:
-            runner.ps_steps = PSSteps(client, runner.versions.d)
+            runner.ps_steps = PSSteps(client, runner.versions.d, start)
         elif client is not None:  # no table here: nothing of this rank's for the PS to await
             client.close()
             client = None

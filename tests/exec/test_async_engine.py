@@ -13,6 +13,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -127,13 +128,75 @@ def test_async_refuses_what_reduces_per_flushed_step(tmp_path, flag):
     assert f"schedule async runs without {flag[0]}" in err
 
 
-def test_async_with_a_parameter_server_does_not_checkpoint(tmp_path):
+def test_an_async_ps_checkpoint_resumes_only_with_its_shards(tmp_path):
+    """An async run checkpoints with its tables on the PS; the resume that would lose rows
+    (another --ps-shards) is refused before any rank starts, in one line."""
     plan = tiny_plan(tmp_path / "plan.json", [10], [1, 1], schedule="async", m=4)
-    code, _, err = run_exec("run", str(plan), "--scenario", SCENARIO, "--steps", "2",
-                            "--out", str(tmp_path / "run"), "--ps-shards", "1",
-                            "--checkpoint-dir", str(tmp_path / "ckpt"))
-    assert code == 2 and err.count("\n") == 1
-    assert "runs without --checkpoint-dir" in err
+    ckpt = str(tmp_path / "ckpt")
+    _run(tmp_path, plan, "--steps", "2", "--ps-shards", "1", "--checkpoint-dir", ckpt,
+         "--checkpoint-every", "2")
+    for shards, text in (("2", "num_shards 1, expected num_shards 2"),
+                         ("0", "resume with the same --ps-shards")):
+        code, _, err = run_exec("run", str(plan), "--scenario", SCENARIO, "--steps", "4",
+                                "--out", str(tmp_path / f"again{shards}"), "--ps-shards",
+                                shards, "--checkpoint-dir", ckpt)
+        assert code == 2 and err.count("\n") == 1, err
+        assert text in err
+
+
+# (cuts, replicas, m, PS shards, checkpoint every of the unbroken run): the tables on one
+# replicated stage, D = 2, against a run that never stops in the middle; the tables over two
+# stages and two shards, D = 1, against a run that checkpoints at the same steps
+PS_RESUMES = [([9, 11], [2, 1, 1], 3, 1, 4), ([4, 11], [1, 1, 1], 2, 2, 2)]
+
+
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("cuts,replicas,m,shards,every", PS_RESUMES,
+                         ids=[f"ps{n}-d{staleness(r, m)}" for _, r, m, n, _ in PS_RESUMES])
+def test_killed_async_run_on_the_ps_resumes_to_the_same_bytes(tmp_path, cuts, replicas, m,
+                                                              shards, every):
+    """The PS's checkpoint holds the pushes of the last D steps pending: a run killed (on a
+    replica with tables) after the checkpoint of step 2 and resumed ends with the same
+    weights, table rows and Adagrad state as one that was not, and both equal the oracle."""
+    plan = tiny_plan(tmp_path / "plan.json", cuts, replicas, schedule="async", m=m)
+    common = ("--steps", "4", "--optimizer", "adagrad", "--lr", "0.02", "--ps-shards",
+              str(shards))
+    whole = _run(tmp_path, plan, *common, "--checkpoint-dir", str(tmp_path / "ckpt-whole"),
+                 "--checkpoint-every", str(every), "--save-state", str(tmp_path / "whole.pt"),
+                 name="whole")
+    broken = _run(tmp_path, plan, *common, "--checkpoint-dir", str(tmp_path / "ckpt"),
+                  "--checkpoint-every", "2", "--max-restarts", "1", "--inject-fault", "1:3",
+                  "--save-state", str(tmp_path / "broken.pt"), name="broken")
+    assert broken["extra"]["first_step"] == 2  # the second attempt resumed at step 2
+    assert "exitcode: -9" in (tmp_path / "broken" / "torchrun.log").read_text()
+    a, b = torch.load(tmp_path / "whole.pt"), torch.load(tmp_path / "broken.pt")
+    assert any(k.startswith("emb_") for k in a)  # the tables' rows, pulled from the PS
+    assert sorted(a) == sorted(b) and all(torch.equal(a[k], b[k]) for k in a)
+    assert broken["extra"]["losses"] == whole["extra"]["losses"][2:]
+    for s in range(shards):  # the PS's checkpoints of step 4: every row with its Adagrad
+        want = _ps_rows(tmp_path / "ckpt-whole", s, shards, tmp_path / "a")  # state, and
+        got = _ps_rows(tmp_path / "ckpt", s, shards, tmp_path / "b")  # the pushes pending
+        assert want.keys() == got.keys() and all(want[k] == got[k] for k in want)
+    assert_matches_reference(tmp_path / "broken", tmp_path / "broken.pt", broken)
+
+
+def _ps_rows(root: Path, shard: int, shards: int, work: Path) -> dict:
+    """Shard `shard`'s checkpoint of step 4 under `root`, restored into a fresh shard, as
+    bytes: per table every row (with its Adagrad state) and the pushes pending, in the order
+    they are applied (client by client, each client's in its order)."""
+    from heterps_exec.ps import checkpoint as ps_checkpoint
+    from heterps_exec.ps.shard import Shard
+    from heterps_exec.ps.spec import ShardConfig
+    fresh = Shard(ShardConfig(shard=shard, num_shards=shards, work_dir=str(work)))
+    assert ps_checkpoint.restore(fresh, str(root / "ps"), 3) == 3
+    out = {"applied": fresh.step}
+    for t in fresh.tables:
+        ids = np.arange(shard, t.spec.rows, shards, dtype=np.int64)
+        pending = sorted(t.pending, key=lambda p: (p[0], p[1]))
+        out[t.spec.name] = (t.tiers.peek(t.keys_of(ids)).tobytes(),
+                            [(s, c, t.ids_of(k).tobytes(), g.tobytes()) for s, c, k, g in pending])
+    fresh.close()
+    return out
 
 
 @pytest.mark.timeout(300)
