@@ -22,6 +22,11 @@ from heterps_exec.runtime.versions import Versions, stash_versions
 from heterps_sim.core.asynchrony import staleness
 from heterps_sim.core.lanes import STEP, B, F
 
+AHEAD = 1
+"""Steps ahead whose receives a replica posts with the current step's. Gloo moves a message
+once its receive is posted: a sender a step ahead (async never flushes) otherwise waits for
+its peer's next step start, and under a full CPU that wait is on the critical path."""
+
 
 @dataclass
 class AsyncRun:
@@ -157,14 +162,13 @@ def run_async(spec, ctx, runner, stream, start: int, module, optimizer, groups, 
         ps = runner.ps_steps
         if ps is not None:
             ps.plan_segment(actions, m, first, end)
-        chunk: list = []
+        chunks = _chunks(actions)
         fail(first)
-        for i, (code, mu) in enumerate(actions):
-            if code != STEP:
-                chunk.append((i, code, mu))
+        for j, (chunk, stop) in enumerate(chunks):
+            _run_chunk(runner, chunk, batch_of, ahead=chunks[j + 1:j + 1 + AHEAD])
+            if stop is None:
                 continue
-            _run_chunk(runner, chunk, batch_of)
-            chunk = []
+            i, mu = stop
             runner.end_step_async(mu)
             if ps is not None:
                 ps.after(i)
@@ -175,7 +179,6 @@ def run_async(spec, ctx, runner, stream, start: int, module, optimizer, groups, 
                 rec.measuring = True
             if mu + 1 < end:
                 fail(mu + 1)
-        _run_chunk(runner, chunk, batch_of)
         if ps is not None:
             ps.finish()
         losses = runner.finish_async(end)
@@ -200,13 +203,29 @@ def _ps_checkpoint(ps: PSSteps | None, spec, end: int):
     return lambda: ps_bridge.checkpoint(ps.client, spec, end)
 
 
+def _chunks(actions: list) -> list[tuple[list, tuple[int, int] | None]]:
+    """The actions between two step ends, each with the step end after it ((index, step);
+    None for the segment's tail): [(index, code, mu)]."""
+    out, chunk = [], []
+    for i, (code, mu) in enumerate(actions):
+        if code == STEP:
+            out.append((chunk, (i, mu)))
+            chunk = []
+        else:
+            chunk.append((i, code, mu))
+    if chunk:
+        out.append((chunk, None))
+    return out
 
 
-def _run_chunk(runner, chunk: list, batch_of) -> None:
-    """The actions between two step ends: receives posted first (they overlap compute)."""
+def _run_chunk(runner, chunk: list, batch_of, ahead=()) -> None:
+    """The actions between two step ends: their receives, and those of the next AHEAD
+    chunks, posted first (they overlap compute)."""
     if not chunk:
         return
-    runner.post_receives([(code, mu) for _, code, mu in chunk])
+    later = ([] if runner.auto is not None  # per-step encodings: posted with their step
+             else [(code, mu) for c, _ in ahead for _, code, mu in c])
+    runner.post_receives([(code, mu) for _, code, mu in chunk], ahead=later)
     ps = runner.ps_steps
     for i, code, mu in chunk:
         if code == F:

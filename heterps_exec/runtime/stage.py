@@ -100,14 +100,20 @@ class StageRunner:
         step pulls at its version (async_steps.py); None otherwise."""
 
     # -- messages ------------------------------------------------------------------------
-    def post_receives(self, actions) -> None:
-        """Post every receive this step will need, in action order (overlaps compute)."""
-        c = self.ctx
+    def post_receives(self, actions, *, ahead=()) -> None:
+        """Post every receive this step will need, in action order (overlaps compute), and
+        those of the actions `ahead` (later steps': async) not posted yet."""
         forwards = [mu for code, mu in actions if code == F]
         self.next_forward = dict(zip(forwards, forwards[1:]))
         backwards = [mu for code, mu in actions if code == B]
         self.last_backward = backwards[-1] if backwards else None
+        self._post([*actions, *ahead])
+
+    def _post(self, actions) -> None:
+        c = self.ctx
         for code, mu in actions:
+            if ("F" if code == F else "B", mu) in self.inbox:
+                continue  # posted ahead
             size = self._size(mu)
             if code == F and c.in_boundary is not None:
                 src = self.route(c.stage - 1, mu)

@@ -47,7 +47,8 @@ class Versions:
         """Versions older than the live one that a later step still reads (checkpointed)."""
         self.leaves: dict[int, dict[str, torch.Tensor]] = {}
         self.pending: dict[int, tuple] = {}
-        """step -> (all-reduce work or None, flat gradient + loss) not yet applied."""
+        """step -> (all-reduce work, flat gradient + loss, None) with replicas, (None,
+        per-parameter gradients, loss) with one; not yet applied."""
         self.next_step = start
         """The first step whose leaves this replica has not made (steps start in order)."""
         self.losses: dict[int, float] = {}
@@ -100,28 +101,37 @@ class Versions:
         leaves = self.leaves.pop(step, None)
         grads = [leaves[n].grad if leaves is not None and leaves[n].grad is not None
                  else torch.zeros_like(p) for n, p in self.named]
-        flat = torch.cat([g.reshape(-1).to(self.comm_device, torch.float32) for g in grads]
-                         + [torch.tensor([loss], dtype=torch.float32, device=self.comm_device)])
-        work = (dist.all_reduce(flat, group=self.group, async_op=True)
-                if self.group is not None else None)
-        self.pending[step] = (work, flat)
+        if self.group is None:  # one replica: the leaves' gradients are the update's
+            self.pending[step] = (None, grads, loss)
+        else:
+            flat = torch.cat([g.reshape(-1).to(self.comm_device, torch.float32) for g in grads]
+                             + [torch.tensor([loss], dtype=torch.float32,
+                                             device=self.comm_device)])
+            self.pending[step] = (dist.all_reduce(flat, group=self.group, async_op=True),
+                                  flat, None)
         if self.d == 0 or self.group is None:
             # nothing to overlap with, or the next forward needs it now: apply in order
             while self.applied in self.pending:
                 self._apply(self.applied)
 
     def _apply(self, step: int) -> None:
-        work, flat = self.pending.pop(step)
+        work, flat, loss = self.pending.pop(step)
         if work is not None:
             work.wait()
-        if self._read_later(step):  # a later step reads W(step): keep it before it moves on
+        if step not in self.stash and self._read_later(step):
+            # a later step reads W(step): keep it before it moves on
             self.stash[step] = {n: p.detach().clone() for n, p in self.named}
-        offset = 0
-        for _, p in self.named:
-            n = p.numel()
-            p.grad = flat[offset:offset + n].reshape(p.shape).to(p.device, p.dtype)
-            offset += n
-        self.losses[step] = float(flat[-1])
+        if loss is not None:  # one replica: its own gradients
+            for (_, p), g in zip(self.named, flat, strict=True):
+                p.grad = g
+        else:
+            offset = 0
+            for _, p in self.named:
+                n = p.numel()
+                p.grad = flat[offset:offset + n].reshape(p.shape).to(p.device, p.dtype)
+                offset += n
+            loss = float(flat[-1])
+        self.losses[step] = loss
         with torch.no_grad():
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
