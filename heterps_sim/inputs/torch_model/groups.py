@@ -110,7 +110,7 @@ def layer_names(order: list[str], named: set[str], compute: list[fx.Node], unit:
                 calls: dict, layer_of: dict[fx.Node, int]) -> list[str]:
     """The name of each layer of `order` (anchor paths, then the loss): a named unit keeps
     its name; an anchor takes the outermost module path holding it whose called leaves all
-    lie in that layer."""
+    lie in that layer (never the loss layer's name)."""
     held: dict[str, set[int]] = {}
     for n in compute:
         path = calls[n][1] if n in calls else unit[n]
@@ -125,6 +125,6 @@ def layer_names(order: list[str], named: set[str], compute: list[fx.Node], unit:
         if anchor not in named and i < len(order) - 1:
             parts = anchor.split(".")
             name = next(p for p in (".".join(parts[:k]) for k in range(1, len(parts) + 1))
-                        if held.get(p) == {i} or p == anchor)
+                        if (held.get(p) == {i} and p != order[-1]) or p == anchor)
         names.append(name)
     return names

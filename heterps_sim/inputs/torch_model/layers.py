@@ -1,17 +1,20 @@
 """Which graph node belongs to which layer, and which tensors are live across each cut.
 
-A layer is a module boundary of the user's model: by default every leaf module (a module
-without children: nn.Linear, nn.Embedding, nn.ReLU, a parameter-free FM block, ...); with
-`layers: [names]` the named submodules count as one layer each; `split_points` then merge
-runs of layers, a new one starting at each named module. Code outside every layer (the
-forward of a container: `torch.cat`, `view`, adding branch outputs, numpy constants) joins
-the first layer that reads its result; what only the output reads joins the last layer,
-"loss", which also applies the loss to the output and the label. Steps whose results
-nothing reads (the attention weights of an nn.MultiheadAttention whose caller drops them) are
-in no layer, unless they update a buffer in place or draw random numbers.
+A layer is a module boundary of the user's model: by default ("grouped") every leaf module (a
+module without children: nn.Linear, nn.Embedding, a parameter-free FM block, ...) but the
+activations, norms and dropouts, whose calls join the layer they follow (groups.py, which
+also names each layer); with "leaf" every leaf module, named by its path; with
+`layers: [names]` the named submodules count as one layer each (the rest grouped);
+`split_points` then merge runs of layers, a new one starting at each named module. Code
+outside every layer (the forward of a container: `torch.cat`, `view`, adding branch
+outputs, numpy constants) joins the first layer that reads its result; what only the output
+reads joins the last layer, "loss", which also applies the loss to the output and the
+label. Steps whose results nothing reads (the attention weights of an nn.MultiheadAttention
+whose caller drops them) are in no layer, unless they update a buffer in place or draw
+random numbers.
 
-    emb ── fm ──┐                     chain: embedding.embedding, fm, mlp.0, mlp.1, mlp.2, loss
-       └─ mlp.0 ─ mlp.1 ─ mlp.2 ─ (+) ── loss
+    emb ── fm ──┐                     chain (leaf): embedding.embedding, fm, mlp.0, mlp.1, loss
+       └─ mlp.0 ─ mlp.1 ─── (+) ── loss      grouped, mlp.1 a ReLU: embedding, fm, mlp.0, loss
                                          live after fm: {emb output, fm output, label}
 
 Parameters, buffers and constants are free: each stage that reads one holds it. Integer
