@@ -11,7 +11,9 @@ messages), printed per plan:
   run's compute speed (this VM's speed drifts up to 2x; the raw prediction is shown too);
 - the time per microbatch with the pipeline's bubbles taken out: step time / (m + s - 1) for
   1f1b (the flushed pipeline's length), step time / m for async (no fill, no drain), and the
-  async/1f1b ratio of what is left per microbatch and boundary after compute.
+  async/1f1b ratio of what is left per microbatch and boundary after compute;
+- cores busy: the ranks' CPU seconds (every thread, gloo's included) per second of the
+  measured steps; near the host's core count, the ranks waited for cores.
 """
 
 from __future__ import annotations
@@ -64,7 +66,8 @@ def main() -> None:
           f"{report['host_load_before']:.2f} before), {args.steps} steps, median of "
           f"{args.repeats} runs")
     print(f"{'replicas':>8} {'m':>2} {'schedule':>8} {'D':>2} {'measured/s':>11} "
-          f"{'sim@speed/s':>12} {'error':>7} {'sim raw/s':>10} {'ms/mb':>7} {'left/mb/bd':>11}")
+          f"{'sim@speed/s':>12} {'error':>7} {'sim raw/s':>10} {'ms/mb':>7} {'left/mb/bd':>11} "
+          f"{'cores busy':>10}")
     per_mb = {}
     errors = []
     for plan, row in zip(plans, rows, strict=True):
@@ -81,7 +84,7 @@ def main() -> None:
             else "-"
         print(f"{row['replicas']:>8} {m:>2} {plan.schedule:>8} {d:>2} {row['measured']:>11,.0f} "
               f"{row['des_at_run_speed']:>12,.0f} {err:>+6.1f}% {row['des']:>10,.0f} "
-              f"{1e3 * mb:>7.3f} {1e3 * left:>11.3f}")
+              f"{1e3 * mb:>7.3f} {1e3 * left:>11.3f} {row['measured_cpu_cores'] or 0:>10.2f}")
     ratios = [per_mb[r, "async"] / per_mb[r, "1f1b"] for r, sch in per_mb if sch == "1f1b"
               and per_mb[r, "1f1b"] > 0]
     print(f"async vs simulator at run speed: median |error| {statistics.median(errors):.1f}%, "

@@ -299,7 +299,8 @@ def validate(req: ValidateRequest, progress=None) -> dict:
             "des_split": _des_split(des, measured.bottleneck_stage),
             "des_bubble": des.extra.get("bubble_fraction", 0.0),
             "measured_runs": [x.throughput for x in runs[n]],
-            "measured_stage_compute_s": [s["compute_s"] for s in measured.extra["stages"]]})
+            "measured_stage_compute_s": [s["compute_s"] for s in measured.extra["stages"]],
+            "measured_cpu_cores": measured.extra.get("cpu_cores_busy")})
     meas = [r["measured"] for r in rows]
     return {"num_plans": len(rows),
             "mape_des": mape([r["des"] for r in rows], meas),

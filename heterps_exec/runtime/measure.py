@@ -107,7 +107,9 @@ def exec_result(spec: RunSpec, problem, parts: list[dict]) -> RunResult:
                                   if p.get("quantize_modes")} or None,
                "boundary_bytes_per_step": sum(p.get("bytes_sent", 0) for p in parts)
                / max(max(p.get("steps_run", 1) for p in parts), 1),
-               "ps": _ps_summary(parts, ps_parts) if ps_parts else None})
+               "ps": _ps_summary(parts, ps_parts) if ps_parts else None,
+               "cpu_cores_busy": (sum(p.get("cpu_s", 0.0) for p in parts) / wall
+                                  if wall > 0 else None)})
 
 
 def not_measured(first_step: int, steps: int) -> str:

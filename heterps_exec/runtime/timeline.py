@@ -20,7 +20,24 @@ class Recorder:
         self.keep_spans = keep_spans
         self.spans: list[tuple[str, str, float, float]] = []
         self.totals: dict[str, float] = defaultdict(float)
-        self.measuring = False
+        self._measuring = False
+        self._cpu_from: float | None = None
+
+    @property
+    def measuring(self) -> bool:
+        """Whether spans count in `totals` (the measured steps, after the warm-up)."""
+        return self._measuring
+
+    @measuring.setter
+    def measuring(self, on: bool) -> None:
+        if on and not self._measuring:
+            self._cpu_from = time.process_time()
+        self._measuring = on
+
+    def cpu_s(self) -> float:
+        """CPU seconds of this process (every thread: gloo's too) since measuring began: with
+        the wall time it tells whether the ranks had the cores they needed."""
+        return time.process_time() - self._cpu_from if self._cpu_from is not None else 0.0
 
     def restart_clock(self) -> None:
         self.t0 = time.time()

@@ -201,6 +201,7 @@ def train(spec: RunSpec, rank: int, layout: Layout, groups: Groups,
                                 (lambda s=step + 1: ps_bridge.checkpoint(client, spec, s))
                                 if client is not None and rank == 0 else None))
     _maybe_fail(spec, rank, spec.steps)  # a fault "at step STEPS": after the last checkpoint
+    cpu = ctx.recorder.cpu_s()
     wall = step_ends[-1] - (measure_from or 0.0) if step_ends else 0.0
     measured = sum(1 for t in step_ends if measure_from is not None and t > measure_from)
     state = None
@@ -215,7 +216,8 @@ def train(spec: RunSpec, rank: int, layout: Layout, groups: Groups,
     return {
         "role": "trainer", "rank": rank, "stage": ctx.stage, "replica": ctx.replica,
         "device": str(ctx.device), "start_step": start, "losses": losses,
-        "measured_steps": measured, "wall_s": wall, "totals": dict(ctx.recorder.totals),
+        "measured_steps": measured, "wall_s": wall, "cpu_s": cpu,
+        "totals": dict(ctx.recorder.totals),
         "spans": ctx.recorder.spans, "state": state, "ps": ps_stats,
         "bytes_sent": runner.bytes_sent, "steps_run": spec.steps - start,
         "share_counts": share.history if share is not None else None,
