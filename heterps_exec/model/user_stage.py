@@ -22,6 +22,7 @@ import sympy
 import torch
 from torch import nn
 
+from heterps_exec.model.dropout import seed_graph, tag_dropouts
 from heterps_exec.model.partition import Boundary, BoundaryTensor
 from heterps_sim.inputs.torch_model.chain import value_widths
 from heterps_sim.inputs.torch_model.layers import LayerChain
@@ -68,7 +69,9 @@ class UserStage(nn.Module):
     def __init__(self, chain: LayerChain, lo: int, hi: int, holder: dict,
                  shapes: WireShapes | None = None) -> None:
         super().__init__()
+        tag_dropouts(chain.captured.graph_module)  # ordinals over the whole model
         segment = build_segment(chain, lo, hi, holder)
+        self.dropouts = seed_graph(segment.gm)  # masks by (seed, step, microbatch, layer): model/dropout.py
         self.__dict__["segment"] = segment  # not a child: its contents are registered below
         gm = segment.gm
         for name, child in gm.named_children():

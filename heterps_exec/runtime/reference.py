@@ -1,7 +1,13 @@
 """Plain single-process training on the same global batches: the engine's correctness oracle.
 
 A plan run for N steps must end with the loss and weights this produces (tests compare them to
-1e-5). Same model construction, same data order, same optimizer; the whole batch at once.
+1e-5). Same model construction, same data order, same optimizer; each step runs the plan's m
+microbatches in order, one forward and backward each, gradients summed, then one update:
+what the engine does, with the stages glued back together. That is the meaning of "single
+process" for what depends on the microbatch: BatchNorm normalises each microbatch by its own
+statistics and takes m running-statistics updates per step, in microbatch order (the engine
+sums a replicated stage's updates to the same values, model/batchnorm.py); dropout draws
+microbatch i's masks of step t from (seed, t, i, layer) (model/dropout.py), as every rank does.
 
 An async plan trains with stale gradients by a fixed rule (heterps_sim.core.asynchrony):
 step t's gradient is taken at W(max(0, t - D)) and updates W(t). The oracle applies that rule
@@ -12,12 +18,15 @@ says.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import torch
 
 from heterps_exec.data.readers import open_stream
 from heterps_exec.model.build import build_model
+from heterps_exec.model.dropout import EagerDropout, microbatch
 from heterps_exec.model.spec_graph import graph_for
-from heterps_exec.runtime.layout import RunSpec
+from heterps_exec.runtime.layout import RunSpec, microbatch_bounds
 from heterps_exec.runtime.worker import make_optimizer
 from heterps_sim.core.asynchrony import staleness, version_of
 
@@ -42,20 +51,26 @@ def train_reference(spec: RunSpec, steps: int | None = None, *,
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     kept = {0: {n: p.detach().clone() for n, p in named}}  # W(v) for the steps that read it
     losses = []
+    bounds = microbatch_bounds(spec.batch_size, plan.num_microbatches)
+    masks = EagerDropout if spec.user_model else nullcontext  # (the zoo has no dropout)
     for step in range(spec.steps if steps is None else steps):
         batch = {k: torch.from_numpy(v) for k, v in stream.batch(step).items()}
-        if d == 0:
-            _, loss_sum = model(batch)
-            (loss_sum / spec.batch_size).backward()
-        else:
-            read = {n: t.detach().requires_grad_() for n, t in kept[version_of(step, d)].items()}
-            _, loss_sum = torch.func.functional_call(model, read, (batch,))
-            (loss_sum / spec.batch_size).backward()
+        read = (None if d == 0 else
+                {n: t.detach().requires_grad_() for n, t in kept[version_of(step, d)].items()})
+        loss_sum = 0.0
+        for i, (lo, hi) in enumerate(bounds):
+            part = {k: v[lo:hi] for k, v in batch.items()}
+            with microbatch(spec.seed, step, i), masks():
+                _, loss = (model(part) if read is None else
+                           torch.func.functional_call(model, read, (part,)))
+            (loss / spec.batch_size).backward()
+            loss_sum += float(loss.detach())
+        if read is not None:
             for n, p in named:
                 p.grad = read[n].grad
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        losses.append(float(loss_sum.detach()))
+        losses.append(loss_sum)
         if d:
             kept[step + 1] = {n: p.detach().clone() for n, p in named}
             kept.pop(version_of(step, d) if step >= d else -1, None)

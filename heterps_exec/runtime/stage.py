@@ -19,6 +19,7 @@ is exactly single-process training on the whole batch.
 from __future__ import annotations
 
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 
 import torch
@@ -27,6 +28,8 @@ import torch.distributed as dist
 from heterps_exec.hps import quantize
 from heterps_exec.hps.auto_quantize import AutoLinks
 from heterps_exec.hps.overlap import GradReducer
+from heterps_exec.model.batchnorm import RunningStats
+from heterps_exec.model.dropout import microbatch
 from heterps_exec.model.partition import Boundary
 from heterps_exec.runtime.layout import Layout, RunSpec, microbatch_bounds
 from heterps_exec.runtime.timeline import Recorder
@@ -95,6 +98,15 @@ class StageRunner:
         """The async schedule's weight versions (versions.py); None for gpipe and 1f1b."""
         self.step_loss: dict[int, float] = {}
         """Async: each step's summed loss so far at the last stage (steps overlap there)."""
+        self.step = 0
+        """The step being run (gpipe, 1f1b: set by the worker; async: mu // m)."""
+        self.dropouts = getattr(module, "dropouts", 0)
+        """Dropout calls in the stage: each draws its mask by (seed, step, microbatch,
+        layer), model/dropout.py (none: no RNG work at all)."""
+        self.running = (RunningStats.of(module, self.m) if ctx.group is not None
+                        and ctx.spec.plan["schedule"] != "async" else None)
+        """A replicated stage's BatchNorm running statistics, summed over its replicas at
+        each step end as one process updates them (model/batchnorm.py); None otherwise."""
         self.ps_steps = None
         """Async with tables on the parameter server: the PSSteps that keeps the rows each
         step pulls at its version (async_steps.py); None otherwise."""
@@ -178,14 +190,20 @@ class StageRunner:
             env, leaf = self._boundary("in", src).decode(message)
             if self.auto is not None:
                 self.auto.observe_forward("in", src, message)
-        if self.versions is None:
-            out_env, loss = self._compute(f"F{mu}", lambda: self.module(env))
-        else:  # the weights this microbatch's step reads (stashed for its backward)
-            params = self.versions.params_for(mu // self.m)
-            if self.ps_steps is not None:  # and the table rows of the same version
-                self.ps_steps.before_forward(mu // self.m)
-            with self.versions.reading(params):
+        with ExitStack() as stack:
+            if self.dropouts:
+                step = self.step if self.versions is None else mu // self.m
+                stack.enter_context(microbatch(c.spec.seed, step, mu % self.m))
+            if self.running is not None:
+                stack.enter_context(self.running.microbatch(mu))
+            if self.versions is None:
                 out_env, loss = self._compute(f"F{mu}", lambda: self.module(env))
+            else:  # the weights this microbatch's step reads (stashed for its backward)
+                params = self.versions.params_for(mu // self.m)
+                if self.ps_steps is not None:  # and the table rows of the same version
+                    self.ps_steps.before_forward(mu // self.m)
+                with self.versions.reading(params):
+                    out_env, loss = self._compute(f"F{mu}", lambda: self.module(env))
         nxt = self.next_forward.get(mu)
         if self.embeddings and nxt is not None and nxt // self.m == mu // self.m:
             self._prefetch(nxt, batch)  # (rows of the same step's batch only)
@@ -275,6 +293,9 @@ class StageRunner:
                     p.grad = flat[offset:offset + n].reshape(g.shape).to(p.device, p.dtype)
                     offset += n
                 loss = flat[-1:].cpu()
+        if self.running is not None:
+            with c.recorder.span("allreduce", "allreduce"):
+                self.running.sync(c.group, c.comm_device)
         with c.recorder.span("optimizer", "optimizer"):
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)

@@ -181,6 +181,7 @@ def train(spec: RunSpec, rank: int, layout: Layout, groups: Groups,
             runner.assignments = share.assignments()
             actions = sharing.step_actions(spec.plan["schedule"], ctx.stage, layout.num_stages,
                                            ctx.replica, runner.assignments[ctx.stage], step)[:-1]
+        runner.step = step
         runner.post_receives(actions)
         for code, mu in actions:
             if code == F:

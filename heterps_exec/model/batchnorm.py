@@ -1,0 +1,114 @@
+"""BatchNorm running statistics of a replicated stage: as one process running the microbatches.
+
+    stats = RunningStats.of(stage_module, m)    # None: no training BatchNorm in the stage
+    with stats.microbatch(mu):                   # around each forward (mu's index: mu mod m)
+        stage(env)
+    stats.sync(group, comm_device)               # at the step end, with the gradients
+
+One process trains a step microbatch by microbatch (runtime/reference.py): BatchNorm
+normalises each microbatch with that microbatch's statistics, and its running statistics
+take m updates in microbatch order, r <- (1 - a) r + a s_i (a: the momentum). The update is
+linear, so after the step
+
+    r' = (1 - a)^m r + sum_i (1 - a)^(m - 1 - i) a s_i
+
+and each replica can compute its own microbatches' terms whatever their order: the forward
+runs with the running buffers zeroed (training mode normalises with batch statistics, so the
+output is the same) and leaves a s_i in them; the buffers are put back and the weighted terms
+summed. At the step end the replicas all-reduce their sums and every replica sets r' (and
+num_batches_tracked += m): the running statistics are single-process training's on every
+replica, so the saved state (replica 0's) holds them, whatever the layout, schedule order or
+speed-aware sharing. A stage with one replica needs none of this (its forwards run in order).
+
+Not DDP's rule (broadcast replica 0's buffers at each forward): that keeps only replica 0's
+microbatches, so the saved statistics would depend on the layout (and on timing under
+speed-aware sharing) and no layout-free oracle could give them.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+BATCH_NORM_OPS = (torch.ops.aten.batch_norm.default,)
+
+
+@dataclass
+class _Norm:
+    mean: torch.Tensor
+    var: torch.Tensor
+    momentum: float
+    count: torch.Tensor | None
+    """num_batches_tracked (None when the module has none)."""
+
+
+class RunningStats:
+    def __init__(self, norms: list[_Norm], m: int) -> None:
+        self.norms, self.m = norms, m
+        self.sums = [torch.zeros_like(t) for n in norms for t in (n.mean, n.var)]
+        self.forwards = 0
+
+    @classmethod
+    def of(cls, module: nn.Module, m: int) -> RunningStats | None:
+        """The training BatchNorms of a user stage's graph (None if it has none)."""
+        segment = module.__dict__.get("segment")
+        if segment is None:
+            return None
+        norms = []
+        for n in segment.gm.graph.nodes:
+            if n.op != "call_function" or n.target not in BATCH_NORM_OPS:
+                continue
+            _, _, _, mean, var, training, momentum, *_ = n.args
+            if not training or mean is None:
+                continue
+            if not isinstance(momentum, float):
+                raise ValueError(f"BatchNorm at {mean.target.rpartition('.')[0]!r} has "
+                                 "momentum=None (a cumulative average): a replicated stage "
+                                 "cannot sum its running statistics; set a momentum")
+            owner = mean.target.rpartition(".")[0]
+            count = f"{owner}.num_batches_tracked" if owner else "num_batches_tracked"
+            buffers = dict(module.named_buffers())
+            norms.append(_Norm(buffers[mean.target], buffers[var.target], momentum,
+                               buffers.get(count)))
+        return cls(norms, m) if norms else None
+
+    @contextmanager
+    def microbatch(self, mu: int):
+        """Run one forward with the running buffers zeroed; add its weighted term."""
+        # through .data: autograd saved the buffers for this and earlier microbatches'
+        # backwards and would refuse a version bump (BatchNorm's own update makes none)
+        kept = [(t.data, t.clone()) for n in self.norms for t in (n.mean, n.var)]
+        for t, _ in kept:
+            t.zero_()
+        yield
+        j = 0
+        for n in self.norms:
+            weight = (1 - n.momentum) ** (self.m - 1 - mu % self.m)
+            for t in (n.mean, n.var):
+                self.sums[j].add_(t, alpha=weight)
+                j += 1
+        for t, before in kept:
+            t.copy_(before)
+        self.forwards += 1
+
+    def sync(self, group, comm_device: torch.device) -> None:
+        """Sum the replicas' terms and set every replica's statistics to the step's."""
+        flat = torch.cat([s.reshape(-1).to(comm_device, torch.float32) for s in self.sums])
+        dist.all_reduce(flat, group=group)
+        offset, j = 0, 0
+        with torch.no_grad():
+            for n in self.norms:
+                decay = (1 - n.momentum) ** self.m
+                for t in (n.mean, n.var):
+                    k = t.numel()
+                    t.mul_(decay).add_(flat[offset:offset + k].reshape(t.shape).to(t))
+                    offset += k
+                    self.sums[j].zero_()
+                    j += 1
+                if n.count is not None:  # each forward added one; one process adds m
+                    n.count.add_(self.m - self.forwards)
+        self.forwards = 0
