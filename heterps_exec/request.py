@@ -32,6 +32,13 @@ MAX_RESTARTS = 100
 MAX_SAMPLES = 1_000_000_000
 """Samples of a generated dataset (each is a row of every input in memory while written)."""
 MAX_TIMEOUT_S = 30 * 24 * 3600.0
+MIN_TIMEOUT_S = 1.0
+"""Shortest timeout: a rank starts in seconds, so less than one times out every run."""
+MIN_TABLE_SCALE = 1e-6
+"""Smallest share of a table's rows built (1e-308 built tables of no rows and failed in the
+ranks after the launch)."""
+MAX_LR = 100.0
+"""Largest learning rate (1e308 trained to NaN in the ranks after the launch)."""
 
 BOUNDS = {
     "steps": (lambda v: 1 <= v <= MAX_STEPS, f"1..{MAX_STEPS:,}"),
@@ -40,12 +47,14 @@ BOUNDS = {
                     f"0..{MAX_SAMPLES:,} (0: the default size)"),
     "warmup_steps": (lambda v: v >= 0, ">= 0"),
     "checkpoint_every": (lambda v: 0 <= v <= MAX_STEPS, f"0..{MAX_STEPS:,} (0: none)"),
-    "table_scale": (lambda v: 0 < v <= 1, "a share in (0, 1]"),
-    "lr": (lambda v: v > 0, "a finite rate > 0"),
+    "table_scale": (lambda v: MIN_TABLE_SCALE <= v <= 1, f"a share in [{MIN_TABLE_SCALE:g}, 1]"),
+    "lr": (lambda v: 0 < v <= MAX_LR, f"a finite rate in (0, {MAX_LR:g}]"),
     "ps_shards": (lambda v: 0 <= v <= MAX_PS_SHARDS, f"0..{MAX_PS_SHARDS}"),
     "ps_hot_fraction": (lambda v: 0 <= v <= 1, "a share in [0, 1]"),
-    "timeout_s": (lambda v: 0 < v <= MAX_TIMEOUT_S, f"seconds in (0, {MAX_TIMEOUT_S:g}]"),
-    "run_timeout_s": (lambda v: 0 < v <= MAX_TIMEOUT_S, f"seconds in (0, {MAX_TIMEOUT_S:g}]"),
+    "timeout_s": (lambda v: MIN_TIMEOUT_S <= v <= MAX_TIMEOUT_S,
+                  f"seconds in [{MIN_TIMEOUT_S:g}, {MAX_TIMEOUT_S:g}]"),
+    "run_timeout_s": (lambda v: MIN_TIMEOUT_S <= v <= MAX_TIMEOUT_S,
+                      f"seconds in [{MIN_TIMEOUT_S:g}, {MAX_TIMEOUT_S:g}]"),
     "max_restarts": (lambda v: 0 <= v <= MAX_RESTARTS, f"0..{MAX_RESTARTS}"),
     "nnodes": (lambda v: 1 <= v <= MAX_NODES, f"1..{MAX_NODES}"),
 }

@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from heterps_sim.core.files import UserFileError, run_command
+from heterps_sim.core.files import EXIT_BAD_INPUT, UserFileError, run_command
+from heterps_sim.core.flags import OneLineParser, parse_or_report
 
 COMMANDS = {
     # name: (module, one-line help)
@@ -31,7 +32,7 @@ class ExecCliError(UserFileError):
 
 
 def _parser(commands: dict[str, tuple[str, str]]) -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="heterps-exec", description=__doc__.split("\n\n")[0],
+    ap = OneLineParser(prog="heterps-exec", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module, help_) in commands.items():
@@ -47,7 +48,9 @@ def _parser(commands: dict[str, tuple[str, str]]) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     ap = _parser(COMMANDS)
-    args = ap.parse_args(argv)
+    args = parse_or_report(ap, argv)
+    if args is None:
+        return EXIT_BAD_INPUT
     if args.command is None:
         ap.print_help()
         return 0

@@ -18,7 +18,8 @@ import argparse
 import importlib
 import sys
 
-from heterps_sim.core.files import run_command
+from heterps_sim.core.files import EXIT_BAD_INPUT, run_command
+from heterps_sim.core.flags import OneLineParser, parse_or_report
 
 EXIT_INFEASIBLE = 1
 
@@ -72,7 +73,7 @@ their flags."""
 
 def _parser(commands: dict[str, tuple[str, str, str]] = COMMANDS) -> argparse.ArgumentParser:
     fmt = argparse.RawDescriptionHelpFormatter
-    ap = argparse.ArgumentParser(prog="heterps-sim", formatter_class=fmt, description=__doc__,
+    ap = OneLineParser(prog="heterps-sim", formatter_class=fmt, description=__doc__,
                                  epilog="example: heterps-sim simulate scenarios/dlrm-64types.yaml")
     sub = ap.add_subparsers(dest="command", required=True)
     for name, (module, help_, example) in commands.items():
@@ -95,7 +96,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] and argv[0] in OWN_FLAGS:
         command, module = argv[0], importlib.import_module(COMMANDS[argv[0]][0])
         return run_command("heterps-sim", command, lambda: module.main(argv[1:]))
-    args = _parser().parse_args(argv)
+    args = parse_or_report(_parser(), argv)
+    if args is None:
+        return EXIT_BAD_INPUT
     from heterps_sim.util import progress
     with progress.showing(False if args.quiet else None):
         return run_command("heterps-sim", args.command, lambda: _checked(args).run(args))

@@ -20,8 +20,9 @@ from heterps_sim.cli.common import (
     schedule_settings,
 )
 from heterps_sim.core.files import UserFileError
+from heterps_sim.core.flags import number
 from heterps_sim.core.hps import parse_slow_replica
-from heterps_sim.core.limits import MAX_BATCH
+from heterps_sim.core.limits import MAX_BATCH, MAX_MICROBATCHES, MAX_SIM_STEPS
 from heterps_sim.tiers import POLICIES
 
 MAX_PS_ROWS = 200_000_000
@@ -30,6 +31,8 @@ row) and a generated Zipf stream draws over every row (about 24 bytes a row whil
 drawn: ~5 GB here); a stream file's largest id sets its rows when --ps-rows is unset."""
 MAX_PS_IDS = 100_000_000
 """Ids of a generated stream (8 bytes each in memory)."""
+MAX_ZIPF = 100.0
+"""Largest Zipf exponent of generated ids (at 100 every id is row 0 already)."""
 
 
 class EffectsError(UserFileError):
@@ -48,8 +51,8 @@ def parse_effects(text: str | None) -> frozenset[str]:
 def add_des_arguments(p: argparse.ArgumentParser, *, effects: bool = True) -> None:
     p.add_argument("--schedule", choices=["gpipe", "1f1b", "async"],
                    help="des: microbatch schedule (default: the plan's)")
-    p.add_argument("--microbatches", type=int, help="des: microbatches per step")
-    p.add_argument("--steps", type=int, help="des: training steps to simulate")
+    p.add_argument("--microbatches", type=number(int, 1, MAX_MICROBATCHES), help="des: microbatches per step")
+    p.add_argument("--steps", type=number(int, 1, MAX_SIM_STEPS), help="des: training steps to simulate")
     if effects:
         p.add_argument("--effects", help="des: none | all | comma list (e.g. bubbles,allreduce)")
     p.add_argument("--seed", type=int, default=0, help="des: seed of the variability effects")
@@ -67,17 +70,17 @@ def add_des_arguments(p: argparse.ArgumentParser, *, effects: bool = True) -> No
         "--ps-policy lfu --ps-hot-fraction 0.05 --ps-zipf 1.05")
     g.add_argument("--ps-policy", choices=POLICIES,
                    help="hot-tier policy to replay (default: keep the fixed hit rates)")
-    g.add_argument("--ps-hot-fraction", type=float, default=0.05,
+    g.add_argument("--ps-hot-fraction", type=number(float, 0, 1), default=0.05,
                    help="hot-tier rows as a share of the table (default 0.05)")
-    g.add_argument("--ps-warm-fraction", type=float, default=0.20,
+    g.add_argument("--ps-warm-fraction", type=number(float, 0, 1), default=0.20,
                    help="warm RAM tier rows as a share of the table (default 0.20)")
-    g.add_argument("--ps-zipf", type=float, default=1.05,
+    g.add_argument("--ps-zipf", type=number(float, 0, MAX_ZIPF, above=True), default=1.05,
                    help="Zipf exponent of the generated ids (default 1.05)")
-    g.add_argument("--ps-rows", type=int, default=None,
+    g.add_argument("--ps-rows", type=number(int, 1, MAX_PS_ROWS), default=None,
                    help="table rows (default 1,000,000; with --ps-stream, its largest id + 1)")
-    g.add_argument("--ps-ids", type=int, default=1_000_000,
+    g.add_argument("--ps-ids", type=number(int, 1, MAX_PS_IDS), default=1_000_000,
                    help="length of the generated stream (default 1,000,000 ids)")
-    g.add_argument("--ps-batch", type=int, default=4096,
+    g.add_argument("--ps-batch", type=number(int, 1, MAX_BATCH), default=4096,
                    help="ids per PS request: the replay de-duplicates per batch (default 4096)")
     g.add_argument("--ps-stream", metavar="FILE.npy",
                    help="replay these ids (a 1-D integer .npy array) instead of Zipf ones")

@@ -75,3 +75,6 @@ def check_files(trainer, argv: list[str]) -> None:
             check_target(path())
         except UserFileError as exc:
             raise UserFileError(f"{flag}: {exc}") from None
+    for path in (ns.out, getattr(ns, "log", "")):  # checked: make their folders, as other
+        if path:                                   # outputs do (the CSV log opens in place)
+            Path(path).parent.mkdir(parents=True, exist_ok=True)

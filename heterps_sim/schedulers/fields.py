@@ -81,3 +81,26 @@ def plain_message(exc: ValidationError) -> str:
         parts.append(str(cause) if isinstance(cause, Exception) else
                      f"{where}: {error['msg']}" if where else error["msg"])
     return "; ".join(parts)
+
+
+TRAINING_LIMITS = {
+    **dict.fromkeys(("seconds", "imitation_seconds", "ppo_seconds"), 1e6),  # 11.6 days
+    **dict.fromkeys(("updates", "imitation_updates", "ppo_updates", "save_every"), 10**9),
+    **dict.fromkeys(("hidden", "embed", "encoder"), 4096),
+    **dict.fromkeys(("batch", "imitation_batch", "des_top"), 65536),
+    **dict.fromkeys(("lr", "imitation_lr", "clip"), 10.0),
+    "entropy": 100.0, "max_grad_norm": 1e6, "threads": 1024, "epochs": 1000,
+    "imitation_problems": 10**6, "max_stage_layers": 10_000, "des_steps": 10_000,
+}
+"""The largest value each numeric training setting may take (the trainers' `Args`): far
+above any real recipe, far below what overflows (a lr of 1e308 trained to NaN weights and
+still wrote the checkpoint; a hidden size of 10^9 asks for exabytes)."""
+
+
+def check_upper_bounds(args: BaseModel, limits: dict[str, float] = TRAINING_LIMITS) -> None:
+    """Raise ValueError("NAME must be <= LIMIT, got VALUE") for the first field of `args`
+    above its limit."""
+    for name, high in limits.items():
+        value = getattr(args, name, None)
+        if isinstance(value, int | float) and value > high:
+            raise ValueError(f"{name} must be <= {high:g}, got {value:g}")

@@ -15,7 +15,6 @@ machine's speed; a run limited by updates is the same on every run with the same
 
 from __future__ import annotations
 
-import argparse
 import csv
 import sys
 import time
@@ -28,10 +27,11 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from tqdm import tqdm
 
+from heterps_sim.core.flags import OneLineParser
 from heterps_sim.core.problem import Problem
 from heterps_sim.cost.batch import evaluate_assignments
 from heterps_sim.cost.reference import MODES
-from heterps_sim.schedulers.fields import add_flags, plain_message
+from heterps_sim.schedulers.fields import add_flags, check_upper_bounds, plain_message
 from heterps_sim.schedulers.rl.outcome import no_feasible_plan_exit
 from heterps_sim.schedulers.rl.paper.features import FeatureNorm, encode
 from heterps_sim.schedulers.rl.paper.policy import LSTMPolicy, ProblemTensors
@@ -103,6 +103,7 @@ class Args(BaseModel):
         for name in ("seconds", "updates", "entropy", "save_every"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        check_upper_bounds(self)
         if not 0 <= self.baseline_decay < 1:
             raise ValueError(f"baseline_decay must be in [0, 1), got {self.baseline_decay}")
         if self.mode not in MODES:
@@ -255,9 +256,9 @@ def new_policy(args: Args, problems: list[Problem]) -> tuple[LSTMPolicy, Feature
 # ---------------------------------------------------------------------------------------------
 # Command line
 # ---------------------------------------------------------------------------------------------
-def parser() -> argparse.ArgumentParser:
+def parser() -> OneLineParser:
     """The command line: input files, then one flag per `Args` field (generated from it)."""
-    ap = argparse.ArgumentParser(
+    ap = OneLineParser(
         prog="heterps-sim train-rl", description=__doc__.splitlines()[0],
         epilog="example: heterps-sim train-rl scenarios/dlrm-64types.yaml --seconds 60 "
                "--out dlrm.pt")

@@ -17,7 +17,6 @@ Each phase stops at its seconds or its update cap (set the caps for runs that re
 
 from __future__ import annotations
 
-import argparse
 import csv
 import sys
 import time
@@ -29,10 +28,11 @@ import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from heterps_sim.core.flags import OneLineParser
 from heterps_sim.core.problem import Problem
 from heterps_sim.cost.batch import evaluate_assignments
 from heterps_sim.cost.reference import MODES
-from heterps_sim.schedulers.fields import add_flags, plain_message
+from heterps_sim.schedulers.fields import add_flags, check_upper_bounds, plain_message
 from heterps_sim.schedulers.rl.outcome import no_feasible_plan_exit
 from heterps_sim.schedulers.rl.reward import reference_cost, rewards
 from heterps_sim.schedulers.rl.stagewise.des_reward import DEFAULT_EFFECTS, DesJudge, des_rewards
@@ -127,6 +127,7 @@ class Args(BaseModel):
                      "ppo_seconds", "ppo_updates", "entropy"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        check_upper_bounds(self)
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         if self.reward not in REWARDS:
@@ -311,9 +312,9 @@ def load_checkpoint(path: str | Path) -> tuple[SegmentPolicy, dict]:
 # ---------------------------------------------------------------------------------------------
 # Command line
 # ---------------------------------------------------------------------------------------------
-def parser() -> argparse.ArgumentParser:
+def parser() -> OneLineParser:
     """The command line: input files, then one flag per `Args` field (generated from it)."""
-    ap = argparse.ArgumentParser(
+    ap = OneLineParser(
         prog="heterps-sim train-rl --scheduler rl", description=__doc__.splitlines()[0],
         epilog="example: heterps-sim train-rl --scheduler rl scenarios/dlrm-64types.yaml "
                "--init shipped --ppo-seconds 30 --out tuned.pt")
