@@ -48,8 +48,8 @@ def _check(args) -> None:
     problems = [
         (args.rows >= 1, f"--rows: must be >= 1, got {args.rows}"),
         (args.dim >= 1, f"--dim: must be >= 1, got {args.dim}"),
-        (math.isfinite(args.zipf) and args.zipf > 0,
-         f"--zipf: must be > 0 and finite, got {args.zipf}"),
+        (math.isfinite(args.zipf) and 0 < args.zipf <= 100,  # 1e308 overflowed the weights
+         f"--zipf: must be in (0, 100], got {args.zipf}"),
         (0 < args.hot_fraction <= 1, f"--hot-fraction: must be in (0, 1], got {args.hot_fraction}"),
         (0 <= args.warm_fraction <= 1,
          f"--warm-fraction: must be in [0, 1], got {args.warm_fraction}"),

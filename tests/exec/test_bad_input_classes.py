@@ -293,3 +293,21 @@ def test_a_ps_checkpoint_that_cannot_resume_this_run(tmp_path, case, shards, nee
         assert problem is None
     else:
         assert problem is not None and needle in problem, problem
+
+
+# -- numbers past what a run can use, refused before the launch --------------------------------
+
+@pytest.mark.parametrize("flag, value", [("--table-scale", "1e-308"), ("--lr", "1e308"),
+                                         ("--timeout", "1e-308"), ("--rank-timeout", "0.001"),
+                                         ("--steps", "abc")])
+def test_run_numbers_past_what_a_run_can_use(tmp_path, plan, flag, value):
+    """table_scale 1e-308 and lr 1e308 failed in the ranks after the launch (exit 1); a
+    timeout of 1e-308 s timed the run out at once."""
+    refused(run_argv(plan, tmp_path, flag, value), flag)
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("argv, needle", [(["run"], "required"), (["no-such"], "invalid choice"),
+                                          (["ps-bench", "--zipf", "1e308"], "--zipf")])
+def test_exec_command_line_errors_are_one_line(argv, needle):
+    assert "usage:" not in refused(argv, needle)

@@ -278,3 +278,51 @@ def test_a_model_module_that_calls_sys_exit(tmp_path, capsys, where):
                     "dtype: float32}]\ncluster: {types: [xeon-icelake-16vcpu]}\n"
                     "workload: {batch_size: 64, throughput_limit: 100, num_samples: 1.0e+6}\n")
     refused(["check", path], capsys, str(path), "model.module", "sys.exit(0)")
+
+
+# -- flags: one line at parse time, whether or not the command uses them ----------------------
+
+PLAN = ROOT / "scenarios" / "plans" / "exec-tiny-pipeline.json"
+
+
+@pytest.mark.parametrize("command", ["evaluate", "effects"])
+@pytest.mark.parametrize("flag, value", [
+    ("--microbatches", "-1"), ("--steps", "-1"), ("--ps-hot-fraction", "nan"),
+    ("--ps-warm-fraction", "1e308"), ("--ps-zipf", "inf"), ("--ps-zipf", "-1"),
+    ("--ps-rows", "-1"), ("--ps-ids", "-1"), ("--ps-batch", "-1"), ("--steps", "abc")])
+def test_a_simulator_flag_out_of_range_even_when_unused(capsys, command, flag, value):
+    """The analytic engine ignores the des flags: they exited 0 with -1, NaN or 1e308."""
+    refused([command, ROOT / "scenarios" / "exec-tiny.yaml", PLAN, flag, value], capsys,
+            f"argument {flag}", value)
+
+
+@pytest.mark.parametrize("argv, needle", [(["schedule", "--seed", "abc"], "--seed"),
+                                          (["no-such-command"], "invalid choice"),
+                                          (["evaluate"], "required")])
+def test_argparse_errors_are_one_line(capsys, argv, needle):
+    err = refused(argv, capsys, needle, "--help")
+    assert "usage:" not in err
+
+
+@pytest.mark.parametrize("scheduler", ["rl-paper", "rl"])
+@pytest.mark.parametrize("flag, value", [("--lr", "1e308"), ("--entropy", "1e308"),
+                                         ("--seconds", "1e308"), ("--hidden", "100000000"),
+                                         ("--batch", "abc")])
+def test_train_rl_settings_bounded_above(tmp_path, capsys, scheduler, flag, value):
+    if scheduler == "rl" and flag == "--seconds":
+        flag = "--ppo-seconds"
+    refused(["train-rl", "--scheduler", scheduler, ROOT / "scenarios" / "exec-tiny.yaml",
+             flag, value, "--out", tmp_path / "p.pt", "--quiet"], capsys,
+            flag.lstrip("-").replace("-", "_") if value != "abc" else flag)
+    assert not list(tmp_path.iterdir())
+
+
+def test_train_rl_out_in_a_missing_folder_is_made(tmp_path, capsys):
+    """A checked --out whose folder does not exist yet: made, as other outputs' folders are
+    (the CSV log opened in place was a FileNotFoundError traceback)."""
+    out = tmp_path / "no" / "such" / "p.pt"
+    code = main(["train-rl", str(ROOT / "scenarios" / "exec-tiny.yaml"), "--updates", "1",
+                 "--batch", "2", "--out", str(out), "--quiet"])
+    err = capsys.readouterr().err
+    assert code in (0, 1) and "Traceback" not in err, err
+    assert out.is_file() and out.with_suffix(".csv").is_file()
