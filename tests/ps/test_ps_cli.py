@@ -13,7 +13,7 @@ from heterps_exec.cli import main
 
 @pytest.mark.parametrize("argv, message", [
     (["--rows", "0"], "--rows: must be >= 1, got 0"),
-    (["--zipf", "-1"], "--zipf: must be > 0"),
+    (["--zipf", "-1"], "--zipf: must be in (0, 100]"),
     (["--hot-fraction", "1.5"], "--hot-fraction: must be in (0, 1]"),
     (["--policy", "fifo"], "--policy: unknown policy 'fifo'; choose one of lru, lfu, paddle"),
     (["--shards", "0"], "--shards: must be in [1, 8], got 0"),
