@@ -33,16 +33,17 @@ never sees half an entry and two processes capturing at once both leave a whole 
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from importlib.machinery import ModuleSpec, PathFinder
 from pathlib import Path
 
+from heterps_sim.core.outputs import OutputError, atomic_write
 from heterps_sim.core.spec import Layer, ModelSpec
 from heterps_sim.inputs.torch_model import notices
 
@@ -103,21 +104,12 @@ def read_entry(path: Path, key: str) -> tuple[ModelSpec, list[str]] | None:
 
 
 def write_entry(path: Path, key: str, spec: ModelSpec, said: list[str]) -> None:
-    """Write the entry atomically (a temporary file renamed over it); errors are ignored."""
+    """Write the entry atomically (core.outputs); a cache that cannot be written is no error."""
     text = json.dumps({"format": CAPTURE_FORMAT, "key": key, "notices": said,
                        "spec": {"name": spec.name, "source": spec.source,
                                 "layers": [asdict(layer) for layer in spec.layers]}})
-    tmp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=".tmp-", suffix=".json",
-                                         delete=False) as f:
-            tmp = f.name
-            f.write(text)
-        os.replace(tmp, path)
-    except OSError:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
+    with contextlib.suppress(OutputError, OSError):
+        atomic_write(path, text)
 
 
 def entry_key(section, source: str, search_paths: Sequence[str]) -> str | None:
