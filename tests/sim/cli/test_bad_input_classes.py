@@ -326,3 +326,15 @@ def test_train_rl_out_in_a_missing_folder_is_made(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code in (0, 1) and "Traceback" not in err, err
     assert out.is_file() and out.with_suffix(".csv").is_file()
+
+
+@pytest.mark.parametrize("scheduler", ["rl-paper", "rl"])
+@pytest.mark.parametrize("argv, needle", [
+    (["--batch", "0"], "batch must be > 0"),                 # the trainer's Args
+    ([ROOT / "scenarios" / "no-such.yaml"], "no such file"),  # its scenario files
+    ([ROOT / "README.md"], "README.md")])
+def test_train_rl_errors_read_as_every_commands(capsys, scheduler, argv, needle):
+    """The trainers' own messages began "error:"; every other command's begin with the
+    command's name."""
+    err = refused(["train-rl", "--scheduler", scheduler, *argv, "--quiet"], capsys, needle)
+    assert err.startswith("heterps-sim train-rl: ") and "error:" not in err, err

@@ -16,7 +16,6 @@ machine's speed; a run limited by updates is the same on every run with the same
 from __future__ import annotations
 
 import csv
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from tqdm import tqdm
 
+from heterps_sim.core.files import UserFileError, run_command
 from heterps_sim.core.flags import OneLineParser
 from heterps_sim.core.problem import Problem
 from heterps_sim.cost.batch import evaluate_assignments
@@ -279,6 +279,12 @@ def parse_args(argv: list[str] | None = None) -> Args:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Train from the command line `argv`; bad input is one line on stderr, exit 2, worded
+    as every heterps-sim command words it (`heterps-sim train-rl: FILE: FIELD: problem`)."""
+    return run_command("heterps-sim", "train-rl", lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> int:
     from heterps_sim.inputs.load import (  # scenario parsing: the command line only
         InputError,
         load_input,
@@ -289,8 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         problems = [load_input(p).problem for p in args.problems] or [load_input(None).problem]
         policy, norm = new_policy(args, problems)
     except (InputError, ValueError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        raise UserFileError(str(exc)) from None
     tasks = [make_task(p, norm, args.mode) for p in problems]
     log = args.log or str(Path(args.out).with_suffix(".csv"))
     stats = train(policy, tasks, args, norm, log)

@@ -18,7 +18,6 @@ Each phase stops at its seconds or its update cap (set the caps for runs that re
 from __future__ import annotations
 
 import csv
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from heterps_sim.core.files import UserFileError, run_command
 from heterps_sim.core.flags import OneLineParser
 from heterps_sim.core.problem import Problem
 from heterps_sim.cost.batch import evaluate_assignments
@@ -335,14 +335,19 @@ def parse_args(argv: list[str] | None = None) -> Args:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Train from the command line `argv`; bad input is one line on stderr, exit 2, worded
+    as every heterps-sim command words it (`heterps-sim train-rl: FILE: FIELD: problem`)."""
+    return run_command("heterps-sim", "train-rl", lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> int:
     from heterps_sim.inputs.load import InputError, load_input
 
     try:
         args = parse_args(argv)
         files = [load_input(p).problem for p in args.problems]
     except (InputError, ValueError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        raise UserFileError(str(exc)) from None
     from heterps_sim.util import progress
 
     torch.set_num_threads(args.threads)

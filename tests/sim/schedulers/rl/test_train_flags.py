@@ -54,7 +54,7 @@ def test_bad_values_read_as_the_validators_sentence(module, capsys):
     with pytest.raises(ValueError, match=r"^batch must be > 0, got 0$"):
         module.parse_args(["--batch", "0"])
     assert module.main(["--batch", "0"]) == 2
-    assert capsys.readouterr().err.strip() == "error: batch must be > 0, got 0"
+    assert capsys.readouterr().err.strip() == "heterps-sim train-rl: batch must be > 0, got 0"
 
 
 @pytest.mark.parametrize("module", TRAINERS)
