@@ -58,7 +58,10 @@ def section_model_spec(section, *, source: str, search_paths: Sequence[str | Pat
 
 def _captured_spec(section, source: str, search_paths: Sequence[str]):
     from heterps_sim.inputs.torch_model.chain import measure
-    return measure(capture_section(section, source=source, search_paths=search_paths))[0]
+    from heterps_sim.inputs.torch_model.trial import check_runs
+    spec = measure(capture_section(section, source=source, search_paths=search_paths))[0]
+    check_runs(section, source=source, search_paths=search_paths)  # values, not only shapes
+    return spec
 
 
 def scenario_model_spec(section, source: str, path: Path | None):

@@ -135,6 +135,7 @@ def build_chain(captured: CapturedModel, layers: str | list[str] = "grouped",
     for n in compute:
         key[n] = n.name if n.name not in taken else f"{n.name}__v"
     unit = {n: _unit_of(n, units, leaves) for n in compute}
+    _check_named_layers_compute(units, compute, source, name)
     calls = {} if layers == "leaf" else groups.fusing_calls(compute, unit, modules, units)
 
     order: list[str] = []
@@ -230,6 +231,19 @@ def _check_paths(paths: set[str], modules: dict, source: str, name: str, field_n
             some = ", ".join(list(m for m in modules if m)[:8])
             raise CaptureError(f"{source}: {field_name}: {p!r} is not a submodule of {name} "
                                f"(its submodules include: {some})")
+
+
+def _check_named_layers_compute(units: set[str], compute: list[fx.Node], source: str,
+                                name: str) -> None:
+    """A layer the scenario names must do some work in the captured graph (in it or in a
+    module under it): one that does none was built empty by the factory's arguments (a cross
+    network of -1 layers) or is never called, and would silently vanish from the chain."""
+    paths = {v[0] for n in compute for v in (n.meta.get("nn_module_stack") or {}).values()}
+    idle = sorted(u for u in units if not any(p == u or p.startswith(u + ".") for p in paths))
+    if idle:
+        raise CaptureError(f"{source}: model.layers: {idle[0]!r} does no computation in "
+                           f"{name}'s captured graph (built empty by model.kwargs, or never "
+                           "called by forward)")
 
 
 def _check_order(compute, layer_of, key, order, source, name) -> None:

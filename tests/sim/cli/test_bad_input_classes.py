@@ -280,6 +280,49 @@ def test_a_model_module_that_calls_sys_exit(tmp_path, capsys, where):
     refused(["check", path], capsys, str(path), "model.module", "sys.exit(0)")
 
 
+# -- a user's model whose kwargs build nonsense the meta-device capture cannot see -----------
+
+BUILT_FROM_KWARGS = """import torch
+class M(torch.nn.Module):
+    def __init__(self, rows, blocks, scale):
+        super().__init__()
+        self.emb = torch.nn.Embedding(rows, 4)
+        self.blocks = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(blocks))
+        self.head = torch.nn.Linear(4, 1)
+        self.scale = scale
+    def forward(self, ids):
+        x = self.emb(ids).sum(1)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x).squeeze(1) / self.scale
+"""
+
+
+@pytest.mark.parametrize("kwargs, needles", [
+    ("{rows: 100, blocks: 1, scale: 1.0}", None),  # the good model passes
+    ("{rows: -1, blocks: 1, scale: 1.0}", ["model.kwargs", "raised RuntimeError"]),
+    ("{rows: 10, blocks: 1, scale: 1.0}",  # ids up to 99 in a table of 10 rows
+     ["model.kwargs", "example batch of model.inputs (ids[4, 2])", "IndexError"]),
+    ("{rows: 100, blocks: -1, scale: 1.0}", ["model.layers", "'blocks' does no computation"]),
+    ("{rows: 100, blocks: 1, scale: 0.0}", ["model.kwargs", "non-finite"]),
+])
+def test_a_user_models_kwargs_that_build_nonsense(tmp_path, capsys, monkeypatch, kwargs,
+                                                  needles):
+    """Built on the meta device the capture sees shapes only: a table smaller than the ids,
+    a named layer built empty, a division by zero all passed `check` (exit 0)."""
+    monkeypatch.setenv("HETERPS_CAPTURE_CACHE", "0")
+    (tmp_path / "kw_model.py").write_text(BUILT_FROM_KWARGS)
+    path = tmp_path / "s.yaml"
+    path.write_text(f"name: u\nmodel:\n  module: kw_model:M\n  kwargs: {kwargs}\n"
+                    "  inputs: [{name: ids, shape: [2], dtype: int64, cardinality: 100}]\n"
+                    "  layers: [emb, blocks, head]\ncluster: {types: [xeon-icelake-16vcpu]}\n"
+                    "workload: {batch_size: 64, throughput_limit: 100, num_samples: 1.0e+6}\n")
+    if needles is None:
+        assert main(["check", str(path)]) == 0, capsys.readouterr().err
+        return
+    refused(["check", path], capsys, str(path), *needles)
+
+
 # -- flags: one line at parse time, whether or not the command uses them ----------------------
 
 PLAN = ROOT / "scenarios" / "plans" / "exec-tiny-pipeline.json"
