@@ -55,6 +55,13 @@ or "speed"); T is then the mean over the routing's period. Single-type stages ar
 
 `flushed_throughput(problem, plan, m)` evaluates it for a plan with fixed replicas; each
 effect's term is dropped when the caller's simulator has that effect off.
+
+What the exact search's lower bound rests on (schedulers/exact/flushed_lagrange.py): for
+every stage g, T >= A + PF' + C_g + pb_g + r_g (A the forward fills, PF' the forward pace,
+C_g the drains of g and the stages after it, pb_g its own backward pace, r_g = AR_g + u_g).
+`relaxation_step_time` is that right-hand side; a closed form that reads a step below it
+(the simulator does in places: a wide last stage starts backwards before the last forward,
+tests/sim/des/test_flush_where_closed_form_parts.py) would leave the bound unsound.
 """
 
 from __future__ import annotations
@@ -102,15 +109,35 @@ def flushed_step_time(w, busy, u, ar, d_fwd, d_bwd, beta: float = BACKWARD_FRACT
     return T
 
 
+def relaxation_step_time(w, busy, u, ar, d_fwd, d_bwd, beta: float = BACKWARD_FRACTION,
+                         nic_f=None, nic_b=None) -> float:
+    """max_g (A + PF' + C_g + pb_g + r_g) from the lists flushed_step_time takes: the least
+    step a closed form may read while the exact search's Lagrangian bound holds (module
+    docstring). flushed_step_time is never below it (its pace after g is the largest of the
+    stages after g, this one g's own)."""
+    S = len(w)
+    nic_f = nic_f or [0.0] * S
+    nic_b = nic_b or [0.0] * S
+    fwd_end = (sum((1.0 - beta) * x for x in w) + sum(d_fwd)
+               + max(max((1.0 - beta) * (b - x), n) for b, x, n in zip(busy, w, nic_f)))
+    T, fill = -math.inf, 0.0
+    for g in range(S - 1, -1, -1):
+        fill += beta * w[g] + (d_bwd[g] if g < S - 1 else 0.0)
+        T = max(T, fwd_end + fill + max(beta * (busy[g] - w[g]), nic_b[g]) + ar[g] + u[g])
+    return T
+
+
 def flushed_throughput(problem: Problem, plan: Plan, m: int | None = None, *,
                        allreduce: bool = True, transfers: bool = True, contention: bool = False,
                        ps: bool = False,
                        beta: float = BACKWARD_FRACTION,
                        forward_share: float = FORWARD_BOUNDARY_SHARE,
-                       share: str = "equal") -> float:
+                       share: str = "equal", step_time=flushed_step_time) -> float:
     """B / T (capped by the default model's PS capacity) of `plan`, every stage's units fixed.
     `share`: how a mixed stage's units split the microbatches (flush_mixed; the simulator's
-    and the engine's `share`, "equal" by default); single-type stages are the same either way."""
+    and the engine's `share`, "equal" by default); single-type stages are the same either way.
+    `step_time`: T from the per-stage terms (relaxation_step_time: the most any closed form
+    may read without breaking the exact search's bound)."""
     if any(s.num_replicas is None for s in plan.stages):
         raise ValueError("flushed_throughput: every stage needs its num_replicas")
     if plan.schedule not in FLUSHED:
@@ -198,13 +225,13 @@ def flushed_throughput(problem: Problem, plan: Plan, m: int | None = None, *,
                     if with_rows == 1 else pulls_s * (1.0 - 1.0 / m))
             nic_f = [max(x, pace) for x in nic_f]
     if not mixed:
-        T = flushed_step_time(w, busy, u, ar, d_fwd, d_bwd, beta, nic_f, nic_b)
+        T = step_time(w, busy, u, ar, d_fwd, d_bwd, beta, nic_f, nic_b)
     else:  # the mean step over the routing's period (mixed stages change from step to step)
         steps = flush_mixed.period_steps(list(routes.values()))
         total = 0.0
         for n in range(steps):
             for g, stage in mixed.items():
                 w[g], busy[g] = flush_mixed.step_terms(stage, routes[g][n % len(routes[g])])
-            total += flushed_step_time(w, busy, u, ar, d_fwd, d_bwd, beta, nic_f, nic_b)
+            total += step_time(w, busy, u, ar, d_fwd, d_bwd, beta, nic_f, nic_b)
         T = total / steps
     return min(problem.batch_size / T, ps_cap(problem))

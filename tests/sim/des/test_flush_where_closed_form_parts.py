@@ -17,7 +17,7 @@ reads instead, so a change to either side shows up here.
 
 import pytest
 
-from heterps_sim.cost.flush import flushed_throughput
+from heterps_sim.cost.flush import flushed_step_time, flushed_throughput, relaxation_step_time
 from heterps_sim.des import DesOptions, simulate
 from heterps_sim.testing import chain_plan, chain_problem
 
@@ -86,3 +86,19 @@ def test_backwards_start_before_the_last_forward_on_a_wide_last_stage(schedule):
     f, b = 0.5, 1.0
     relaxation = (f + f) + f + (b + b) + b
     assert closed == pytest.approx(relaxation, rel=1e-12) and relaxation == 4.5
+    least = B / flushed_throughput(p, plan, 2, allreduce=False, transfers=False,
+                                   step_time=relaxation_step_time)
+    assert least == pytest.approx(relaxation, rel=1e-12)  # the closed form cannot go lower
+
+
+def test_relaxation_counts_only_a_stages_own_backward_pace():
+    """Stage 1 paces the backwards (3 microbatches on one unit), stage 0 has the longer
+    step-end phase: the closed form adds stage 1's pace to stage 0's end, the relaxation
+    only stage 0's own (none): w = [1, 2], busy = [1, 6], u = [5, 0], beta = 2/3.
+    Forwards end at 1/3 + 2/3 + 4/3 = 7/3; stage 0 ends at 7/3 + 4/3 + 2/3 + 8/3 + 5 = 12
+    in the closed form, 7/3 + 2 + 5 = 28/3 in the relaxation; stage 1's own end is
+    7/3 + 4/3 + 8/3 = 19/3 in both."""
+    beta = 2.0 / 3.0
+    args = ([1.0, 2.0], [1.0, 6.0], [5.0, 0.0], [0.0, 0.0], [0.0], [0.0], beta)
+    assert flushed_step_time(*args) == pytest.approx(12.0, rel=1e-12)
+    assert relaxation_step_time(*args) == pytest.approx(28.0 / 3.0, rel=1e-12)
