@@ -61,41 +61,46 @@ def _client(client, index, spec_dict, stream, batch, warmup, window):
             "timed_batches": n - warmup, "stats": hit_stats, "final_stats": client.stats()}
 
 
-def _raw_entry(rank, init_file, batch, dim, iters, window, out):
+def _raw_entry(rank, init_file, batch, dim, iters, windows, out):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
     ids = torch.zeros(batch, dtype=torch.int64)
-    rows = [torch.zeros(batch, dim) for _ in range(window)]
-    t0 = time.perf_counter()
-    if rank == 0:  # the client: ids out, rows back, `window` requests in flight
-        in_flight = deque()
-        for i in range(iters):
-            in_flight.append((dist.irecv(rows[i % window], 1), dist.isend(ids, 1)))
-            while len(in_flight) >= window or (i == iters - 1 and in_flight):
-                recv, send = in_flight.popleft()  # a send's work must outlive the send
-                recv.wait()
-                send.wait()
-        out.put(iters * batch / (time.perf_counter() - t0))
-    else:
-        for _ in range(iters):
-            dist.recv(ids, 0)
-            dist.send(rows[0], 0)
+    rows = [torch.zeros(batch, dim) for _ in range(max(windows))]
+    rates = []
+    for window in windows:  # one world for every window: a world costs seconds to start
+        t0 = time.perf_counter()
+        if rank == 0:  # the client: ids out, rows back, `window` requests in flight
+            in_flight = deque()
+            for i in range(iters):
+                in_flight.append((dist.irecv(rows[i % window], 1), dist.isend(ids, 1)))
+                while len(in_flight) >= window or (i == iters - 1 and in_flight):
+                    recv, send = in_flight.popleft()  # a send's work must outlive the send
+                    recv.wait()
+                    send.wait()
+            rates.append(iters * batch / (time.perf_counter() - t0))
+        else:
+            for _ in range(iters):
+                dist.recv(ids, 0)
+                dist.send(rows[0], 0)
+    if rank == 0:
+        out.put(rates)
     dist.destroy_process_group()
 
 
-def raw_p2p_rows_per_s(batch: int, dim: int, iters: int = 300, window: int = 1) -> float:
+def raw_p2p_rows_per_s(batch: int, dim: int, iters: int = 300,
+                       windows: tuple[int, ...] = (1,)) -> list[float]:
     """Rows/s of bare gloo send/recv between two processes: `batch` ids out, rows back, with
-    `window` requests in flight."""
+    each of `windows` requests in flight (one measurement each, in one world)."""
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     with tempfile.TemporaryDirectory() as tmp:
         init = os.path.join(tmp, "init")
-        procs = [ctx.Process(target=_raw_entry, args=(r, init, batch, dim, iters, window, out),
+        procs = [ctx.Process(target=_raw_entry, args=(r, init, batch, dim, iters, windows, out),
                              daemon=True) for r in range(2)]
         for p in procs:
             p.start()
         try:
-            return float(out.get(timeout=120))
+            return [float(x) for x in out.get(timeout=120)]
         finally:
             for p in procs:
                 p.join(10)
@@ -144,8 +149,7 @@ def run_bench(*, rows: int, dim: int, zipf: float, hot_fraction: float, warm_fra
                               num_shards=shards, batch_size=batch)
     belady = belady_hit_rate(stream, hot_rows, num_shards=shards, batch_size=batch)
     say("raw gloo point-to-point and in-process EmbeddingBag")
-    raw = raw_p2p_rows_per_s(batch, dim)
-    raw_window = raw_p2p_rows_per_s(batch, dim, window=window)
+    raw, raw_window = raw_p2p_rows_per_s(batch, dim, windows=(1, window))
     ceiling = embedding_bag_rows_per_s(stream[warmup * batch:], rows, dim, batch)
     timed = res["timed_batches"] * batch
     client = res["stats"]["client"]["bench"]
