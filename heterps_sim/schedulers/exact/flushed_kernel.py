@@ -448,7 +448,8 @@ def search(first, count, E, F, K, starts_at, L, M, par, m, beta, fs, allreduce,
                 work += pos - start
                 pos = _truncate(FL, IL, UL, start, pos, beam)
         else:
-            pos, work = _pareto(FL, IL, UL, start, pos, work, q_all, pending, beta, fs)
+            pos, work = _pareto(FL, IL, UL, start, pos, work, q_all, pending, beta, fs,
+                                max_work)
         if work > max_work:
             return TOO_MANY, -1, np.inf, FL, IL, count_, work
         lo[i] = start
@@ -493,9 +494,11 @@ def _truncate(FL, IL, UL, start, stop, beam):
 
 
 @njit(cache=True)
-def _pareto(FL, IL, UL, start, stop, work, q, pending, beta, fs):
+def _pareto(FL, IL, UL, start, stop, work, q, pending, beta, fs, max_work):
     """Keep the labels of [start, stop) that no other one dominates, compacted to the front
-    (least f, then D, first); returns the new stop and the work with one unit per test."""
+    (least f, then D, first); returns the new stop and the work with one unit per test.
+    Past max_work it stops at once (the labels are then partly compacted: the caller gives
+    up the search), so one layer's quadratic pass cannot run the budget over by millions."""
     n = stop - start
     if n <= 1:
         return stop, work
@@ -517,6 +520,8 @@ def _pareto(FL, IL, UL, start, stop, work, q, pending, beta, fs):
             if _dominates(FL, UL, z, y, q, pending, beta, fs):
                 dominated = True
                 break
+        if work > max_work:
+            return start + kept, work
         if not dominated:
             kept += 1
     return start + kept, work
