@@ -7,7 +7,10 @@
 - features tensor: `width` numeric columns -> float32, missing (NaN) as 0, then the chosen
   transform: "log1p" is log(1 + max(x, 0)) (DLRM's preprocessing of Criteo's counts);
 - ids tensor: `width` categorical columns (uint64 values) -> int64 rows of the tensor's
-  table: `hash_row(value, rows, seed)`, the SplitMix64 finaliser of value + seed, modulo rows.
+  table: `hash_row(value, rows, seed)`, the SplitMix64 finaliser of value + seed, modulo rows;
+- features tensor with id columns (a user model's one float input: `id_columns`): its first
+  columns are categorical, hashed as above to rows below each column's cardinality and stored
+  as floats; the rest numeric, as any features tensor.
   The mixing spreads values that share low bits; hashing needs no dictionary pass, so a
   stream never has to see the whole file first. Collisions are the price, as in every
   hashed-embedding CTR pipeline.
@@ -67,6 +70,15 @@ def resolve(raw: Sequence[RawTensor], given: Mapping[str, str | Sequence[str]],
     for t in raw:
         if t.name in out:
             continue
+        k = len(t.id_columns)
+        if k and t.role == "features":  # its first k columns categorical, the rest numeric
+            if len(pools["ids"]) < k or len(pools["features"]) < t.width - k:
+                raise MappingError(f"columns.{t.name}: the model's features tensor needs {k} "
+                                   f"categorical and {t.width - k} numeric columns; map it "
+                                   "explicitly")
+            out[t.name] = pools["ids"][:k] + pools["features"][:t.width - k]
+            pools["ids"], pools["features"] = pools["ids"][k:], pools["features"][t.width - k:]
+            continue
         if t.role == "label":
             if label not in available:
                 raise MappingError(f"columns.{t.name}: no label column {label!r} in the file")
@@ -106,10 +118,13 @@ class ColumnMap:
                 good &= label_ok(y, t.dtype)
                 out[t.name] = np.nan_to_num(y).reshape(-1, 1).astype(t.dtype)
             else:
-                x = np.stack(cols, 1).astype(np.float64)
+                k = len(t.id_columns)
+                x = np.stack(cols[k:], 1).astype(np.float64) if len(cols) > k else np.zeros((n, 0))
                 good &= ~np.isinf(x).any(1)
                 x = np.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0)
                 if self.dense_transform == "log1p":
                     x = np.log1p(np.maximum(x, 0.0))
-                out[t.name] = x.astype(np.float32)
+                ids = [hash_row(c, rows, self.hash_seed) for c, rows in zip(cols, t.id_columns)]
+                out[t.name] = np.concatenate([np.stack(ids, 1).astype(np.float64), x], 1).astype(
+                    np.float32) if k else x.astype(np.float32)
         return out, good

@@ -149,7 +149,8 @@ def _parquet(section, scenario, raw, base) -> dict:
                          - set(pq.ParquetFile(held_path).schema_arrow.names))
         if missing:
             raise DataError(f"{scenario}: data.holdout.path: {held_path} lacks columns {missing}")
-    categorical = sorted({c for t in raw if t.role == "ids" for c in columns[t.name]})
+    categorical = sorted({c for t in raw if t.role == "ids" for c in columns[t.name]}
+                         | {c for t in raw for c in columns[t.name][:len(t.id_columns)]})
     return {"format": "parquet", "path": path, "holdout_path": held_path, "train_rows": total - held,
             "holdout_rows": held, "categorical": categorical, "batch_rows": section.batch_rows,
             **_streamed(section, columns)}

@@ -148,9 +148,9 @@ def tensor_columns(part, raw, name: str) -> dict[str, np.ndarray]:
 
 
 class FactoryMap:
-    """A factory's tensors as the model reads them; a row is malformed when an id is not an
-    integer in [0, rows), a feature is not finite, or the label is not 0/1 (a class index
-    >= 0 for a softmax head)."""
+    """A factory's tensors as the model reads them; a row is malformed when an id (in an ids
+    tensor or a float tensor's id column) is not an integer in [0, rows), a feature is not
+    finite, or the label is not 0/1 (a class index >= 0 for a softmax head)."""
 
     def __init__(self, raw) -> None:
         self.raw = list(raw)
@@ -171,7 +171,10 @@ class FactoryMap:
                 good &= label_ok(v, t.dtype).all(1)
                 out[t.name] = np.nan_to_num(v).astype(t.dtype)
             else:
-                v = np.asarray(x, np.float64)
+                v = np.array(x, np.float64)  # a copy: id columns are cleaned in place
                 good &= np.isfinite(v).all(1)
+                for k, rows in enumerate(t.id_columns):  # id columns: whole numbers in range
+                    good &= (v[:, k] >= 0) & (v[:, k] < rows) & (v[:, k] == np.floor(v[:, k]))
+                    v[:, k] = np.where(good, v[:, k], 0)
                 out[t.name] = np.nan_to_num(v).astype(np.float32)
         return out, good

@@ -10,7 +10,9 @@ Criteo-like, per the model's raw tensors (heterps_sim.inputs.graph.ModelGraph.ra
   scattered by a fixed permutation so that row 0 is not always the hottest;
 - dense features: float32 standard normal (Criteo's 13 counts after the usual log/standardise),
   or uniform in [low, high) where the model declares a range (a user model's float input
-  that holds ids: `model.inputs[].range`, read from an "input" node's attrs);
+  that holds ids: `model.inputs[].range`, read from an "input" node's attrs); a float tensor
+  whose first columns hold ids (`model.inputs[].id_columns`) gets Zipf ids there, as whole
+  numbers in float32, each column below its own cardinality;
 - label: Bernoulli(sigmoid(w . dense + sum of hidden per-id weights + b)), so a model that
   learns the ids and features really lowers the loss; int64 class for softmax heads.
 The zoo's cardinalities are used as given; scale them with models.scale_tables first.
@@ -53,6 +55,8 @@ class RawTensor:
     """Ids: the table size the ids index (0 otherwise)."""
     range: tuple[float, float] | None = None
     """Features: drawn uniformly from [low, high) (None: standard normal)."""
+    id_columns: tuple[int, ...] = ()
+    """Features: the first columns hold ids (as floats), column k below id_columns[k]."""
 
 
 def raw_tensors(graph: ModelGraph) -> list[RawTensor]:
@@ -60,9 +64,13 @@ def raw_tensors(graph: ModelGraph) -> list[RawTensor]:
     rows: dict[str, int] = {}
     labels: dict[str, str] = {}
     ranges: dict[str, tuple[float, float]] = {}
+    id_columns: dict[str, tuple[int, ...]] = {}
     for n in graph.nodes:
-        if n.op == "input" and n.attrs.get("range") is not None:
-            ranges[n.consumes[0]] = tuple(float(v) for v in n.attrs["range"])
+        if n.op == "input":
+            if n.attrs.get("range") is not None:
+                ranges[n.consumes[0]] = tuple(float(v) for v in n.attrs["range"])
+            if n.attrs.get("id_columns"):
+                id_columns[n.consumes[0]] = tuple(int(c) for c in n.attrs["id_columns"])
         elif n.op == "embedding":
             tables = n.attrs["tables"]
             for j, t in enumerate(n.consumes):
@@ -81,7 +89,7 @@ def raw_tensors(graph: ModelGraph) -> list[RawTensor]:
             out.append(RawTensor(name, "label", 1, dtype))
         else:
             out.append(RawTensor(name, "features", int(nbytes // F32), "float32",
-                                 range=ranges.get(name)))
+                                 range=ranges.get(name), id_columns=id_columns.get(name, ())))
     return out
 
 
@@ -118,9 +126,11 @@ def generate_dataset(graph: ModelGraph, path: str | Path, *, num_samples: int, s
             logit += weights[t.name][ids].sum(1) / np.sqrt(t.width)
             arrays[t.name] = ids
         elif t.role == "features":
-            x = features(rng, t, num_samples)
+            x = features(rng, t, num_samples, zipf_a)
             weights[t.name] = rng.normal(0.0, 0.3, t.width)
-            logit += standardised(t, x) @ weights[t.name]
+            for k, rows in enumerate(t.id_columns):
+                weights[t.name, k] = rng.normal(0.0, HIDDEN_ID_WEIGHT, rows)
+            logit += feature_logit(t, x, weights)
             arrays[t.name] = x
     centre = logit.mean()
     labels = _labels(rng, logit - centre)
@@ -132,8 +142,8 @@ def generate_dataset(graph: ModelGraph, path: str | Path, *, num_samples: int, s
                 held[t.name] = zipf_ids(rng, t.rows, (holdout_samples, t.width), zipf_a)
                 held_logit += weights[t.name][held[t.name]].sum(1) / np.sqrt(t.width)
             elif t.role == "features":
-                held[t.name] = features(rng, t, holdout_samples)
-                held_logit += standardised(t, held[t.name]) @ weights[t.name]
+                held[t.name] = features(rng, t, holdout_samples, zipf_a)
+                held_logit += feature_logit(t, held[t.name], weights)
         (path / HOLDOUT).mkdir(exist_ok=True)
         _save(path / HOLDOUT, spec, held, _labels(rng, held_logit - centre))
         _write_meta(path / HOLDOUT, graph, holdout_samples, seed, zipf_a, spec)
@@ -141,14 +151,29 @@ def generate_dataset(graph: ModelGraph, path: str | Path, *, num_samples: int, s
     return path
 
 
-def features(rng: np.random.Generator, t: RawTensor, n: int) -> np.ndarray:
+def features(rng: np.random.Generator, t: RawTensor, n: int, zipf_a: float = 1.05) -> np.ndarray:
     """n rows of a float tensor: standard normal, or uniform in its [low, high) (below high
-    even after rounding to float32, so a column of ids cast to int stays inside its table)."""
+    even after rounding to float32, so a column of ids cast to int stays inside its table);
+    its id columns, if any, hold Zipf ids as whole numbers."""
     if t.range is None:
-        return rng.standard_normal((n, t.width)).astype(np.float32)
-    low, high = t.range
-    x = rng.uniform(low, high, (n, t.width)).astype(np.float32)
-    return np.minimum(x, np.nextafter(np.float32(high), np.float32(-np.inf)))
+        x = rng.standard_normal((n, t.width)).astype(np.float32)
+    else:
+        low, high = t.range
+        x = rng.uniform(low, high, (n, t.width)).astype(np.float32)
+        x = np.minimum(x, np.nextafter(np.float32(high), np.float32(-np.inf)))
+    for k, rows in enumerate(t.id_columns):
+        x[:, k] = zipf_ids(rng, rows, (n,), zipf_a)
+    return x
+
+
+def feature_logit(t: RawTensor, x: np.ndarray, weights: dict) -> np.ndarray:
+    """A float tensor's part of the label's logit: its dense columns standardised times their
+    weights, plus each id column's hidden per-id weight (as an ids tensor's, over sqrt(k))."""
+    k = len(t.id_columns)
+    out = standardised(t, x[:, k:]) @ weights[t.name][k:]
+    for j in range(k):
+        out += weights[t.name, j][x[:, j].astype(np.int64)] / np.sqrt(k)
+    return out
 
 
 def standardised(t: RawTensor, x: np.ndarray) -> np.ndarray:
@@ -203,11 +228,12 @@ class BatchStream:
             self.meta = json.loads((self.path / META).read_text())
         except (OSError, ValueError):
             raise DatasetError(f"{self.path}: no dataset here (missing or bad {META})") from None
-        self.tensors = [RawTensor(**{**t, "range": tuple(t["range"]) if t.get("range") else None})
+        self.tensors = [RawTensor(**{**t, "range": tuple(t["range"]) if t.get("range") else None,
+                                     "id_columns": tuple(t.get("id_columns", ()))})
                         for t in self.meta["tensors"]]
         if graph is not None:
-            want = {(t.name, t.role, t.width, t.range) for t in raw_tensors(graph)}
-            if want != {(t.name, t.role, t.width, t.range) for t in self.tensors}:
+            want = {(t.name, t.role, t.width, t.range, t.id_columns) for t in raw_tensors(graph)}
+            if want != {(t.name, t.role, t.width, t.range, t.id_columns) for t in self.tensors}:
                 raise DatasetError(f"{self.path}: dataset was made for model "
                                    f"{self.meta['model']!r}, not {graph.name!r}")
         self.num_samples = int(self.meta["num_samples"])

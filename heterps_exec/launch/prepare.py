@@ -86,7 +86,8 @@ def prepare(req: RunRequest) -> tuple[RunSpec, object]:
 def _user_model(req: RunRequest, scn, plan: Plan) -> dict:
     """The run spec's entry for a user's PyTorch module, checked against the plan."""
     from heterps_exec.model.user_model import run_entry
-    return run_entry(scn.model, req.scenario, plan, table_scale=req.table_scale)
+    return run_entry(scn.model, req.scenario, plan, table_scale=req.table_scale,
+                     ps_shards=req.ps_shards)
 
 
 def _load(req: RunRequest) -> tuple[object, object, Plan]:

@@ -16,11 +16,12 @@ Criteo, Parquet and factory data serve user models as they serve the zoo's.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import torch
 from torch import nn
 
+from heterps_exec.model.extra_loss import add_gradient, trained
 from heterps_exec.model.rows import initial_rows
 from heterps_sim.inputs.graph import F32, ID_BYTES, ModelGraph, Node
 from heterps_sim.inputs.torch_model import capture_section
@@ -28,7 +29,8 @@ from heterps_sim.inputs.torch_model.capture import CaptureError
 from heterps_sim.inputs.torch_model.section import LABEL, TorchModelSection
 
 
-def run_entry(section, scenario: str, plan, *, table_scale: float = 1.0) -> dict:
+def run_entry(section, scenario: str, plan, *, table_scale: float = 1.0,
+              ps_shards: int = 0) -> dict:
     """RunSpec.user_model for a torch section ({} for any other), checked against the plan:
     raises CaptureError (one line) for a model that cannot be captured or cut there."""
     if not isinstance(section, TorchModelSection):
@@ -42,6 +44,10 @@ def run_entry(section, scenario: str, plan, *, table_scale: float = 1.0) -> dict
              "source": scenario}
     chain, grad = _chain(entry, "meta")
     label = chain.captured.label
+    if chain.captured.extra_loss is not None and (plan.schedule == "async" or ps_shards):
+        why = "the async schedule" if plan.schedule == "async" else "--ps-shards"
+        raise CaptureError(f"{scenario}: model.extra_loss: not applied under {why} yet (see "
+                           "heterps_exec/model/extra_loss.py); use gpipe or 1f1b with local tables")
     stage_of = {}
     for g, stage in enumerate(plan.stages):
         for name in stage.layers:
@@ -117,6 +123,9 @@ def user_stage(spec, plan, stage: int, device: torch.device, wire: str):
     layers = plan.stages[stage].layers
     lo, hi = chain.index(layers[0]), chain.index(layers[-1])
     part = UserStage(chain, lo, hi, make_holder(chain), WireShapes(chain))
+    if chain.captured.extra_loss is not None:  # its gradient once per step: model/extra_loss.py
+        own = [p for p in part.parameters() if p.requires_grad]
+        part.extra_loss = partial(add_gradient, chain.captured.extra_loss, module, own)
     if stage == 0:  # parameters no layer reads (never called): kept in the saved state
         hold_unused(part, module, chain)
     last = len(plan.stages) - 1
@@ -129,17 +138,19 @@ def user_stage(spec, plan, stage: int, device: torch.device, wire: str):
 def data_graph(entry: dict) -> ModelGraph:
     """The model's raw tensors as heterps_exec.data reads them: each integer input as ids
     below its cardinality (the smallest, where columns differ), float inputs as features
-    (inside their declared range), the label as the loss's target."""
+    (inside their declared range; their id columns as ids), the label as the loss's target."""
     section = _section(entry)
     label_shape, label_dtype = entry["label"]["shape"], entry["label"]["dtype"]
     raw, nodes = [], []
     for spec in section.inputs:
         is_id = spec.dtype in ("int64", "int32")
         raw.append((spec.name, spec.width * (ID_BYTES if is_id else F32)))
-        if spec.range is not None:  # synthetic data draws it from there, not N(0, 1)
+        if spec.range is not None or spec.id_columns:  # synthetic data: not N(0, 1) there
+            attrs = {"range": tuple(spec.range) if spec.range is not None else None,
+                     "id_columns": tuple(spec.id_columns or ())}
             nodes.append(Node(name=f"{spec.name}_input", kind="input", op="input",
                               consumes=(spec.name,), produces=(), forward_flops=0.0,
-                              backward_flops=0.0, attrs={"range": tuple(spec.range)}))
+                              backward_flops=0.0, attrs=attrs))
         if is_id:
             card = spec.cardinality
             rows = min(card) if isinstance(card, list) else card
@@ -174,7 +185,16 @@ class UserWhole(nn.Module):
             self.register_parameter(name, p)
         for name, b in module.named_buffers(recurse=False):
             self.register_buffer(name, b, persistent=name not in module._non_persistent_buffers_set)
-        self.cap = _chain(entry)[0].captured
+        chain = _chain(entry)[0]
+        self.cap = chain.captured
+        self.read = trained(module, chain)
+
+    def extra_loss(self) -> float | None:
+        """Add the gradient of model.extra_loss to the parameters a layer reads (once per
+        step, as the engine does: model/extra_loss.py); None when there is none."""
+        if self.cap.extra_loss is None:
+            return None
+        return add_gradient(self.cap.extra_loss, self.inner, self.read)
 
     def forward(self, env: dict[str, torch.Tensor]):
         cap = self.cap

@@ -65,6 +65,8 @@ def train_reference(spec: RunSpec, steps: int | None = None, *,
                            torch.func.functional_call(model, read, (part,)))
             (loss / spec.batch_size).backward()
             loss_sum += float(loss.detach())
+        if spec.user_model:  # model.extra_loss: its gradient once per step (model/extra_loss.py)
+            model.extra_loss()
         if read is not None:
             for n, p in named:
                 p.grad = read[n].grad

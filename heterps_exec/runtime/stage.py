@@ -110,6 +110,9 @@ class StageRunner:
         self.ps_steps = None
         """Async with tables on the parameter server: the PSSteps that keeps the rows each
         step pulls at its version (async_steps.py); None otherwise."""
+        self.extra_loss = getattr(module, "extra_loss", None) if ctx.replica == 0 else None
+        """A user model's extra loss (model.extra_loss): replica 0 adds its gradient to the
+        stage's parameters at each step's start (model/extra_loss.py); None otherwise."""
 
     # -- messages ------------------------------------------------------------------------
     def post_receives(self, actions, *, ahead=()) -> None:
@@ -120,6 +123,13 @@ class StageRunner:
         backwards = [mu for code, mu in actions if code == B]
         self.last_backward = backwards[-1] if backwards else None
         self._post([*actions, *ahead])
+
+    def begin_step(self) -> None:
+        """Before the step's first backward: the extra loss's gradient, once per step (the
+        stage all-reduce then sums it with the replicas' data gradients)."""
+        if self.extra_loss is not None:
+            with self.ctx.recorder.span("extra loss", "compute"):
+                self.extra_loss()
 
     def _post(self, actions) -> None:
         c = self.ctx

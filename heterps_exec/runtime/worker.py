@@ -183,6 +183,7 @@ def train(spec: RunSpec, rank: int, layout: Layout, groups: Groups,
                                            ctx.replica, runner.assignments[ctx.stage], step)[:-1]
         runner.step = step
         runner.post_receives(actions)
+        runner.begin_step()
         for code, mu in actions:
             if code == F:
                 runner.forward(mu, batch)

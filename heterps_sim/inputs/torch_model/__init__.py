@@ -11,7 +11,8 @@ section.py (the scenario fields, no torch) -> capture.py (import, build, torch.e
 dynamic batch) -> layers.py (nodes -> layers at module boundaries, tensor liveness) ->
 segment.py (a run of layers as one fx GraphModule; the engine's stages are built from it) ->
 chain.py (per-layer FLOPs, bytes and tables: the ModelSpec); groups.py says which leaves
-fuse into one layer and what it is called, cache.py keeps the ModelSpec on disk. Only this
+fuse into one layer and what it is called, cache.py keeps the ModelSpec on disk, columns.py
+makes the feature columns a factory receives, hooks.py checks the extra loss. Only this
 package's functions import torch, and only when called: a zoo scenario never does, nor a
 user model's scenario whose capture is cached.
 """
@@ -27,6 +28,7 @@ def capture_section(section, *, source: str, search_paths: Sequence[str | Path] 
     """The LayerChain of a scenario's torch model section (module built on `device` unless
     given)."""
     from heterps_sim.inputs.torch_model import capture as cap
+    from heterps_sim.inputs.torch_model.hooks import extra_loss
     from heterps_sim.inputs.torch_model.layers import build_chain
     paths = [str(p) for p in search_paths]
     if module is None:  # on the CPU instead when the module ignores the meta device
@@ -37,6 +39,7 @@ def capture_section(section, *, source: str, search_paths: Sequence[str | Path] 
     name = section.name or section.module.rpartition(":")[2]
     captured = cap.capture(module, cap.raw_inputs(section), loss, section.loss, name=name,
                            source=source, device=device, output=section.output)
+    captured.extra_loss = extra_loss(section, module, source=source, search_paths=paths)
     return build_chain(captured, section.layers, section.split_points)
 
 

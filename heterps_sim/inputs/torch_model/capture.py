@@ -25,6 +25,7 @@ from torch import fx, nn
 
 from heterps_sim.core.files import UserFileError
 from heterps_sim.inputs.torch_model import losses
+from heterps_sim.inputs.torch_model.columns import feature_columns
 from heterps_sim.inputs.torch_model.notices import say_once
 from heterps_sim.inputs.torch_model.section import LABEL, TorchModelSection
 
@@ -47,6 +48,8 @@ class RawInput:
     dtype: torch.dtype
     cardinality: int | tuple[int, ...] | None = None
     range: tuple[float, float] | None = None
+    id_columns: tuple[int, ...] = ()
+    """A float input's first columns hold ids below these bounds (section.ModelInput)."""
 
     @property
     def width(self) -> int:
@@ -72,6 +75,8 @@ class CapturedModel:
     """Where the module lives: "meta" (shapes only) or a real device."""
     output: str = "logits"
     """What forward returns: "logits" or "probabilities" (declared, or detected)."""
+    extra_loss: Callable | None = None
+    """fn(module) -> a scalar added to the batch's mean loss once per step (hooks.py)."""
 
 
 @contextmanager
@@ -148,12 +153,31 @@ def module_device(module: nn.Module) -> str:
     return str(tensors[0].device) if tensors else "cpu"
 
 
+def factory_kwargs(section: TorchModelSection, source: str,
+                   search_paths: Sequence[str] = ()) -> dict:
+    """The factory's keyword arguments: `kwargs`, and the feature columns (columns.py) as
+    `columns_arg`, each made by `column_factory` when the scenario names one."""
+    if not section.columns:
+        return dict(section.kwargs)
+    columns = feature_columns(section)
+    if section.column_factory:
+        make = import_object(section.column_factory, source, "model.column_factory",
+                             search_paths)
+        try:
+            columns = [make(c) for c in columns]
+        except Exception as exc:  # noqa: BLE001 - the user's column factory failed
+            raise CaptureError(f"{source}: model.column_factory: {section.column_factory} "
+                               f"raised {type(exc).__name__}: {_first_line(exc)}") from None
+    return {**section.kwargs, section.columns_arg: columns}
+
+
 def _call_factory(factory, section: TorchModelSection, source: str, seed: int, device,
                   search_paths: Sequence[str]) -> nn.Module:
+    kwargs = factory_kwargs(section, source, search_paths)
     with torch.random.fork_rng(devices=[]), torch.device(device), _on_path(search_paths):
         torch.manual_seed(seed)
         try:
-            module = factory(**section.kwargs)
+            module = factory(**kwargs)
         except SystemExit as exc:
             raise CaptureError(f"{source}: model.module: {section.module}(**kwargs) "
                                f"{_exited(exc)}") from None
@@ -169,7 +193,7 @@ def _call_factory(factory, section: TorchModelSection, source: str, seed: int, d
 def raw_inputs(section: TorchModelSection) -> tuple[RawInput, ...]:
     return tuple(RawInput(i.name, tuple(i.shape), getattr(torch, i.dtype),
                           tuple(i.cardinality) if isinstance(i.cardinality, list) else i.cardinality,
-                          i.range) for i in section.inputs)
+                          i.range, tuple(i.id_columns or ())) for i in section.inputs)
 
 
 def example_tensor(spec: RawInput, batch: int, *, device="cpu", generator=None) -> torch.Tensor:
@@ -186,8 +210,14 @@ def example_tensor(spec: RawInput, batch: int, *, device="cpu", generator=None) 
         return ids.to(spec.dtype)
     if spec.range is not None:
         lo, hi = spec.range
-        return (lo + (hi - lo) * torch.rand(shape, generator=generator)).to(spec.dtype)
-    return torch.randn(shape, generator=generator).to(spec.dtype)
+        x = lo + (hi - lo) * torch.rand(shape, generator=generator)
+    else:
+        x = torch.randn(shape, generator=generator)
+    if spec.id_columns:  # the first columns: whole-number ids below each column's bound
+        bound = torch.tensor(spec.id_columns, dtype=torch.float64)
+        ids = (torch.rand((batch, len(bound)), generator=generator, dtype=torch.float64) * bound)
+        x[:, :len(bound)] = ids.floor().float()
+    return x.to(spec.dtype)
 
 
 def resolve_loss(name: str, source: str, search_paths: Sequence[str] = ()) -> Callable:

@@ -9,6 +9,12 @@
       output: probabilities                      # or logits; unset: detected from the graph
       layers: grouped                            # or leaf, or [submodule names] (coarser layers)
       split_points: []                           # or submodule names that start a new layer
+      extra_loss: my_models.deepfm:l2            # fn(module) -> scalar, added once per step
+
+`columns` (instead of, or as well as, `inputs`) lists feature columns: the factory receives
+them as objects (columns.FeatureColumn, or what `column_factory` makes of each), and without
+`inputs` the model reads one float tensor `features` holding them in order, the sparse
+columns' ids first (`id_columns`).
 
 `inputs` are the positional arguments of the module's forward, per sample (the batch
 dimension is added, and left dynamic, by the capture). Integer inputs draw ids below their
@@ -27,6 +33,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 FLOAT_DTYPES = ("float32", "float64", "float16", "bfloat16")
 INT_DTYPES = ("int64", "int32", "bool")
 BUILTIN_LOSSES = ("bce", "softmax_ce", "mse")
+EXACT_FLOAT_IDS = {"float32": 1 << 24, "float64": 1 << 53, "float16": 1 << 11, "bfloat16": 1 << 8}
+"""The most ids a float column can hold exactly (every id below it a whole number)."""
+FEATURES = "features"
+"""The input a model declared by `columns` alone reads."""
 LABEL = "label"
 """The name of the label among the raw tensors (no input may use it)."""
 _DOTTED = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
@@ -50,6 +60,10 @@ class ModelInput(_Strict):
     cardinality: int | list[int] | None = None
     """Integer inputs: ids lie in [0, cardinality); a list gives one bound per column of the
     last dimension (fields of different sizes, as in pytorch-fm's field_dims)."""
+    id_columns: list[int] | None = None
+    """Float inputs of shape [width]: the first len(id_columns) columns hold ids (whole
+    numbers stored as floats, cast with .long() in forward), column k below id_columns[k];
+    the other columns are dense features (standard normal, or inside `range`)."""
 
     @field_validator("shape")
     @classmethod
@@ -73,10 +87,27 @@ class ModelInput(_Strict):
             if self.range is not None:
                 raise ValueError(f"input {self.name!r}: range is for float inputs")
         elif self.cardinality is not None:
-            raise ValueError(f"input {self.name!r}: cardinality is for integer inputs")
+            raise ValueError(f"input {self.name!r}: cardinality is for integer inputs"
+                             + ("; a float tensor holding ids declares id_columns"
+                                if self.dtype in FLOAT_DTYPES else ""))
+        if self.id_columns is not None:
+            self._check_id_columns()
         if self.range is not None and not self.range[0] < self.range[1]:
             raise ValueError(f"input {self.name!r}: range must be [low, high] with low < high")
         return self
+
+    def _check_id_columns(self) -> None:
+        where = f"input {self.name!r}: id_columns"
+        if self.dtype not in FLOAT_DTYPES:
+            raise ValueError(f"{where} are for float inputs (an integer input has a cardinality)")
+        if len(self.shape) != 1 or not 1 <= len(self.id_columns) <= self.shape[0]:
+            raise ValueError(f"{where} needs a shape [width] with width >= {len(self.id_columns)} "
+                             f"(the id columns first), shape is {self.shape}")
+        exact = EXACT_FLOAT_IDS[self.dtype]
+        for k, c in enumerate(self.id_columns):
+            if not 1 <= c <= exact:
+                raise ValueError(f"{where}[{k}]: cardinality {c} outside [1, {exact}] (larger ids "
+                                 f"are not whole numbers in {self.dtype})")
 
     @property
     def width(self) -> int:
@@ -87,6 +118,32 @@ class ModelInput(_Strict):
         return out
 
 
+class ColumnSpec(_Strict):
+    """One feature column, as the factory receives it (columns.FeatureColumn)."""
+
+    name: str = Field(pattern=r"^[A-Za-z_]\w*$")
+    """The feature's name."""
+    kind: Literal["sparse", "dense"]
+    """sparse: one id per sample, below `cardinality`; dense: `width` floats per sample."""
+    cardinality: int | None = Field(default=None, ge=1)
+    """Sparse columns: ids lie in [0, cardinality) (the vocabulary size)."""
+    embed_dim: int | None = Field(default=None, ge=1)
+    """Sparse columns: the embedding size the factory is asked for (None: its own choice)."""
+    width: int = Field(default=1, ge=1)
+    """Dense columns: numbers per sample."""
+
+    @model_validator(mode="after")
+    def _fits_kind(self) -> ColumnSpec:
+        if self.kind == "sparse" and self.cardinality is None:
+            raise ValueError(f"column {self.name!r}: a sparse column needs a cardinality")
+        if self.kind == "sparse" and self.width != 1:
+            raise ValueError(f"column {self.name!r}: a sparse column holds one id (width 1)")
+        if self.kind == "dense" and (self.cardinality or self.embed_dim):
+            raise ValueError(f"column {self.name!r}: cardinality and embed_dim are for sparse "
+                             "columns")
+        return self
+
+
 class TorchModelSection(_Strict):
     """A user's PyTorch module, captured with torch.export into the layer chain."""
 
@@ -95,8 +152,21 @@ class TorchModelSection(_Strict):
     the Python path or from the scenario's folder."""
     kwargs: dict = Field(default_factory=dict)
     """Keyword arguments of the factory."""
-    inputs: list[ModelInput] = Field(min_length=1)
-    """The forward's positional inputs, per sample."""
+    inputs: list[ModelInput] = Field(default_factory=list)
+    """The forward's positional inputs, per sample (derived from `columns` when omitted)."""
+    columns: list[ColumnSpec] = Field(default_factory=list)
+    """Feature columns the factory receives (as `columns_arg`), in the order the input tensor
+    holds them; without `inputs`, forward reads one float tensor "features" of them all,
+    sparse columns first."""
+    columns_arg: str = Field(default="columns", pattern=r"^[A-Za-z_]\w*$")
+    """The factory's keyword argument that receives the columns."""
+    column_factory: str | None = None
+    """"pkg.mod:fn" making each column the object the factory expects (a library's own
+    SparseFeat / DenseFeat) from a heterps FeatureColumn; unset: FeatureColumn as is."""
+    extra_loss: str | None = None
+    """"pkg.mod:fn": fn(module) returns a scalar added to the batch's mean loss once per step
+    (a regularisation term: L2 on the embeddings), as a training loop adds it outside
+    forward. Each of its terms must read the parameters of one stage only."""
     loss: str = "bce"
     """bce (sigmoid + binary cross-entropy on logits), softmax_ce (class index label), mse, or
     "pkg.mod:fn" taking (output, label) and returning the batch's mean loss."""
@@ -130,8 +200,21 @@ class TorchModelSection(_Strict):
                              f"'package.module:function', got {value!r}")
         return value
 
+    @field_validator("column_factory", "extra_loss")
+    @classmethod
+    def _dotted_hook(cls, value):
+        if value is not None and not _DOTTED.match(value):
+            raise ValueError(f"expected 'package.module:function', got {value!r}")
+        return value
+
     @model_validator(mode="after")
     def _unique_inputs(self) -> TorchModelSection:
+        if self.columns:
+            self._check_columns()
+        elif not self.inputs:
+            raise ValueError("inputs: give the forward's inputs (or feature columns)")
+        elif self.column_factory:
+            raise ValueError("column_factory: there are no columns to make")
         names = [i.name for i in self.inputs]
         if LABEL in names:
             raise ValueError(f"inputs: {LABEL!r} is reserved for the label")
@@ -139,6 +222,31 @@ class TorchModelSection(_Strict):
         if dupes:
             raise ValueError(f"inputs: duplicate names {dupes}")
         return self
+
+
+    def _check_columns(self) -> None:
+        names = [c.name for c in self.columns]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"columns: duplicate names {dupes}")
+        if self.columns_arg in self.kwargs:
+            raise ValueError(f"kwargs: {self.columns_arg!r} is the argument that receives the "
+                             "columns (columns_arg); remove it from kwargs")
+        kinds = [c.kind for c in self.columns]
+        if "dense" in kinds and "sparse" in kinds[kinds.index("dense"):]:
+            raise ValueError("columns: list the sparse columns first (their ids are the input "
+                             "tensor's first columns, id_columns)")
+        width = sum(c.width for c in self.columns)
+        ids = [c.cardinality for c in self.columns if c.kind == "sparse"]
+        if not self.inputs:
+            self.inputs = [ModelInput(name=FEATURES, shape=[width], dtype="float32",
+                                      id_columns=ids or None)]
+            return
+        first = self.inputs[0]
+        if len(self.inputs) != 1 or first.shape != [width] or first.dtype not in FLOAT_DTYPES \
+                or (first.id_columns or []) != ids:
+            raise ValueError(f"inputs: with columns, give one float input of shape [{width}] "
+                             f"with id_columns {ids} (or leave inputs out: heterps derives it)")
 
 
 def model_kind(data) -> str:
