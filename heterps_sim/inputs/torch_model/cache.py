@@ -14,7 +14,8 @@ The key is a sha256 of everything the spec depends on:
   (read from its installed metadata, torch not imported);
 - the scenario's model section as validated (module, kwargs, inputs, loss, output, layers,
   split_points, name) and the scenario path the spec's `source` names;
-- the bytes of the factory's module file, of the loss's, of the package `__init__` files on
+- the bytes of the factory's module file, of the loss's, column factory's and extra loss's, of
+  the package `__init__` files on
   their import paths, and of every module they import (`ast`, not importing them) that lives
   beside their top-level package or module (the model's own package), transitively.
 
@@ -117,8 +118,9 @@ def entry_key(section, source: str, search_paths: Sequence[str]) -> str | None:
     module is no Python file heterps can find (then nothing is cached)."""
     paths = [*map(str, search_paths), os.getcwd(), *sys.path]
     modules = [section.module.partition(":")[0]]
-    if ":" in section.loss:
-        modules.append(section.loss.partition(":")[0])
+    for hook in (section.loss, section.column_factory or "", section.extra_loss or ""):
+        if ":" in hook:  # the loss's, the column factory's and the extra loss's modules
+            modules.append(hook.partition(":")[0])
     files = model_files(modules, paths)
     if files is None:
         return None
