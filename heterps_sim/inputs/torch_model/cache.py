@@ -15,9 +15,9 @@ The key is a sha256 of everything the spec depends on:
 - the scenario's model section as validated (module, kwargs, inputs, loss, output, layers,
   split_points, name) and the scenario path the spec's `source` names;
 - the bytes of the factory's module file, of the loss's, column factory's and extra loss's, of
-  the package `__init__` files on
-  their import paths, and of every module they import (`ast`, not importing them) that lives
-  beside their top-level package or module (the model's own package), transitively.
+  the package `__init__` files on their import paths, and of every module they import (`ast`,
+  not importing them) that lives beside their top-level package or module (the model's own
+  package), transitively.
 
 Not in the key: modules the model imports from elsewhere (an edited site-packages library is
 not noticed; delete the cache folder, or turn the cache off) and a module already imported
