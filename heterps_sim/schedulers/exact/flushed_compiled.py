@@ -232,12 +232,7 @@ class CompiledSearch:
     def stage_types(self) -> np.ndarray:
         """Each stage's type index (the stage table is ordered by first layer, then type)."""
         if self._stage_types is None:
-            first, count, E, _, _ = self.stages
-            out = np.zeros(len(E), np.int64)
-            for i in range(self.L):
-                for j in range(self.M):
-                    out[first[i, j]:first[i, j] + count[i, j]] = j
-            self._stage_types = out
+            self._starts, self._stage_types = self._stage_index()
         return self._stage_types
 
     def price(self, m: int, stages, ceiling: float = math.inf,
@@ -285,13 +280,20 @@ class CompiledSearch:
     def _stage_starts(self) -> np.ndarray:
         """Each stage's first layer."""
         if self._starts is None:
-            first, count, E, _, _ = self.stages
-            out = np.zeros(len(E), np.int64)
-            for i in range(self.L):
-                for j in range(self.M):
-                    out[first[i, j]:first[i, j] + count[i, j]] = i
-            self._starts = out
+            self._starts, self._stage_types = self._stage_index()
         return self._starts
+
+    def _stage_index(self) -> tuple[np.ndarray, np.ndarray]:
+        """(each stage's first layer, its type index), read off the table's (layer, type)
+        blocks."""
+        first, count, E, _, _ = self.stages
+        starts = np.zeros(len(E), np.int64)
+        types = np.zeros(len(E), np.int64)
+        for i in range(self.L):
+            for j in range(self.M):
+                starts[first[i, j]:first[i, j] + count[i, j]] = i
+                types[first[i, j]:first[i, j] + count[i, j]] = j
+        return starts, types
 
     def _optimum(self, m, best, cost, FL, IL, labels) -> FlushedOptimum:
         p = self.p
