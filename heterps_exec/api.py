@@ -52,21 +52,30 @@ def run_plan(request: RunRequest) -> dict | None:
     return json.loads(json.dumps(_finish(request, spec, problem).to_json_dict()))
 
 
+RUN_FOLDER = ("plan.json", "spec.json", "data", "torchrun*.log", "ranks.json", "state.pt",
+              "result.json", "ps-live")
+"""What a run folder holds (launch.prepare, launch.torchrun, runtime.worker, ps.bridge,
+_finish; core.outputs adds its done.json): an existing --out holding anything else is
+refused, as the simulator's run folders are, so a run never overwrites a file it did not
+write (a user's result.json beside their notes)."""
+
+
 def _check_this_machine(req: RunRequest) -> None:
     """What only this machine can answer, before anything is loaded: the address to listen
     on is one of its own, and every output path can be written (so a finished run is never
-    lost to an unwritable --trace)."""
-    from heterps_sim.core.outputs import OutputError, check_target
+    lost to an unwritable --trace) without overwriting anything the run did not write."""
+    from heterps_sim.core.outputs import OutputError, check_folder, check_target
     if req.bind_addr:
         from heterps_exec.launch.bind_addr import bind_problem
         problem = bind_problem(req.bind_addr)
         if problem:
             raise ExecError(problem)
-    for flag, path, folder in (("--out", req.out_dir, True), ("--trace", req.trace, False),
-                               ("--save-state", req.save_state, False)):
+    for flag, path, check in (("--out", req.out_dir, lambda p: check_folder(p, RUN_FOLDER)),
+                              ("--trace", req.trace, check_target),
+                              ("--save-state", req.save_state, check_target)):
         if path:
             try:
-                check_target(path, folder=folder)
+                check(path)
             except OutputError as exc:
                 raise ExecError(f"{flag}: {exc}") from None
 

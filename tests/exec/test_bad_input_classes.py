@@ -311,3 +311,27 @@ def test_run_numbers_past_what_a_run_can_use(tmp_path, plan, flag, value):
                                           (["ps-bench", "--zipf", "1e308"], "--zipf")])
 def test_exec_command_line_errors_are_one_line(argv, needle):
     assert "usage:" not in refused(argv, needle)
+
+
+# -- an existing --out: a run never overwrites what it did not write ---------------------------
+
+def test_run_out_holding_the_users_files_is_refused_and_they_are_kept(tmp_path, plan):
+    """The run folder was written into whatever it held: a user's result.json beside their
+    notes was overwritten (the simulator's run folders refuse such a folder)."""
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    (out / "result.json").write_text('{"mine": true}')
+    refused(run_argv(plan, tmp_path), "--out", "holds 'notes.txt'")
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt", "result.json"]
+    assert (out / "result.json").read_text() == '{"mine": true}'
+
+
+def test_an_earlier_runs_folder_may_be_run_into_again(tmp_path, plan):
+    from heterps_exec.api import _check_this_machine
+    out = tmp_path / "run"
+    (out / "data").mkdir(parents=True)
+    for name in ("plan.json", "spec.json", "torchrun.log", "torchrun.node1.log", "ranks.json",
+                 "state.pt", "result.json", "done.json"):
+        (out / name).write_text("x")
+    _check_this_machine(RunRequest(plan=str(plan), scenario=SCENARIO, out_dir=str(out)))
