@@ -9,15 +9,20 @@ The matrix, generated (commands and their flags are read from the real parsers):
     flags): -1, 0, nan, inf, 1e308, 1e-308, abc;
   - each number in scenarios/exec-tiny.yaml and in a user-model scenario
     (tests/fixtures/ctr_models/dcn.yaml), checked with `heterps-sim check`: the same values;
-  - each output path: an existing folder, a file under a file, a file in /proc (not writable),
-    a file in a folder that does not exist.
+  - each output path: an existing folder holding the user's own files (`notes.txt`, and a
+    `result.json` named as a command's output), a file under a file, a file in /proc (not
+    writable), a file in a folder that does not exist. After each case the user's files must
+    be as they were ("nothing already written is lost").
 
 Outcome classes: ok (exit 2, one stderr line, no traceback); traceback; argparse (exit 2 with
 argparse's usage block: the error line is there, but not alone); multi-line (exit 2, several
-lines, no traceback); wrong-exit (another non-zero code); hang (ran past --timeout; the
-process group is killed); silent-success (exit 0 on a value that is bad everywhere); accepted
-(exit 0 on a value that may be legitimate: 0, 1e-308, a missing output folder that is then
-created). "accepted" is listed, not counted as a failure.
+lines, no traceback); wrong-exit (another non-zero code); hang (ran past its time limit; the
+process group is killed); silent-success (exit 0 on a value that is bad everywhere); lost (a
+file the user had in an output folder was changed or removed, whatever the exit); accepted
+(on a value that may be legitimate - 0, 1e-308, a missing output folder that is then
+created, an existing folder given as a run folder - exit 0, or the documented exit 1 with one
+line: the input was fine but no plan met the limit). "accepted" is listed, not counted as a
+failure.
 
 Each case runs in a forked child of this process (the CLIs are imported once, so a case costs
 milliseconds, not an interpreter start): the child makes its own session, so a case that
@@ -52,7 +57,14 @@ USER_SCENARIO = ROOT / "tests" / "fixtures" / "ctr_models" / "dcn.yaml"
 BAD_NUMBERS = ["-1", "0", "nan", "inf", "1e308", "1e-308", "abc"]
 MAYBE_GOOD = {"0", "1e-308"}
 """Values some fields legitimately take (a seed of 0, a lr of 1e-308 is merely silly)."""
-FAILURES = ("traceback", "argparse", "multi-line", "wrong-exit", "hang", "silent-success")
+FAILURES = ("traceback", "argparse", "multi-line", "wrong-exit", "hang", "silent-success",
+            "lost")
+USER_FILES = {"notes.txt": "the user's notes\n", "result.json": '{"mine": true}\n'}
+"""What each existing output folder holds before its case: the user's, never to be lost."""
+SLOW_BASES = {("exec", "ps-bench"): 180.0, ("exec", "validate"): 300.0}
+"""Seconds a case may take, where the valid base command itself runs long on the 2-core VM
+(ps-bench starts two process worlds, 40-60 s; validate runs its plans and calibration, 85 s):
+a case is a hang only past max(--timeout, this)."""
 
 
 @dataclass
@@ -61,6 +73,8 @@ class Case:
     prog: str                      # "sim" or "exec"
     argv: list[str]
     maybe: bool = False            # exit 0 is "accepted", not "silent-success"
+    timeout: float = 0.0           # 0: the run's --timeout
+    keep: Path | None = None       # a folder of USER_FILES that must survive the case
     outcome: str = ""
     code: int | None = None
     err: str = ""
@@ -97,9 +111,14 @@ def make_files(tmp: Path) -> dict[str, dict[str, Path]]:
     return files
 
 
-def outputs(tmp: Path, name: str) -> dict[str, tuple[Path, bool]]:
-    """Bad output paths: kind -> (path, maybe)."""
-    return {"folder": (tmp / "afolder", False),
+def outputs(tmp: Path, name: str, folder: bool) -> dict[str, tuple[Path, bool]]:
+    """Bad output paths: kind -> (path, maybe). "folder" is a fresh folder of USER_FILES
+    (legitimate for a run folder, `folder`, if it is written beside them)."""
+    own = tmp / "user-folders" / name
+    own.mkdir(parents=True)
+    for file, text in USER_FILES.items():
+        (own / file).write_text(text)
+    return {"folder": (own, folder),
             "under-a-file": (tmp / "afile" / name, False),
             "in-proc": (Path("/proc") / f"heterps-probe-{name}", False),
             "missing-parent": (tmp / "no" / "such" / name, True)}
@@ -162,8 +181,12 @@ def bases(tmp: Path, plan: Path) -> dict[tuple[str, str], list[str]]:
         ("exec", "run"): ["run", p, "--scenario", s, "--steps", "2", "--out",
                           str(tmp / "exec-run"), "--quiet"],
         ("exec", "profile"): ["profile", "--scenario", s, "--no-links", "--repeats", "1",
-                              "--out", str(tmp / "prof"), "--quiet"],
-        ("exec", "validate"): ["validate", "--scenario", s, "--plans", "1", "--steps", "2",
+                              "--as-type", "xeon-icelake-16vcpu", "--out", str(tmp / "prof"),
+                              "--quiet"],
+        ("exec", "validate"): ["validate", "--scenario", s, "--plans", "2", "--steps", "2",
+                               "--max-ranks", "2", "--profile",
+                               str(ROOT / "traces" / "profiles" / "vm-cpu-tiny-ctr.csv"),
+                               "--links", str(ROOT / "traces" / "profiles" / "vm-links.json"),
                                "--out", str(tmp / "val"), "--quiet"],
         ("exec", "ps-bench"): ["ps-bench", "--rows", "1000", "--batches", "2",
                                "--work-dir", str(tmp / "psb"), "--quiet"],
@@ -202,6 +225,11 @@ OUT_ARGS = {
     ("exec", "validate"): [("--out", "val")],
     ("exec", "ps-bench"): [("--work-dir", "psb")],
 }
+FOLDER_OUTS = {("sim", "simulate", "--out"), ("sim", "tradeoff", "--out"),
+               ("sim", "report", "--out"), ("exec", "run", "--out"),
+               ("exec", "profile", "--out"), ("exec", "validate", "--out"),
+               ("exec", "ps-bench", "--work-dir")}
+"""Outputs that are folders: an existing one is a legitimate value."""
 
 
 def with_arg(argv: list[str], arg: str, value: str) -> list[str]:
@@ -288,9 +316,11 @@ def build_cases(tmp: Path, user_scenario: bool) -> list[Case]:
             for arg, suffix in FILE_ARGS.get((prog, command), []):
                 for kind, path in files[suffix].items():
                     value = str(path)
+                    maybe = False
                     if arg == "--checkpoint-dir":  # a folder whose `latest` is bad
                         if kind == "folder":
                             continue
+                        maybe = kind == "missing"  # a new checkpoint folder: made
                         d = tmp / f"ckpt-{kind}"
                         d.mkdir()
                         if kind != "missing":
@@ -298,11 +328,13 @@ def build_cases(tmp: Path, user_scenario: bool) -> list[Case]:
                                                        else b"")
                         value = str(d)
                     cases.append(Case(f"{prog} {command} {arg} {suffix}:{kind}", prog,
-                                      with_arg(argv, arg, value)))
+                                      with_arg(argv, arg, value), maybe=maybe))
             for arg, name in OUT_ARGS.get((prog, command), []):
-                for kind, (path, maybe) in outputs(tmp, f"{command}-{name}").items():
+                folder = (prog, command, arg) in FOLDER_OUTS
+                for kind, (path, maybe) in outputs(tmp, f"{command}-{name}", folder).items():
                     cases.append(Case(f"{prog} {command} {arg} out:{kind}", prog,
-                                      with_arg(argv, arg, str(path)), maybe=maybe))
+                                      with_arg(argv, arg, str(path)), maybe=maybe,
+                                      keep=path if kind == "folder" else None))
             for flag in numeric_flags(prog, command, actions):
                 for value in BAD_NUMBERS:
                     cases.append(Case(f"{prog} {command} {flag}={value}", prog,
@@ -314,6 +346,8 @@ def build_cases(tmp: Path, user_scenario: bool) -> list[Case]:
     cases += scenario_cases(tmp, SCENARIO, "exec-tiny")
     if user_scenario:
         cases += scenario_cases(tmp, USER_SCENARIO, "dcn")
+    for case in cases:
+        case.timeout = SLOW_BASES.get((case.prog, case.argv[0]), 0.0)
     return cases
 
 
@@ -354,14 +388,26 @@ def start(case: Case, scratch: Path):
     return pid, time.monotonic(), err
 
 
+def lost_files(folder: Path | None) -> list[str]:
+    """The USER_FILES of `folder` that are no longer as they were."""
+    if folder is None:
+        return []
+    return [f for f, text in USER_FILES.items()
+            if not (folder / f).is_file() or (folder / f).read_text() != text]
+
+
 def classify(case: Case) -> str:
     lines = [ln for ln in case.err.strip().splitlines() if ln.strip()]
     if case.code is None:
         return "hang"
     if "Traceback" in case.err:
         return "traceback"
+    if case.extra.get("lost"):
+        return "lost"
     if case.code == 0:
         return "accepted" if case.maybe else "silent-success"
+    if case.code == 1 and case.maybe and len(lines) == 1:
+        return "accepted"  # the documented exit 1: the input was fine, no plan met the limit
     if case.code != 2:
         return "wrong-exit"
     if len(lines) == 1:
@@ -383,7 +429,7 @@ def run_all(cases: list[Case], timeout: float, jobs: int) -> None:
         if pid == 0:
             now = time.monotonic()
             for p, (case, t0, err) in list(running.items()):
-                if now - t0 > timeout:
+                if now - t0 > max(timeout, case.timeout):
                     with _suppress():
                         os.killpg(p, signal.SIGKILL)
                     os.waitpid(p, 0)
@@ -401,8 +447,11 @@ def run_all(cases: list[Case], timeout: float, jobs: int) -> None:
 def finish(case: Case, code, seconds, err: Path) -> None:
     case.code, case.seconds = code, seconds
     case.err = err.read_text(errors="replace")[-4000:] if err.exists() else ""
+    case.extra["lost"] = lost_files(case.keep)
     case.outcome = classify(case)
     line = case.err.strip().splitlines()[-1][:150] if case.err.strip() else ""
+    if case.extra["lost"]:
+        line = f"lost {', '.join(case.extra['lost'])} | {line}"
     print(f"{case.outcome:15s} {seconds:5.1f}s  {case.name}  | {line}", flush=True)
 
 
@@ -440,7 +489,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(
             [{"name": c.name, "argv": c.argv, "outcome": c.outcome, "code": c.code,
-              "seconds": round(c.seconds, 2), "stderr": c.err[-600:]} for c in cases],
+              "seconds": round(c.seconds, 2), "stderr": c.err[-600:],
+              "lost": c.extra.get("lost", [])} for c in cases],
             indent=1))
     return 1 if any(c.outcome in FAILURES for c in cases) else 0
 
