@@ -22,11 +22,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from heterps_exec.launch.torchrun import RunFailed  # noqa: F401  (the library's name for it)
 from heterps_exec.request import ExecError, RunRequest
-
-
-class RunFailed(RuntimeError):
-    """The ranks ran and failed (or timed out); the message holds the log's last lines."""
 
 
 def run_plan(request: RunRequest) -> dict | None:

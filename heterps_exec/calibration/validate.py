@@ -194,7 +194,7 @@ def validate(req: ValidateRequest, progress=None) -> dict:
     from heterps_exec.calibration.calibrate import LayerFit, calibrated_problem
     from heterps_exec.launch import binding as bindings
     from heterps_exec.launch.prepare import prepare
-    from heterps_exec.launch.torchrun import LaunchOptions, launch
+    from heterps_exec.launch.torchrun import LaunchOptions, RunFailed, launch
     from heterps_exec.request import RunRequest
     from heterps_exec.runtime.measure import exec_result, load_ranks
     from heterps_sim.core.plan import save_plan
@@ -241,7 +241,8 @@ def validate(req: ValidateRequest, progress=None) -> dict:
         data_dir = data_dir or spec.data_dir
         outcome = launch(spec, LaunchOptions(timeout_s=600))
         if outcome.returncode != 0:
-            raise RuntimeError(f"plan {name} failed to run; see {outcome.log}")
+            raise RunFailed(f"plan {name} {'timed out' if outcome.timed_out else 'failed'} "
+                            f"(exit {outcome.returncode}); see {outcome.log}")
         return exec_result(spec, problem, load_ranks(spec))
 
     # other work on the host takes cores the model gives the ranks: reported, not modelled

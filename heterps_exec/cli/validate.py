@@ -15,12 +15,14 @@ measures them first (two or three minutes). --repeats R runs every plan R times,
 rounds over all plans, and keeps each plan's run of median throughput (a noisy host).
 --json prints {"num_plans", "mape_des", "mape_analytic", "kendall_tau_des",
 "kendall_tau_analytic", "plans": [...]} and more (at-run-speed figures, overheads).
+Exit 2: bad input (nothing run); 1: a plan's run failed (one line naming its log).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 
@@ -106,12 +108,18 @@ def run(args) -> int:
     from heterps_sim.core.outputs import prepare_folder
     prepare_folder(args.out, OWNED)  # checked above; cleared of an earlier run's files now
     bar = progress.bar(total=args.plans * args.repeats, desc="runs", unit="run")
-    report = validate(ValidateRequest(scenario=args.scenario, num_plans=args.plans,
-                                      binding=args.binding, steps=args.steps, seed=args.seed,
-                                      max_ranks=args.max_ranks, out_dir=args.out,
-                                      repeats=args.repeats,
-                                      profile_rows=rows, links=links),
-                      progress=lambda n, row: bar.update(1))
+    from heterps_exec.launch.torchrun import RunFailed
+    try:
+        report = validate(ValidateRequest(scenario=args.scenario, num_plans=args.plans,
+                                          binding=args.binding, steps=args.steps,
+                                          seed=args.seed, max_ranks=args.max_ranks,
+                                          out_dir=args.out, repeats=args.repeats,
+                                          profile_rows=rows, links=links),
+                          progress=lambda n, row: bar.update(1))
+    except RunFailed as exc:  # the input was fine, a run was not: exit 1, as `run`'s
+        bar.close()
+        print(f"heterps-exec validate: {exc}", file=sys.stderr)
+        return 1
     bar.close()
     _write(report, Path(args.out))
     if args.json:

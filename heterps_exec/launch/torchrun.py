@@ -74,6 +74,11 @@ def bind_host(opts: LaunchOptions) -> str:
     return LOOPBACK if opts.nnodes == 1 else opts.bind_addr
 
 
+class RunFailed(RuntimeError):
+    """The ranks ran and failed (or timed out); the message holds the log's last lines (or
+    names the log). Not bad input: the commands exit 1 on it, after one message."""
+
+
 @dataclass(frozen=True, slots=True)
 class LaunchOutcome:
     returncode: int

@@ -335,3 +335,24 @@ def test_an_earlier_runs_folder_may_be_run_into_again(tmp_path, plan):
                  "state.pt", "result.json", "done.json"):
         (out / name).write_text("x")
     _check_this_machine(RunRequest(plan=str(plan), scenario=SCENARIO, out_dir=str(out)))
+
+
+# -- a run that fails inside validate: one line, exit 1, as `run`'s ------------------------------
+
+def test_a_validation_whose_run_fails_is_one_line_and_exit_1(tmp_path, monkeypatch):
+    """A plan's failed run was a RuntimeError traceback."""
+    from heterps_exec.api import RunFailed
+    from heterps_exec.calibration import validate as calibration_validate
+
+    def failing(request, progress=None):
+        raise RunFailed("plan p0 failed (exit 1); see run/torchrun.log")
+    monkeypatch.setattr(calibration_validate, "validate", failing)
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["validate", "--scenario", SCENARIO, "--plans", "2", "--profile",
+                     str(ROOT / "traces" / "profiles" / "vm-cpu-tiny-ctr.csv"), "--links",
+                     str(ROOT / "traces" / "profiles" / "vm-links.json"), "--out",
+                     str(tmp_path / "val"), "--quiet"])
+    assert code == 1 and "Traceback" not in err.getvalue(), err.getvalue()
+    assert err.getvalue().strip() == ("heterps-exec validate: plan p0 failed (exit 1); see "
+                                      "run/torchrun.log")
