@@ -27,6 +27,7 @@ def check_runs(section, *, source: str, search_paths: Sequence[str] = ()) -> Non
     import torch
 
     from heterps_sim.inputs.torch_model import capture as cap
+    from heterps_sim.inputs.torch_model.bags import forward_args
     shapes = cap.build_module(section, source=source, device="meta", search_paths=search_paths)
     values = sum(t.numel() for t in (*shapes.parameters(), *shapes.buffers()))
     if values > TRIAL_MAX_VALUES:
@@ -39,10 +40,10 @@ def check_runs(section, *, source: str, search_paths: Sequence[str] = ()) -> Non
     name = section.name or section.module.rpartition(":")[2]
     fed = ", ".join(f"{i.name}[{cap.EXAMPLE_BATCH}, {', '.join(map(str, i.shape))}]"
                     for i in inputs)
-    module.eval()  # no dropout: the same batch gives the same output
+    module.train()  # as the capture and the ranks run it (a throwaway copy: its norms' stats)
     try:
         with torch.no_grad(), torch.random.fork_rng(devices=[]):
-            out = module(*batch)
+            out = module(*forward_args(inputs, batch))  # a bag's (ids, offsets): bags.py
     except SystemExit as exc:
         raise cap.CaptureError(f"{source}: model.module: {name}.forward "
                                f"{cap._exited(exc)}") from None
