@@ -8,6 +8,10 @@
   transform: "log1p" is log(1 + max(x, 0)) (DLRM's preprocessing of Criteo's counts);
 - ids tensor: `width` categorical columns (uint64 values) -> int64 rows of the tensor's
   table: `hash_row(value, rows, seed)`, the SplitMix64 finaliser of value + seed, modulo rows;
+- bag (a multi-hot ids tensor with a lengths tensor): ONE list column (Parquet's list<int> or
+  list<string>, read as a padded [n, max_len] array and each row's length: sources.py),
+  each value hashed as above; a row longer than max_len keeps its first max_len ids, the
+  padding is 0, and the lengths tensor gets the row's length (empty lists: 0);
 - features tensor with id columns (a user model's one float input: `id_columns`): its first
   columns are categorical, hashed as above to rows below each column's cardinality and stored
   as floats; the rest numeric, as any features tensor.
@@ -55,7 +59,7 @@ def resolve(raw: Sequence[RawTensor], given: Mapping[str, str | Sequence[str]],
             categorical: Sequence[str] = (), label: str = "label") -> dict[str, list[str]]:
     """Every raw tensor's columns: `given` first, then the defaults (the label column; the
     next unused `numeric` columns for features, `categorical` ones for ids, in order)."""
-    names = {t.name for t in raw}
+    names = {t.name for t in raw if t.role != "lengths"}  # (a bag's lengths: from its list)
     for tensor, cols in given.items():
         if tensor not in names:
             raise MappingError(f"columns.{tensor}: the model has no raw tensor {tensor!r} "
@@ -68,7 +72,14 @@ def resolve(raw: Sequence[RawTensor], given: Mapping[str, str | Sequence[str]],
     pools = {"features": [c for c in numeric if c not in used],
              "ids": [c for c in categorical if c not in used]}
     for t in raw:
-        if t.name in out:
+        if t.name in out or t.role == "lengths":
+            continue
+        if t.lengths:  # a bag: one list column, by default the one named like the tensor
+            if t.name not in available:
+                raise MappingError(f"columns.{t.name}: the model's bag {t.name!r} reads one "
+                                   "list column (Parquet list<int> or list<string>); map it "
+                                   "explicitly")
+            out[t.name] = [t.name]
             continue
         k = len(t.id_columns)
         if k and t.role == "features":  # its first k columns categorical, the rest numeric
@@ -90,6 +101,13 @@ def resolve(raw: Sequence[RawTensor], given: Mapping[str, str | Sequence[str]],
                                f"columns, only {len(pool)} unassigned remain; map it explicitly")
         out[t.name], pools[t.role] = pool[:t.width], pool[t.width:]
     for t in raw:
+        if t.role == "lengths":
+            continue
+        if t.lengths and len(out[t.name]) != 1:
+            raise MappingError(f"columns.{t.name}: a bag reads one list column, got "
+                               f"{len(out[t.name])}")
+        if t.lengths:
+            continue
         if len(out[t.name]) != t.width:
             raise MappingError(f"columns.{t.name}: {len(out[t.name])} columns for a tensor of "
                                f"width {t.width}")
@@ -106,12 +124,20 @@ class ColumnMap:
 
     def __call__(self, columns: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray],
                                                                    np.ndarray]:
-        n = len(next(iter(columns.values())))
+        first = next(iter(columns.values()))
+        n = len(first[1] if isinstance(first, tuple) else first)  # (a bag: padded, lengths)
         good = np.ones(n, bool)
         out = {}
         for t in self.raw:
+            if t.role == "lengths":
+                continue  # with its bag
             cols = [columns[c] for c in self.mapping[t.name]]
-            if t.role == "ids":
+            if t.lengths:
+                padded, lengths = cols[0]  # (sources.py reads a list column so)
+                keep = np.arange(padded.shape[1]) < np.minimum(lengths, t.width)[:, None]
+                out[t.name] = np.where(keep, hash_row(padded, t.rows, self.hash_seed), 0)
+                out[t.lengths] = np.minimum(lengths, t.width).reshape(-1, 1).astype(np.int64)
+            elif t.role == "ids":
                 out[t.name] = np.stack([hash_row(c, t.rows, self.hash_seed) for c in cols], 1)
             elif t.role == "label":
                 y = np.asarray(cols[0], np.float64)

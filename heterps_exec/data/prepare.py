@@ -138,7 +138,7 @@ def _parquet(section, scenario, raw, base) -> dict:
         raise DataError(f"{scenario}: data.holdout: holds out {held} of the {total} rows of "
                         f"{path}, leaving none to train on")
     given = {t.name: t.name for t in raw
-             if t.name in names and t.width == 1 and t.role != "label"}
+             if t.name in names and t.width == 1 and t.role not in ("label", "lengths")}
     given.update(section.columns)
     try:
         columns = resolve(raw, given, names, label=section.label)
@@ -149,10 +149,19 @@ def _parquet(section, scenario, raw, base) -> dict:
                          - set(pq.ParquetFile(held_path).schema_arrow.names))
         if missing:
             raise DataError(f"{scenario}: data.holdout.path: {held_path} lacks columns {missing}")
-    categorical = sorted({c for t in raw if t.role == "ids" for c in columns[t.name]}
-                         | {c for t in raw for c in columns[t.name][:len(t.id_columns)]})
+    categorical = sorted({c for t in raw if t.role == "ids" and not t.lengths
+                          for c in columns[t.name]}
+                         | {c for t in raw if t.role != "lengths"
+                            for c in columns[t.name][:len(t.id_columns)]})
+    bags = {columns[t.name][0]: t.width for t in raw if t.lengths}  # list columns
+    for col in bags:
+        kind = meta.schema_arrow.field(col).type
+        if not str(kind).startswith(("list", "large_list")):
+            raise DataError(f"{scenario}: data.columns: column {col!r} of {path} is {kind}; a "
+                            "bag (a multi-hot input) reads a list column")
     return {"format": "parquet", "path": path, "holdout_path": held_path, "train_rows": total - held,
-            "holdout_rows": held, "categorical": categorical, "batch_rows": section.batch_rows,
+            "holdout_rows": held, "categorical": categorical, "bags": bags,
+            "batch_rows": section.batch_rows,
             **_streamed(section, columns)}
 
 

@@ -51,6 +51,8 @@ class ParquetSource:
         self.spec = spec
         self.name = spec["path"]
         self.categorical = set(spec["categorical"])
+        self.bags = dict(spec.get("bags", {}))
+        """List columns read as (padded [n, max_len] uint64 values, lengths): a bag's."""
 
     def chunks(self, split: str) -> Iterator[Chunk]:
         s = self.spec
@@ -78,8 +80,10 @@ class ParquetSource:
                 if stop is not None and row >= stop:
                     return
 
-    def _column(self, name: str, array) -> np.ndarray:
+    def _column(self, name: str, array):
         import pyarrow as pa
+        if name in self.bags:
+            return self._list_column(name, array)
         if name in self.categorical:
             if pa.types.is_integer(array.type):
                 return array.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64).view(
@@ -90,6 +94,30 @@ class ParquetSource:
             hashed[values == ""] = 0
             return hashed
         return array.cast(pa.float64()).to_numpy(zero_copy_only=False)  # null -> NaN
+
+    def _list_column(self, name: str, array) -> tuple[np.ndarray, np.ndarray]:
+        """(values padded to max_len as uint64, each row's length: a null list is empty)."""
+        import pyarrow as pa
+        if not (pa.types.is_list(array.type) or pa.types.is_large_list(array.type)):
+            raise FactoryShapeError(f"{self.name}: column {name!r} is {array.type}, not a list: "
+                                    "a bag reads a list column")
+        array = array.fill_null([])
+        lengths = np.asarray(array.value_lengths().to_numpy(zero_copy_only=False), np.int64)
+        values = self._column_values(array.flatten())
+        top = self.bags[name]
+        padded = np.zeros((len(lengths), top), np.uint64)
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        for j in range(top):  # the j-th value of every row that has one
+            has = lengths > j
+            padded[has, j] = values[starts[has] + j]
+        return padded, lengths
+
+    def _column_values(self, flat) -> np.ndarray:
+        import pyarrow as pa
+        if pa.types.is_integer(flat.type):
+            return flat.to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64)
+        import pandas as pd
+        return pd.util.hash_array(flat.cast(pa.string()).to_numpy(zero_copy_only=False))
 
 
 def load_factory(dotted: str, import_dirs: list[str]):
@@ -161,7 +189,19 @@ class FactoryMap:
         out = {}
         for t in self.raw:
             x = columns[t.name]
-            if t.role == "ids":
+            if t.role == "lengths":  # 0..max_len ids (checked with its bag below)
+                v = np.asarray(x, np.float64)
+                good &= ((v >= 0) & (v <= t.rows) & (v == np.floor(v))).all(1)
+                out[t.name] = np.where(np.isfinite(v) & (v >= 0) & (v <= t.rows), v, 0).astype(
+                    np.int64)
+            elif t.role == "ids" and t.lengths:  # a bag: ids past a row's length are padding
+                v = np.asarray(x, np.float64)
+                count = np.asarray(columns[t.lengths], np.float64).reshape(-1, 1)
+                real = np.arange(t.width) < count
+                ok = (v >= 0) & (v < t.rows) & (v == np.floor(v))
+                good &= (ok | ~real).all(1)
+                out[t.name] = np.where(real & ok, v, 0).astype(np.int64)
+            elif t.role == "ids":
                 v = np.asarray(x, np.float64)
                 good &= ((v >= 0) & (v < t.rows) & (v == np.floor(v))).all(1)
                 out[t.name] = np.where(np.isfinite(v) & (v >= 0) & (v < t.rows), v, 0).astype(

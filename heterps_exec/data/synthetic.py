@@ -13,6 +13,9 @@ Criteo-like, per the model's raw tensors (heterps_sim.inputs.graph.ModelGraph.ra
   that holds ids: `model.inputs[].range`, read from an "input" node's attrs); a float tensor
   whose first columns hold ids (`model.inputs[].id_columns`) gets Zipf ids there, as whole
   numbers in float32, each column below its own cardinality;
+- a bag (a multi-hot input: `model.inputs[].bag`): ids padded to max_len (0 past a sample's
+  length), its lengths tensor uniform in 1..max_len; the hidden weights of a sample's own
+  ids only enter its label;
 - label: Bernoulli(sigmoid(w . dense + sum of hidden per-id weights + b)), so a model that
   learns the ids and features really lowers the loss; int64 class for softmax heads.
 The zoo's cardinalities are used as given; scale them with models.scale_tables first.
@@ -57,6 +60,8 @@ class RawTensor:
     """Features: drawn uniformly from [low, high) (None: standard normal)."""
     id_columns: tuple[int, ...] = ()
     """Features: the first columns hold ids (as floats), column k below id_columns[k]."""
+    lengths: str = ""
+    """Ids of a bag: the tensor holding each sample's number of ids (the rest is padding)."""
 
 
 def raw_tensors(graph: ModelGraph) -> list[RawTensor]:
@@ -65,12 +70,17 @@ def raw_tensors(graph: ModelGraph) -> list[RawTensor]:
     labels: dict[str, str] = {}
     ranges: dict[str, tuple[float, float]] = {}
     id_columns: dict[str, tuple[int, ...]] = {}
+    bags: dict[str, str] = {}
+    lengths: dict[str, int] = {}
     for n in graph.nodes:
         if n.op == "input":
             if n.attrs.get("range") is not None:
                 ranges[n.consumes[0]] = tuple(float(v) for v in n.attrs["range"])
             if n.attrs.get("id_columns"):
                 id_columns[n.consumes[0]] = tuple(int(c) for c in n.attrs["id_columns"])
+            if n.attrs.get("lengths_of"):
+                bags[n.attrs["lengths_of"]] = n.consumes[0]
+                lengths[n.consumes[0]] = int(n.attrs["max_len"])
         elif n.op == "embedding":
             tables = n.attrs["tables"]
             for j, t in enumerate(n.consumes):
@@ -83,7 +93,10 @@ def raw_tensors(graph: ModelGraph) -> list[RawTensor]:
     out = []
     for name, nbytes in graph.raw:
         if name in rows:
-            out.append(RawTensor(name, "ids", int(nbytes // ID_BYTES), "int64", rows[name]))
+            out.append(RawTensor(name, "ids", int(nbytes // ID_BYTES), "int64", rows[name],
+                                 lengths=bags.get(name, "")))
+        elif name in lengths:  # "rows": the bag's max_len (lengths lie in 1..max_len)
+            out.append(RawTensor(name, "lengths", 1, "int64", lengths[name]))
         elif name in labels:
             dtype = "int64" if labels[name] == "softmax_ce" else "float32"
             out.append(RawTensor(name, "label", 1, dtype))
@@ -123,7 +136,7 @@ def generate_dataset(graph: ModelGraph, path: str | Path, *, num_samples: int, s
         if t.role == "ids":
             ids = zipf_ids(rng, t.rows, (num_samples, t.width), zipf_a)
             weights[t.name] = rng.normal(0.0, HIDDEN_ID_WEIGHT, t.rows)
-            logit += weights[t.name][ids].sum(1) / np.sqrt(t.width)
+            logit += ids_logit(rng, t, ids, weights, arrays)
             arrays[t.name] = ids
         elif t.role == "features":
             x = features(rng, t, num_samples, zipf_a)
@@ -140,7 +153,7 @@ def generate_dataset(graph: ModelGraph, path: str | Path, *, num_samples: int, s
         for t in spec:  # same hidden weights and centre: the function the model learns
             if t.role == "ids":
                 held[t.name] = zipf_ids(rng, t.rows, (holdout_samples, t.width), zipf_a)
-                held_logit += weights[t.name][held[t.name]].sum(1) / np.sqrt(t.width)
+                held_logit += ids_logit(rng, t, held[t.name], weights, held)
             elif t.role == "features":
                 held[t.name] = features(rng, t, holdout_samples, zipf_a)
                 held_logit += feature_logit(t, held[t.name], weights)
@@ -149,6 +162,20 @@ def generate_dataset(graph: ModelGraph, path: str | Path, *, num_samples: int, s
         _write_meta(path / HOLDOUT, graph, holdout_samples, seed, zipf_a, spec)
     _write_meta(path, graph, num_samples, seed, zipf_a, spec, labels)
     return path
+
+
+def ids_logit(rng: np.random.Generator, t: RawTensor, ids: np.ndarray, weights: dict,
+              arrays: dict) -> np.ndarray:
+    """An ids tensor's part of the label's logit: its ids' hidden weights over sqrt(count).
+    A bag's lengths are drawn here (into arrays), its padding set to 0 and left out."""
+    if not t.lengths:
+        return weights[t.name][ids].sum(1) / np.sqrt(t.width)
+    n, top = ids.shape
+    count = rng.integers(1, top + 1, n)
+    arrays[t.lengths] = count.reshape(-1, 1).astype(np.int64)
+    real = np.arange(top) < count[:, None]
+    ids[~real] = 0
+    return (weights[t.name][ids] * real).sum(1) / np.sqrt(count)
 
 
 def features(rng: np.random.Generator, t: RawTensor, n: int, zipf_a: float = 1.05) -> np.ndarray:

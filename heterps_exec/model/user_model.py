@@ -25,8 +25,9 @@ from heterps_exec.model.extra_loss import add_gradient, trained
 from heterps_exec.model.rows import initial_rows
 from heterps_sim.inputs.graph import F32, ID_BYTES, ModelGraph, Node
 from heterps_sim.inputs.torch_model import capture_section
+from heterps_sim.inputs.torch_model.bags import forward_args
 from heterps_sim.inputs.torch_model.capture import CaptureError
-from heterps_sim.inputs.torch_model.section import LABEL, TorchModelSection
+from heterps_sim.inputs.torch_model.section import LABEL, LENGTHS, TorchModelSection
 
 
 def run_entry(section, scenario: str, plan, *, table_scale: float = 1.0,
@@ -145,6 +146,13 @@ def data_graph(entry: dict) -> ModelGraph:
     for spec in section.inputs:
         is_id = spec.dtype in ("int64", "int32")
         raw.append((spec.name, spec.width * (ID_BYTES if is_id else F32)))
+        if spec.bag:  # its per-sample lengths, 1..max_len, beside the padded ids
+            lengths = spec.name + LENGTHS
+            raw.append((lengths, ID_BYTES))
+            nodes.append(Node(name=f"{lengths}_input", kind="input", op="input",
+                              consumes=(lengths,), produces=(), forward_flops=0.0,
+                              backward_flops=0.0, attrs={"lengths_of": spec.name,
+                                                         "max_len": spec.shape[0]}))
         if spec.range is not None or spec.id_columns:  # synthetic data: not N(0, 1) there
             attrs = {"range": tuple(spec.range) if spec.range is not None else None,
                      "id_columns": tuple(spec.id_columns or ())}
@@ -200,7 +208,7 @@ class UserWhole(nn.Module):
         cap = self.cap
         n = next(iter(env.values())).shape[0]
         args = [env[r.name].reshape(n, *r.shape).to(r.dtype) for r in cap.inputs]
-        out = self.inner(*args)
+        out = self.inner(*forward_args(cap.inputs, args))  # a bag's (ids, offsets)
         loss = None
         if LABEL in env:
             label = env[LABEL].reshape(n, *cap.label.shape).to(cap.label.dtype)

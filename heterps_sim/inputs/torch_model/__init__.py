@@ -31,6 +31,8 @@ def capture_section(section, *, source: str, search_paths: Sequence[str | Path] 
     from heterps_sim.inputs.torch_model.hooks import extra_loss
     from heterps_sim.inputs.torch_model.layers import build_chain
     paths = [str(p) for p in search_paths]
+    if device == "meta" and any(i.bag for i in section.inputs):
+        device = "cpu"  # a bag's ids have a data-dependent size: measured on real tensors
     if module is None:  # on the CPU instead when the module ignores the meta device
         module = cap.build_module(section, source=source, seed=seed, device=device,
                                   search_paths=paths)

@@ -25,9 +25,10 @@ from torch import fx, nn
 
 from heterps_sim.core.files import UserFileError
 from heterps_sim.inputs.torch_model import losses
+from heterps_sim.inputs.torch_model.bags import BagInputs, has_bags
 from heterps_sim.inputs.torch_model.columns import feature_columns
 from heterps_sim.inputs.torch_model.notices import say_once
-from heterps_sim.inputs.torch_model.section import LABEL, TorchModelSection
+from heterps_sim.inputs.torch_model.section import LABEL, LENGTHS, TorchModelSection
 
 EXAMPLE_BATCH = 4
 """Samples in the example batch the capture traces (any size >= 2 would do)."""
@@ -50,6 +51,12 @@ class RawInput:
     range: tuple[float, float] | None = None
     id_columns: tuple[int, ...] = ()
     """A float input's first columns hold ids below these bounds (section.ModelInput)."""
+    bag: bool = False
+    """A multi-hot input's padded ids; the next RawInput holds its lengths (bags.py)."""
+    lengths_for: str = ""
+    """The lengths of this bag input: one number per sample in [1, its max_len]."""
+    mean_length: float = 0.0
+    """A bag's ids per sample, as the cost model counts them."""
 
     @property
     def width(self) -> int:
@@ -191,9 +198,19 @@ def _call_factory(factory, section: TorchModelSection, source: str, seed: int, d
 
 
 def raw_inputs(section: TorchModelSection) -> tuple[RawInput, ...]:
-    return tuple(RawInput(i.name, tuple(i.shape), getattr(torch, i.dtype),
-                          tuple(i.cardinality) if isinstance(i.cardinality, list) else i.cardinality,
-                          i.range, tuple(i.id_columns or ())) for i in section.inputs)
+    """The raw tensors of the section's inputs, in order (a bag: its ids, then its lengths)."""
+    out = []
+    for i in section.inputs:
+        card = tuple(i.cardinality) if isinstance(i.cardinality, list) else i.cardinality
+        if not i.bag:
+            out.append(RawInput(i.name, tuple(i.shape), getattr(torch, i.dtype), card, i.range,
+                                tuple(i.id_columns or ())))
+            continue
+        top = i.shape[0]
+        out.append(RawInput(i.name, (top,), getattr(torch, i.dtype), card, bag=True,
+                            mean_length=i.mean_length or (1 + top) / 2))
+        out.append(RawInput(i.name + LENGTHS, (), torch.int64, top + 1, lengths_for=i.name))
+    return tuple(out)
 
 
 def example_tensor(spec: RawInput, batch: int, *, device="cpu", generator=None) -> torch.Tensor:
@@ -203,6 +220,9 @@ def example_tensor(spec: RawInput, batch: int, *, device="cpu", generator=None) 
         return torch.empty(shape, dtype=spec.dtype, device="meta")
     if spec.dtype == torch.bool:
         return torch.rand(shape, generator=generator) < 0.5
+    if spec.lengths_for:  # a bag's lengths: 1..max_len (cardinality is max_len + 1)
+        top = spec.cardinality - 1
+        return 1 + (torch.rand(shape, generator=generator, dtype=torch.float64) * top).long()
     if not spec.dtype.is_floating_point:
         card = spec.cardinality
         bound = torch.tensor(card if isinstance(card, tuple) else [card], dtype=torch.float64)
@@ -242,8 +262,12 @@ def capture(module: nn.Module, inputs: Sequence[RawInput], loss: Callable, loss_
                                 generator=torch.Generator().manual_seed(k))
                  for k, i in enumerate(inputs))
     batch = torch.export.Dim("batch", min=MIN_BATCH)
+    dims = tuple({0: batch} for _ in args)
+    traced = module
+    if has_bags(inputs):  # forward gets (ids, offsets) for each bag: bags.py
+        traced, dims = BagInputs(module, inputs), (dims,)  # (one *raw argument)
     try:
-        exported = torch.export.export(module, args, dynamic_shapes=tuple({0: batch} for _ in args))
+        exported = torch.export.export(traced, args, dynamic_shapes=dims)
     except SystemExit as exc:
         raise CaptureError(f"{source}: model.module: {name}.forward {_exited(exc)}") from None
     except Exception as exc:  # noqa: BLE001 - classify the user model's failure

@@ -142,13 +142,36 @@ def _tables_read(chain, i, tables) -> tuple[float, int, float]:
         if table is None:
             continue
         ids = n.args[1].meta["val"]
-        per = _hint_numel(ids) / EXAMPLE_BATCH
+        per = _hint_numel(ids) / EXAMPLE_BATCH if _backed(ids) else _bag_length(chain, n.args[1])
         lookups += per
         width += per * table.dim
         if table.path not in seen:
             seen.add(table.path)
             rows += table.rows
     return lookups, rows, width
+
+
+def _backed(val: torch.Tensor) -> bool:
+    """Whether every dimension has a size hint (not a bag's data-dependent id count)."""
+    return all(not isinstance(d, torch.SymInt) or d.node.hint is not None for d in val.shape)
+
+
+def _bag_length(chain: LayerChain, node) -> float:
+    """Ids per sample of a lookup whose id count depends on the data: the mean length of the
+    bag input its ids come from (bags.py; section.ModelInput.mean_length)."""
+    bags = {r.name: r.mean_length for r in chain.captured.inputs if r.bag}
+    seen, todo = set(), [node]
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n.op == "placeholder" and chain.key.get(n) in bags:
+            return bags[chain.key[n]]
+        todo += n.all_input_nodes
+    raise CaptureError(f"{chain.captured.source}: model.module: an embedding lookup of "
+                       f"{chain.captured.name} reads a number of ids that depends on the data "
+                       "and comes from no bag input; declare that input with bag: true")
 
 
 def _hint_numel(val: torch.Tensor) -> float:

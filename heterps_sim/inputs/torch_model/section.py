@@ -37,6 +37,8 @@ EXACT_FLOAT_IDS = {"float32": 1 << 24, "float64": 1 << 53, "float16": 1 << 11, "
 """The most ids a float column can hold exactly (every id below it a whole number)."""
 FEATURES = "features"
 """The input a model declared by `columns` alone reads."""
+LENGTHS = "_lengths"
+"""A bag input's raw tensor of per-sample lengths is named <input name> + this."""
 LABEL = "label"
 """The name of the label among the raw tensors (no input may use it)."""
 _DOTTED = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
@@ -64,6 +66,14 @@ class ModelInput(_Strict):
     """Float inputs of shape [width]: the first len(id_columns) columns hold ids (whole
     numbers stored as floats, cast with .long() in forward), column k below id_columns[k];
     the other columns are dense features (standard normal, or inside `range`)."""
+    bag: bool = False
+    """Integer inputs of shape [max_len]: a multi-hot feature of 1..max_len ids per sample.
+    forward receives TWO arguments for it, as nn.EmbeddingBag reads them: the batch's ids
+    one sample after another (1-D) and each sample's offset into them; the data holds the
+    ids padded to max_len and each sample's length (the raw tensor <name>_lengths)."""
+    mean_length: float | None = Field(default=None, gt=0)
+    """Bag inputs: the ids per sample the cost model counts (default: (1 + max_len) / 2, the
+    mean of synthetic data's lengths)."""
 
     @field_validator("shape")
     @classmethod
@@ -92,6 +102,8 @@ class ModelInput(_Strict):
                                 if self.dtype in FLOAT_DTYPES else ""))
         if self.id_columns is not None:
             self._check_id_columns()
+        if self.bag or self.mean_length is not None:
+            self._check_bag()
         if self.range is not None and not self.range[0] < self.range[1]:
             raise ValueError(f"input {self.name!r}: range must be [low, high] with low < high")
         return self
@@ -108,6 +120,18 @@ class ModelInput(_Strict):
             if not 1 <= c <= exact:
                 raise ValueError(f"{where}[{k}]: cardinality {c} outside [1, {exact}] (larger ids "
                                  f"are not whole numbers in {self.dtype})")
+
+    def _check_bag(self) -> None:
+        where = f"input {self.name!r}"
+        if not self.bag:
+            raise ValueError(f"{where}: mean_length is for bag inputs (bag: true)")
+        if self.dtype not in ("int64", "int32") or len(self.shape) != 1 or \
+                isinstance(self.cardinality, list):
+            raise ValueError(f"{where}: a bag is an integer input of shape [max_len] with one "
+                             f"cardinality (got dtype {self.dtype}, shape {self.shape})")
+        if self.mean_length is not None and self.mean_length > self.shape[0]:
+            raise ValueError(f"{where}: mean_length {self.mean_length} is above max_len "
+                             f"{self.shape[0]}")
 
     @property
     def width(self) -> int:
@@ -216,6 +240,7 @@ class TorchModelSection(_Strict):
         elif self.column_factory:
             raise ValueError("column_factory: there are no columns to make")
         names = [i.name for i in self.inputs]
+        names += [f"{i.name}{LENGTHS}" for i in self.inputs if i.bag]
         if LABEL in names:
             raise ValueError(f"inputs: {LABEL!r} is reserved for the label")
         dupes = sorted({n for n in names if names.count(n) > 1})
