@@ -5,6 +5,13 @@
         stage(env)
     stats.sync(group, comm_device)               # at the step end, with the gradients
 
+    # async (no flush: a replica runs step t + 1's forwards before step t ends): the terms
+    # are kept per step and travel in that step's gradient all-reduce (runtime/versions.py)
+    with stats.microbatch(mu, step):
+        ...
+    flat, forwards = stats.take(step, comm_device)   # summed over the replicas, then
+    stats.apply(flat, forwards)                      # in step order
+
 One process trains a step microbatch by microbatch (runtime/reference.py): BatchNorm
 normalises each microbatch with that microbatch's statistics, and its running statistics
 take m updates in microbatch order, r <- (1 - a) r + a s_i (a: the momentum). The update is
@@ -49,8 +56,10 @@ class _Norm:
 class RunningStats:
     def __init__(self, norms: list[_Norm], m: int) -> None:
         self.norms, self.m = norms, m
-        self.sums = [torch.zeros_like(t) for n in norms for t in (n.mean, n.var)]
-        self.forwards = 0
+        self.sums: dict[int, list[torch.Tensor]] = {}
+        """Per step: this replica's weighted terms, mean and var of each norm in turn."""
+        self.forwards: dict[int, int] = {}
+        """Per step: this replica's forwards (each added one to num_batches_tracked)."""
 
     @classmethod
     def of(cls, module: nn.Module, m: int) -> RunningStats | None:
@@ -77,38 +86,60 @@ class RunningStats:
         return cls(norms, m) if norms else None
 
     @contextmanager
-    def microbatch(self, mu: int):
-        """Run one forward with the running buffers zeroed; add its weighted term."""
+    def microbatch(self, mu: int, step: int = 0):
+        """Run one forward with the running buffers zeroed; add its weighted term to
+        `step`'s (the flushed schedules keep one step's terms at a time: step 0)."""
         # through .data: autograd saved the buffers for this and earlier microbatches'
         # backwards and would refuse a version bump (BatchNorm's own update makes none)
         kept = [(t.data, t.clone()) for n in self.norms for t in (n.mean, n.var)]
         for t, _ in kept:
             t.zero_()
         yield
+        if step not in self.sums:
+            self.sums[step] = [torch.zeros_like(t) for t, _ in kept]
+        sums = self.sums[step]
         j = 0
         for n in self.norms:
             weight = (1 - n.momentum) ** (self.m - 1 - mu % self.m)
             for t in (n.mean, n.var):
-                self.sums[j].add_(t, alpha=weight)
+                sums[j].add_(t, alpha=weight)
                 j += 1
         for t, before in kept:
             t.copy_(before)
-        self.forwards += 1
+        self.forwards[step] = self.forwards.get(step, 0) + 1
 
-    def sync(self, group, comm_device: torch.device) -> None:
-        """Sum the replicas' terms and set every replica's statistics to the step's."""
-        flat = torch.cat([s.reshape(-1).to(comm_device, torch.float32) for s in self.sums])
-        dist.all_reduce(flat, group=group)
-        offset, j = 0, 0
+    def take(self, step: int, comm_device: torch.device) -> tuple[torch.Tensor, int]:
+        """(`step`'s terms as one flat float32 tensor, to be summed over the replicas; this
+        replica's forwards of it), forgotten here (zeros for a step it ran no forward of)."""
+        sums = self.sums.pop(step, None)
+        if sums is None:
+            sums = [torch.zeros_like(t) for n in self.norms for t in (n.mean, n.var)]
+        flat = torch.cat([x.reshape(-1).to(comm_device, torch.float32) for x in sums])
+        return flat, self.forwards.pop(step, 0)
+
+    def size(self) -> int:
+        """take()'s length."""
+        return sum(2 * n.mean.numel() for n in self.norms)
+
+    def apply(self, summed: torch.Tensor, forwards: int) -> None:
+        """Set the statistics to one step's end from the replicas' summed terms (steps in
+        order); `forwards`: this replica's forwards of that step."""
+        offset = 0
         with torch.no_grad():
             for n in self.norms:
                 decay = (1 - n.momentum) ** self.m
                 for t in (n.mean, n.var):
                     k = t.numel()
-                    t.mul_(decay).add_(flat[offset:offset + k].reshape(t.shape).to(t))
+                    # through .data, as microbatch(): under async a later step's forwards
+                    # have saved the buffers for their backwards (training mode reads the
+                    # batch's statistics there, never these)
+                    t.data.mul_(decay).add_(summed[offset:offset + k].reshape(t.shape).to(t))
                     offset += k
-                    self.sums[j].zero_()
-                    j += 1
                 if n.count is not None:  # each forward added one; one process adds m
-                    n.count.add_(self.m - self.forwards)
-        self.forwards = 0
+                    n.count.add_(self.m - forwards)
+
+    def sync(self, group, comm_device: torch.device) -> None:
+        """Sum the replicas' terms and set every replica's statistics to the step's."""
+        flat, forwards = self.take(0, comm_device)
+        dist.all_reduce(flat, group=group)
+        self.apply(flat, forwards)

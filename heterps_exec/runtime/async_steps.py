@@ -50,16 +50,18 @@ def segments(start: int, steps: int, every: int) -> list[tuple[int, int]]:
     return list(zip(cuts[:-1], cuts[1:], strict=False))
 
 
-def make_versions(spec, ctx, module, optimizer, resume: int | None, group) -> Versions:
+def make_versions(spec, ctx, module, optimizer, resume: int | None, group,
+                  running=None) -> Versions:
     """The replica's weight versions: fresh, or those the checkpoint of step `resume` holds
-    (collective over `group`, the trainers: it loads the weights and optimizer state too)."""
+    (collective over `group`, the trainers: it loads the weights and optimizer state too).
+    `running`: the stage's replicated BatchNorm statistics (StageRunner.running)."""
     d = plan_staleness(spec)
     stash = None
     if resume is not None:
         stash = checkpoint.load(spec.checkpoint_dir, resume, module, optimizer, group=group,
                                 staleness=d, versions=stash_versions(resume, d))
     return Versions(module, optimizer, d, ctx.group, ctx.comm_device,
-                    start=resume or 0, stash=stash)
+                    start=resume or 0, stash=stash, running=running)
 
 
 class PSSteps:

@@ -103,10 +103,10 @@ class StageRunner:
         self.dropouts = getattr(module, "dropouts", 0)
         """Dropout calls in the stage: each draws its mask by (seed, step, microbatch,
         layer), model/dropout.py (none: no RNG work at all)."""
-        self.running = (RunningStats.of(module, self.m) if ctx.group is not None
-                        and ctx.spec.plan["schedule"] != "async" else None)
+        self.running = RunningStats.of(module, self.m) if ctx.group is not None else None
         """A replicated stage's BatchNorm running statistics, summed over its replicas at
-        each step end as one process updates them (model/batchnorm.py); None otherwise."""
+        each step end as one process updates them (model/batchnorm.py; async: in each
+        step's gradient all-reduce, versions.py); None otherwise."""
         self.ps_steps = None
         """Async with tables on the parameter server: the PSSteps that keeps the rows each
         step pulls at its version (async_steps.py); None otherwise."""
@@ -201,19 +201,21 @@ class StageRunner:
             if self.auto is not None:
                 self.auto.observe_forward("in", src, message)
         with ExitStack() as stack:
-            if self.dropouts:
-                step = self.step if self.versions is None else mu // self.m
-                stack.enter_context(microbatch(c.spec.seed, step, mu % self.m))
-            if self.running is not None:
-                stack.enter_context(self.running.microbatch(mu))
-            if self.versions is None:
-                out_env, loss = self._compute(f"F{mu}", lambda: self.module(env))
-            else:  # the weights this microbatch's step reads (stashed for its backward)
+            if self.versions is not None:
+                # the weights this microbatch's step reads (stashed for its backward); first,
+                # as bringing them may apply an earlier step's update, BatchNorm statistics
+                # included, which must not land in the zeroed buffers of running.microbatch
                 params = self.versions.params_for(mu // self.m)
                 if self.ps_steps is not None:  # and the table rows of the same version
                     self.ps_steps.before_forward(mu // self.m)
-                with self.versions.reading(params):
-                    out_env, loss = self._compute(f"F{mu}", lambda: self.module(env))
+                stack.enter_context(self.versions.reading(params))
+            if self.dropouts:
+                step = self.step if self.versions is None else mu // self.m
+                stack.enter_context(microbatch(c.spec.seed, step, mu % self.m))
+            if self.running is not None:  # (async: steps overlap, terms kept per step)
+                stack.enter_context(self.running.microbatch(
+                    mu, 0 if self.versions is None else mu // self.m))
+            out_env, loss = self._compute(f"F{mu}", lambda: self.module(env))
         nxt = self.next_forward.get(mu)
         if self.embeddings and nxt is not None and nxt // self.m == mu // self.m:
             self._prefetch(nxt, batch)  # (rows of the same step's batch only)

@@ -19,6 +19,7 @@ over the stage's replicas runs meanwhile) only when a forward needs W(t + 1), or
 from __future__ import annotations
 
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
@@ -26,11 +27,28 @@ import torch.distributed as dist
 from heterps_sim.core.asynchrony import version_of
 
 
+@dataclass
+class _Pending:
+    """An ended step's update, not applied yet: with replicas, the all-reduce in flight over
+    the flat gradients + the loss (+ the BatchNorm terms); with one, its own gradients."""
+
+    work: object = None
+    flat: torch.Tensor | None = None
+    forwards: int = 0
+    """This replica's forwards of the step (BatchNorm's num_batches_tracked)."""
+    grads: list | None = None
+    loss: float = 0.0
+
+
 class Versions:
     def __init__(self, module: torch.nn.Module, optimizer: torch.optim.Optimizer, d: int,
                  group, comm_device: torch.device, *, start: int = 0,
-                 stash: dict[int, dict[str, torch.Tensor]] | None = None) -> None:
+                 stash: dict[int, dict[str, torch.Tensor]] | None = None,
+                 running=None) -> None:
         self.module, self.optimizer, self.d = module, optimizer, d
+        self.running = running
+        """A replicated stage's BatchNorm running statistics (model/batchnorm.RunningStats):
+        each step's terms travel in its gradient all-reduce and are set in step order."""
         self.group, self.comm_device = group, comm_device
         self.named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
         names = {id(p): n for n, p in self.named}
@@ -46,9 +64,8 @@ class Versions:
         self.stash: dict[int, dict[str, torch.Tensor]] = dict(stash or {})
         """Versions older than the live one that a later step still reads (checkpointed)."""
         self.leaves: dict[int, dict[str, torch.Tensor]] = {}
-        self.pending: dict[int, tuple] = {}
-        """step -> (all-reduce work, flat gradient + loss, None) with replicas, (None,
-        per-parameter gradients, loss) with one; not yet applied."""
+        self.pending: dict[int, _Pending] = {}
+        """Ended steps whose update is not applied yet."""
         self.next_step = start
         """The first step whose leaves this replica has not made (steps start in order)."""
         self.losses: dict[int, float] = {}
@@ -102,35 +119,43 @@ class Versions:
         grads = [leaves[n].grad if leaves is not None and leaves[n].grad is not None
                  else torch.zeros_like(p) for n, p in self.named]
         if self.group is None:  # one replica: the leaves' gradients are the update's
-            self.pending[step] = (None, grads, loss)
+            self.pending[step] = _Pending(grads=grads, loss=loss)
         else:
-            flat = torch.cat([g.reshape(-1).to(self.comm_device, torch.float32) for g in grads]
-                             + [torch.tensor([loss], dtype=torch.float32,
-                                             device=self.comm_device)])
-            self.pending[step] = (dist.all_reduce(flat, group=self.group, async_op=True),
-                                  flat, None)
+            parts = [g.reshape(-1).to(self.comm_device, torch.float32) for g in grads]
+            parts.append(torch.tensor([loss], dtype=torch.float32, device=self.comm_device))
+            forwards = 0
+            if self.running is not None:  # the step's BatchNorm terms ride along
+                norms, forwards = self.running.take(step, self.comm_device)
+                parts.append(norms)
+            flat = torch.cat(parts)
+            self.pending[step] = _Pending(
+                work=dist.all_reduce(flat, group=self.group, async_op=True), flat=flat,
+                forwards=forwards)
         if self.d == 0 or self.group is None:
             # nothing to overlap with, or the next forward needs it now: apply in order
             while self.applied in self.pending:
                 self._apply(self.applied)
 
     def _apply(self, step: int) -> None:
-        work, flat, loss = self.pending.pop(step)
-        if work is not None:
-            work.wait()
+        got = self.pending.pop(step)
+        if got.work is not None:
+            got.work.wait()
         if step not in self.stash and self._read_later(step):
             # a later step reads W(step): keep it before it moves on
             self.stash[step] = {n: p.detach().clone() for n, p in self.named}
-        if loss is not None:  # one replica: its own gradients
-            for (_, p), g in zip(self.named, flat, strict=True):
+        if got.flat is None:  # one replica: its own gradients
+            for (_, p), g in zip(self.named, got.grads, strict=True):
                 p.grad = g
+            loss = got.loss
         else:
             offset = 0
             for _, p in self.named:
                 n = p.numel()
-                p.grad = flat[offset:offset + n].reshape(p.shape).to(p.device, p.dtype)
+                p.grad = got.flat[offset:offset + n].reshape(p.shape).to(p.device, p.dtype)
                 offset += n
-            loss = float(flat[-1])
+            loss = float(got.flat[offset])
+            if self.running is not None:
+                self.running.apply(got.flat[offset + 1:], got.forwards)
         self.losses[step] = loss
         with torch.no_grad():
             self.optimizer.step()

@@ -148,7 +148,8 @@ def train(spec: RunSpec, rank: int, layout: Layout, groups: Groups,
     start = 0 if resume is None else resume
     runner = StageRunner(ctx, module, optimizer)
     if spec.plan["schedule"] == "async":
-        runner.versions = make_versions(spec, ctx, module, optimizer, resume, groups.trainers)
+        runner.versions = make_versions(spec, ctx, module, optimizer, resume, groups.trainers,
+                                        runner.running)
     elif resume is not None:
         checkpoint.load(spec.checkpoint_dir, resume, module, optimizer, group=groups.trainers)
     per_step = _steps(ctx, spec) if runner.versions is None else []

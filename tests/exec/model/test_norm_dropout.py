@@ -77,12 +77,37 @@ def test_replicas_summed_running_statistics_are_the_sequential_ones(monkeypatch)
         assert torch.allclose(module.state_dict()[key].float(), want[key].float(), atol=1e-6), key
 
 
-RUNS = [([2, 1], "1f1b"), ([1, 2], "gpipe"), ([1, 1], "async")]
+def test_overlapping_steps_keep_their_terms_apart():
+    """Async: a replica runs step 1's forwards before step 0 ends. Terms kept per step and
+    set in step order give the statistics of one module running steps 0 and 1 in order."""
+    whole, stages = stages_and_whole()
+    env = batch_for(whole.cap, 64)
+    parts = [{k: v[8 * i:8 * i + 8] for k, v in env.items()} for i in range(8)]
+    with torch.no_grad():
+        for part in parts:
+            whole(part)
+    module = stages[0][0]
+    stats = RunningStats.of(module, 4)
+    with torch.no_grad():
+        for mu in (0, 1, 4, 2, 5, 3, 6, 7):  # global microbatch index: step mu // 4
+            with stats.microbatch(mu, mu // 4):
+                module(parts[mu])
+    for step in (0, 1):
+        flat, forwards = stats.take(step, torch.device("cpu"))
+        assert forwards == 4 and flat.numel() == stats.size()
+        stats.apply(flat, forwards)
+    want = whole.state_dict()
+    for key in ("mlp.1.running_mean", "mlp.1.running_var", "mlp.1.num_batches_tracked"):
+        assert torch.allclose(module.state_dict()[key].float(), want[key].float(), atol=1e-6), key
+
+
+RUNS = [([2, 1], "1f1b"), ([1, 2], "gpipe"), ([1, 1], "async"), ([2, 1], "async")]
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(400)
-@pytest.mark.parametrize("replicas,schedule", RUNS, ids=["2-1-1f1b", "1-2-gpipe", "1-1-async"])
+@pytest.mark.parametrize("replicas,schedule", RUNS, ids=["2-1-1f1b", "1-2-gpipe", "1-1-async",
+                                                       "2-1-async"])
 def test_batchnorm_and_dropout_train_like_one_process(tmp_path, replicas, schedule):
     plan = write_plan(tmp_path / "plan.json", SCENARIO, [2], replicas, schedule)
     result = run(tmp_path, SCENARIO, plan, "--steps", "3", "--lr", "0.1", "--save-state",
