@@ -48,13 +48,47 @@ def parse_effects(text: str | None) -> frozenset[str]:
         raise EffectsError(f"--effects: {exc}") from None
 
 
+def _effects_flag(text: str) -> str:
+    """argparse `type=` of --effects: the text, once its names are known ones (checked while
+    the line is parsed, whichever engine then runs: the analytic one ignores the flag)."""
+    from heterps_sim.des import parse_effects as parse
+    try:
+        parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _ps_stream_flag(path: str) -> str:
+    """argparse `type=` of --ps-stream: a readable 1-D integer .npy array of at most
+    MAX_PS_IDS ids (its header only: the ids' own bounds are checked when it is replayed)."""
+    import numpy as np
+    try:
+        with open(path, "rb") as fh:
+            magic = fh.read(len(np.lib.format.MAGIC_PREFIX))
+        ids = (np.load(path, mmap_mode="r", allow_pickle=False)
+               if magic == np.lib.format.MAGIC_PREFIX else None)
+    except (OSError, ValueError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise argparse.ArgumentTypeError(f"{path}: cannot read a .npy array ({why})") from None
+    if ids is None:
+        raise argparse.ArgumentTypeError(f"{path}: not a .npy file (numpy.save writes one)")
+    if not isinstance(ids, np.ndarray) or ids.ndim != 1 or ids.dtype.kind not in "iu" or not ids.size:
+        raise argparse.ArgumentTypeError(f"{path}: expected a non-empty 1-D integer array")
+    if ids.size > MAX_PS_IDS:
+        raise argparse.ArgumentTypeError(f"{path}: {ids.size:,} ids, more than the "
+                                         f"{MAX_PS_IDS:,} a replay takes")
+    return path
+
+
 def add_des_arguments(p: argparse.ArgumentParser, *, effects: bool = True) -> None:
     p.add_argument("--schedule", choices=["gpipe", "1f1b", "async"],
                    help="des: microbatch schedule (default: the plan's)")
     p.add_argument("--microbatches", type=number(int, 1, MAX_MICROBATCHES), help="des: microbatches per step")
     p.add_argument("--steps", type=number(int, 1, MAX_SIM_STEPS), help="des: training steps to simulate")
     if effects:
-        p.add_argument("--effects", help="des: none | all | comma list (e.g. bubbles,allreduce)")
+        p.add_argument("--effects", type=_effects_flag,
+                       help="des: none | all | comma list (e.g. bubbles,allreduce)")
     p.add_argument("--seed", type=int, default=0, help="des: seed of the variability effects")
     h = p.add_argument_group("H-PS features", "des: as the engine's flags of the same names")
     h.add_argument("--share", choices=["equal", "speed"],
@@ -82,7 +116,7 @@ def add_des_arguments(p: argparse.ArgumentParser, *, effects: bool = True) -> No
                    help="length of the generated stream (default 1,000,000 ids)")
     g.add_argument("--ps-batch", type=number(int, 1, MAX_BATCH), default=4096,
                    help="ids per PS request: the replay de-duplicates per batch (default 4096)")
-    g.add_argument("--ps-stream", metavar="FILE.npy",
+    g.add_argument("--ps-stream", metavar="FILE.npy", type=_ps_stream_flag,
                    help="replay these ids (a 1-D integer .npy array) instead of Zipf ones")
 
 
@@ -179,6 +213,21 @@ def replayed_ps_options(args):
     return ps_options(ids, args.ps_policy, int(rows * args.ps_hot_fraction),
                       warm_rows=int(rows * args.ps_warm_fraction), num_shards=base.num_shards,
                       batch_size=args.ps_batch, base=base)
+
+
+def check_slow_replicas(args, plan) -> None:
+    """Each --slow-replica is well formed and names a replica the plan has, whichever engine
+    then runs (the analytic one ignores the flag: a typo there was exit 0)."""
+    from pydantic import ValidationError
+
+    from heterps_sim.core.files import validation_message
+    from heterps_sim.core.hps import HpsOptions
+    slow = tuple(_slow_replica(text) for text in args.slow_replica)
+    try:
+        options = HpsOptions(slow_replicas=slow)
+    except ValidationError as exc:
+        raise UserFileError(validation_message("simulator options", exc)) from None
+    _check_slow_replicas(options, plan)
 
 
 def _check_slow_replicas(options, plan) -> None:

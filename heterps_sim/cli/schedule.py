@@ -226,6 +226,8 @@ def cmd_evaluate(args) -> int:
         msg = str(exc)
         raise UserFileError(msg if msg.startswith(str(args.plan)) else f"{args.plan}: {msg}") \
             from None
+    from heterps_sim.cli.des import check_slow_replicas
+    check_slow_replicas(args, plan)
     if args.engine == "des":
         from heterps_sim.cli.des import evaluate_des
         result = evaluate_des(loaded.problem, plan, args)

@@ -339,6 +339,20 @@ def test_a_simulator_flag_out_of_range_even_when_unused(capsys, command, flag, v
             f"argument {flag}", value)
 
 
+@pytest.mark.parametrize("flag, value, needle", [
+    ("--slow-replica", "xyz", "STAGE:REPLICA:FACTOR"),
+    ("--slow-replica", "9:9:2", "no such replica"),
+    ("--effects", "xyz", "unknown effect(s) xyz"),
+    ("--ps-stream", "no-such.npy", "cannot read a .npy array"),
+    ("--ps-stream", str(ROOT / "README.md"), "not a .npy file")])
+def test_a_simulator_text_flag_is_checked_under_the_analytic_engine(capsys, flag, value,
+                                                                    needle):
+    """The analytic engine ignores the des flags: a bad effect name, replica or stream file
+    exited 0 there."""
+    refused(["evaluate", ROOT / "scenarios" / "exec-tiny.yaml", PLAN, flag, value], capsys,
+            flag, needle)
+
+
 @pytest.mark.parametrize("argv, needle", [(["schedule", "--seed", "abc"], "--seed"),
                                           (["no-such-command"], "invalid choice"),
                                           (["evaluate"], "required")])
