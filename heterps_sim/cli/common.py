@@ -63,6 +63,18 @@ def schedule_settings(args, loaded) -> tuple[str, str, int, dict]:
     return name, mode, seed, options
 
 
+def scheduler_flag(text: str) -> str:
+    """argparse `type=` of --scheduler: a registered scheduler's name, checked while the line
+    is parsed (also where a given plan leaves the flag unused: `effects SCENARIO PLAN`)."""
+    import argparse
+
+    from heterps_sim.schedulers.registry import SCHEDULERS, scheduler_names
+    if text not in SCHEDULERS:
+        raise argparse.ArgumentTypeError(f"unknown scheduler {text!r} (known: "
+                                         f"{', '.join(scheduler_names())})")
+    return text
+
+
 def scheduler_name(args, loaded) -> str:
     """--scheduler, else the scenario's, else exact."""
     sched = loaded.scenario.schedule if loaded is not None and loaded.scenario else None

@@ -18,6 +18,7 @@ from heterps_sim.cli.common import (
     load,
     run_scheduler,
     schedule_settings,
+    scheduler_flag,
 )
 from heterps_sim.core.files import UserFileError
 from heterps_sim.core.flags import number
@@ -257,7 +258,9 @@ def evaluate_des(problem, plan, args):
 def add_effects(p) -> None:
     add_input(p)
     p.add_argument("plan", nargs="?", help="plan.json (default: the scenario's scheduler's plan)")
-    p.add_argument("--scheduler")
+    p.add_argument("--scheduler", type=scheduler_flag,
+                   help="scheduler of the plan when none is given (default: the scenario's, "
+                        "else exact)")
     p.add_argument("--mode", choices=["least", "exact"], help="provisioning mode")
     add_des_arguments(p, effects=False)
     p.set_defaults(allow_same_type_cuts=False)

@@ -21,6 +21,7 @@ from heterps_sim.cli.common import (
     pipeline_setting,
     run_scheduler,
     schedule_settings,
+    scheduler_flag,
     scheduler_name,
 )
 from heterps_sim.core.files import UserFileError, new_run_folder
@@ -30,7 +31,8 @@ from heterps_sim.core.outputs import atomic_write, check_target
 def add_schedule(p) -> None:
     """The arguments of schedule and simulate."""
     add_input(p)
-    p.add_argument("--scheduler", help="scheduler name (default: the scenario's, else exact)")
+    p.add_argument("--scheduler", type=scheduler_flag,
+                   help="scheduler name (default: the scenario's, else exact)")
     p.add_argument("--pipeline", choices=["gpipe", "1f1b", "async", "auto"],
                    help="the pipeline schedule plans are priced with (default: the scenario's "
                    "schedule.pipeline, else gpipe): gpipe/1f1b flush every step, async never "

@@ -353,6 +353,12 @@ def test_a_simulator_text_flag_is_checked_under_the_analytic_engine(capsys, flag
             flag, needle)
 
 
+def test_a_scheduler_name_is_checked_where_a_given_plan_leaves_it_unused(capsys):
+    """`effects SCENARIO PLAN --scheduler nope` exited 0: the plan made the flag unused."""
+    refused(["effects", ROOT / "scenarios" / "exec-tiny.yaml", PLAN, "--scheduler", "nope",
+             "--steps", "2"], capsys, "argument --scheduler", "unknown scheduler 'nope'")
+
+
 @pytest.mark.parametrize("argv, needle", [(["schedule", "--seed", "abc"], "--seed"),
                                           (["no-such-command"], "invalid choice"),
                                           (["evaluate"], "required")])
