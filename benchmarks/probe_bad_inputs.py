@@ -7,6 +7,8 @@ The matrix, generated (commands and their flags are read from the real parsers):
     type (a list), malformed, nested 1,000 deep;
   - each numeric flag (type int/float in the parser, plus the engine's and train-rl's numeric
     flags): -1, 0, nan, inf, 1e308, 1e-308, abc;
+  - each text flag without a fixed set of choices (and not a file or output, probed above):
+    "xyz";
   - each number in scenarios/exec-tiny.yaml and in a user-model scenario
     (tests/fixtures/ctr_models/dcn.yaml), checked with `heterps-sim check`: the same values;
   - each output path: an existing folder holding the user's own files (`notes.txt`, and a
@@ -263,6 +265,24 @@ def numeric_flags(prog: str, command: str, actions) -> list[str]:
     return found
 
 
+FREE_TEXT = {"--rdzv-id"}
+"""Text flags any word is a legitimate value of (a rendezvous name)."""
+
+
+def text_flags(prog: str, command: str, actions, covered: set[str]) -> list[str]:
+    """Optional flags taking text with no fixed choices, not numbers, files or outputs."""
+    numbers = set(numeric_flags(prog, command, actions))
+    found = []
+    for a in actions:
+        flag = a.option_strings[-1] if a.option_strings else ""
+        if (not flag or a.choices or a.nargs == 0 or a.type in (int, float)
+                or getattr(a.type, "__name__", "") in ("int", "float")
+                or flag in numbers or set(a.option_strings) & covered):
+            continue
+        found.append(flag)
+    return found
+
+
 def scenario_numbers(path: Path) -> list[tuple[str, list]]:
     """(dotted path, key path) of each number in a scenario (lists: their first item)."""
     found = []
@@ -339,6 +359,11 @@ def build_cases(tmp: Path, user_scenario: bool) -> list[Case]:
                 for value in BAD_NUMBERS:
                     cases.append(Case(f"{prog} {command} {flag}={value}", prog,
                                       with_arg(argv, flag, value), maybe=value in MAYBE_GOOD))
+            covered = {a for a, _ in [*FILE_ARGS.get((prog, command), []),
+                                      *OUT_ARGS.get((prog, command), [])]}
+            for flag in text_flags(prog, command, actions, covered):
+                cases.append(Case(f"{prog} {command} {flag}=xyz", prog,
+                                  with_arg(argv, flag, "xyz"), maybe=flag in FREE_TEXT))
     # plot: the folder itself
     for kind in ("missing", "empty", "binary"):
         cases.append(Case(f"sim plot #1 folder:{kind}", "sim",
