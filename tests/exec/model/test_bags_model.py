@@ -44,6 +44,17 @@ def test_stages_train_like_the_eager_module(tmp_path, mode, cuts):
     assert_same_training(whole, stages)
 
 
+def test_a_torchrec_style_bag_collection_trains_like_the_eager_module():
+    """Two bag inputs, one nn.EmbeddingBag each in a ModuleDict (docs/guide/torchrec.md):
+    cut between the two bags' layers and after them."""
+    path = SCENARIO.with_name("bag_collection.yaml")
+    assert load_input(path).problem.layer_names == (
+        "dense_arch", "sparse.bags.clicks", "sparse.bags.tags", "over_arch.0", "over_arch.2",
+        "loss")
+    whole, stages = chained(path, [2, 3])
+    assert_same_training(whole, stages)
+
+
 def test_synthetic_data_pads_each_bag_and_draws_its_length(tmp_path):
     loaded = load_input(SCENARIO)
     plan = plan_from_dict(plan_for(list(loaded.problem.layer_names), []))
