@@ -103,6 +103,11 @@ def _streamed(section, columns: dict) -> dict:
 
 
 def _criteo(section, scenario, raw, base) -> dict:
+    bags = [t.name for t in raw if t.lengths]
+    if bags:
+        raise DataError(f"{scenario}: data.format: the model's bag {bags[0]!r} (a multi-hot "
+                        "input) reads a list column, and Criteo text has none; use parquet "
+                        "(a list<int> column) or a factory")
     path = _file(section.path, base, scenario, "data.path")
     held_path = (_file(section.holdout.path, base, scenario, "data.holdout.path")
                  if section.holdout.path else "")

@@ -93,6 +93,13 @@ def test_a_parquet_list_column_is_read_as_padded_ids_and_lengths(tmp_path):
         assert (row[n:] == 0).all()
 
 
+def test_criteo_text_cannot_feed_a_bag():
+    from heterps_exec.data.prepare import DataError, _criteo
+    with pytest.raises(DataError, match=r"^s.yaml: data.format: the model's bag 'history' .* "
+                                        r"Criteo text has none; use parquet"):
+        _criteo(None, "s.yaml", [BAG, LENGTHS, LABEL], Path("."))
+
+
 def test_a_factorys_bag_rows_are_checked_up_to_their_length():
     ids = np.array([[3, 99, 99, 99], [3, 4, 99, 0], [1, 2, 3, 4], [0, 0, 0, 0]])
     count = np.array([[1], [3], [4], [5]])
