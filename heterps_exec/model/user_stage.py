@@ -81,8 +81,11 @@ class UserStage(nn.Module):
         for name, b in gm.named_buffers(recurse=False):
             self.register_buffer(name, b, persistent=name not in gm._non_persistent_buffers_set)
         # one children dict for both: a top-level table (a root module's own nn.Embedding)
-        # that ps.bridge.attach swaps for a PS-served one is swapped in the graph too
+        # that ps.bridge.attach swaps for a PS-served one is swapped in the graph too; one
+        # parameters dict too: async's weight versions (runtime/versions.py) swap a root
+        # module's own nn.Parameter here, and the graph must read the swapped one
         gm._modules = self._modules
+        gm._parameters = self._parameters
         self.shapes = shapes or WireShapes(chain)
         self.passes = [k for k in chain.live_after(hi) if chain.made[k] < lo] if hi < chain.loss_index else []
         self.ships = chain.live_after(hi) if hi < chain.loss_index else []

@@ -18,7 +18,7 @@ says.
 
 from __future__ import annotations
 
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 
 import torch
 
@@ -29,6 +29,29 @@ from heterps_exec.model.spec_graph import graph_for
 from heterps_exec.runtime.layout import RunSpec, microbatch_bounds
 from heterps_exec.runtime.worker import make_optimizer
 from heterps_sim.core.asynchrony import staleness, version_of
+
+
+@contextmanager
+def reading(model: torch.nn.Module, read: dict[str, torch.Tensor] | None):
+    """The model computes with the tensors `read` (by parameter name) in place of its
+    parameters inside (nothing changes for None). Swapped where the computation reads them:
+    in a user model's own module (UserWhole.inner), whose top-level parameters UserWhole
+    registers again under the same names (torch.func.functional_call on the wrapper would
+    swap those on the wrapper only, and the user's forward would read the live ones)."""
+    if read is None:
+        yield
+        return
+    inner = getattr(model, "inner", model)
+    slots = [(inner.get_submodule(full.rpartition(".")[0]), full.rpartition(".")[2], full)
+             for full, _ in inner.named_parameters(remove_duplicate=False) if full in read]
+    kept = [(owner, attr, owner._parameters[attr]) for owner, attr, _ in slots]
+    for owner, attr, full in slots:
+        owner._parameters[attr] = read[full]
+    try:
+        yield
+    finally:
+        for owner, attr, p in kept:
+            owner._parameters[attr] = p
 
 
 def train_reference(spec: RunSpec, steps: int | None = None, *,
@@ -60,9 +83,8 @@ def train_reference(spec: RunSpec, steps: int | None = None, *,
         loss_sum = 0.0
         for i, (lo, hi) in enumerate(bounds):
             part = {k: v[lo:hi] for k, v in batch.items()}
-            with microbatch(spec.seed, step, i), masks():
-                _, loss = (model(part) if read is None else
-                           torch.func.functional_call(model, read, (part,)))
+            with microbatch(spec.seed, step, i), masks(), reading(model, read):
+                _, loss = model(part)
             (loss / spec.batch_size).backward()
             loss_sum += float(loss.detach())
         if spec.user_model:  # model.extra_loss: its gradient once per step (model/extra_loss.py)
