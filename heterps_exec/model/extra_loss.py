@@ -16,6 +16,8 @@ gradients are not taken, and a term mixing two stages' parameters would read sta
 never called) are not trained by the engine, so the oracle leaves the term's gradient on
 them out too. The printed loss is the data loss; the term shows in the weights.
 
+`check_separable` holds a plan to that rule at launch (models up to CHECK_MAX_VALUES values,
+built on the CPU): each stage's gradient must not move when the other stages' parameters do.
 Knowingly left out: async plans (a step's gradient is taken at an older version) and tables
 on the parameter server (their rows live on the shards); both are refused at launch.
 """
@@ -26,6 +28,9 @@ from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
+
+CHECK_MAX_VALUES = 1 << 24
+"""Largest model (parameter values) built on the CPU to check the extra loss's terms."""
 
 
 def add_gradient(fn: Callable, module: nn.Module, params: Sequence[nn.Parameter]) -> float:
@@ -43,3 +48,41 @@ def trained(module: nn.Module, chain) -> list[nn.Parameter]:
     """The module's parameters some layer of the captured chain reads (the ones trained)."""
     read = {t for i in range(len(chain.names)) for t in chain.params_of(i)}
     return [p for name, p in module.named_parameters() if name in read and p.requires_grad]
+
+
+def check_separable(fn: Callable, module: nn.Module, stage_params: list[list[str]]) -> str:
+    """'' when each stage's gradient of fn(module) ignores the other stages' parameters, else
+    a sentence naming two stages whose parameters one term mixes. `stage_params`: the
+    parameter names each stage trains. The other stages' parameters are moved (scaled by 1.5
+    and shifted), as a rank's untrained copies differ from the trained ones."""
+    params = dict(module.named_parameters())
+    base = _grads(fn, module, params)
+    stage_params = [[n for n in own if n in params] for own in stage_params]  # (no buffers)
+    for g, own in enumerate(stage_params):
+        others = [n for n in params if n not in own]
+        if not own or not others:
+            continue
+        kept = {n: params[n].detach().clone() for n in others}
+        with torch.no_grad():
+            for n in others:
+                params[n].mul_(1.5).add_(0.25)
+        try:
+            moved = _grads(fn, module, params)
+        finally:
+            with torch.no_grad():
+                for n in others:
+                    params[n].copy_(kept[n])
+        for n in own:
+            if not torch.allclose(moved[n], base[n], rtol=1e-4, atol=1e-7):
+                other = next((h for h, names in enumerate(stage_params) if h != g and names), g)
+                return (f"its gradient for {n!r} (stage {g}) changes with the parameters of "
+                        f"other stages (e.g. stage {other}): a term mixes parameters of two "
+                        "stages")
+    return ""
+
+
+def _grads(fn: Callable, module: nn.Module, params: dict) -> dict[str, torch.Tensor]:
+    names = [n for n, p in params.items() if p.requires_grad]
+    grads = torch.autograd.grad(fn(module), [params[n] for n in names], allow_unused=True)
+    return {n: (g if g is not None else torch.zeros_like(params[n]))
+            for n, g in zip(names, grads, strict=True)}

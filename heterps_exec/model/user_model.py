@@ -61,6 +61,8 @@ def run_entry(section, scenario: str, plan, *, table_scale: float = 1.0,
         if len(stages) > 1 and target in dict(chain.captured.module.named_parameters()):
             raise CaptureError(f"{scenario}: plan: parameter {target!r} is read by stages "
                                f"{sorted(stages)}; keep the layers that read it in one stage")
+    if chain.captured.extra_loss is not None:
+        _check_extra_loss(entry, chain, stage_of, plan, scenario)
     # what the ranks need without capturing on meta again: which values carry a gradient
     # across a cut, and the label's per-sample shape and dtype
     from heterps_sim.inputs.torch_model.segment import find_tables
@@ -69,6 +71,30 @@ def run_entry(section, scenario: str, plan, *, table_scale: float = 1.0,
     entry["section"]["output"] = chain.captured.output
     return {**entry, "grad_keys": sorted(k for k, g in grad.items() if g), "tables": tables,
             "label": {"shape": list(label.shape), "dtype": str(label.dtype).removeprefix("torch.")}}
+
+
+def _check_extra_loss(entry: dict, chain, stage_of: dict, plan, scenario: str) -> None:
+    """model.extra_loss: each term must read one stage's parameters (model/extra_loss.py);
+    checked on the CPU for models up to CHECK_MAX_VALUES values."""
+    from heterps_exec.model.extra_loss import CHECK_MAX_VALUES, check_separable
+    from heterps_sim.inputs.torch_model.capture import build_module
+    if len(plan.stages) < 2:
+        return
+    shapes = chain.captured.module
+    if sum(p.numel() for p in shapes.parameters()) > CHECK_MAX_VALUES:
+        return
+    section = _section(entry)
+    module = (shapes if str(chain.captured.device) != "meta" else
+              build_module(section, source=scenario, device="cpu",
+                           search_paths=entry["search_paths"]))
+    own: list[set[str]] = [set() for _ in plan.stages]
+    for i in range(len(chain.names)):
+        own[stage_of[i]] |= chain.params_of(i)
+    why = check_separable(chain.captured.extra_loss, module, [sorted(o) for o in own])
+    if why:
+        raise CaptureError(f"{scenario}: model.extra_loss: {section.extra_loss} cannot be split "
+                           f"over this plan's stages: {why}; keep those parameters in one "
+                           "stage, or write the term per parameter group")
 
 
 def _section(entry: dict) -> TorchModelSection:

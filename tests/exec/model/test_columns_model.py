@@ -82,6 +82,23 @@ def test_extra_loss_is_refused_where_it_is_not_applied():
         entry_for([2], ps_shards=1)
 
 
+def test_a_term_mixing_two_stages_is_refused_for_a_plan_that_separates_them(tmp_path):
+    import yaml
+    doc = yaml.safe_load(SCENARIO.read_text())
+    doc["model"]["extra_loss"] = "tests.fixtures.ctr_models.columns:mixed_penalty"
+    path = tmp_path / "mixed.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    loaded = load_input(path)
+    names = list(loaded.problem.layer_names)
+    with pytest.raises(CaptureError, match=r"model\.extra_loss: tests\.fixtures\.ctr_models\."
+                       r"columns:mixed_penalty cannot be split over this plan's stages: its "
+                       r"gradient for 'embeddings\.user\.weight' \(stage 0\) changes"):
+        run_entry(loaded.scenario.model, str(path), plan_from_dict(plan_for(names, [3])))
+    whole_plan = plan_from_dict(plan_for(names, []))  # one stage: nothing to split
+    assert run_entry(loaded.scenario.model, str(path), whole_plan)["section"]["extra_loss"]
+    entry_for([3])  # the per-table L2 splits over any plan
+
+
 def test_synthetic_data_draws_whole_ids_below_each_columns_cardinality(tmp_path):
     graph = data_graph(entry_for([])[0])
     generate_dataset(graph, tmp_path / "data", num_samples=3000, seed=1, holdout_samples=500)
