@@ -42,11 +42,14 @@ def reading(model: torch.nn.Module, read: dict[str, torch.Tensor] | None):
         yield
         return
     inner = getattr(model, "inner", model)
-    slots = [(inner.get_submodule(full.rpartition(".")[0]), full.rpartition(".")[2], full)
-             for full, _ in inner.named_parameters(remove_duplicate=False) if full in read]
+    names = {id(p): n for n, p in model.named_parameters() if n in read}
+    # every place a parameter sits, a tied one's second name included
+    slots = [(inner.get_submodule(full.rpartition(".")[0]), full.rpartition(".")[2],
+              names[id(p)])
+             for full, p in inner.named_parameters(remove_duplicate=False) if id(p) in names]
     kept = [(owner, attr, owner._parameters[attr]) for owner, attr, _ in slots]
-    for owner, attr, full in slots:
-        owner._parameters[attr] = read[full]
+    for owner, attr, name in slots:
+        owner._parameters[attr] = read[name]
     try:
         yield
     finally:

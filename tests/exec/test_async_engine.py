@@ -171,6 +171,22 @@ def test_the_oracle_reads_a_root_parameter_at_its_version():
         assert torch.allclose(model(x), want)
     assert torch.equal(model(x), live)  # the live parameters are back
 
+    class Tied(Root):  # one parameter under two names: read by the second one too
+        def __init__(self):
+            super().__init__()
+            self.fc2 = torch.nn.Linear(2, 1)
+            self.fc2.weight = self.fc.weight
+
+        def forward(self, x):
+            return self.fc(x) + self.fc2(x)
+
+    model = Wrapper(Tied())
+    read = {n: p.detach() + 1.0 for n, p in model.named_parameters()}
+    assert "fc2.weight" not in read
+    want = 2 * x @ read["fc.weight"].T + read["fc.bias"] + read["fc2.bias"]
+    with reading(model, read):
+        assert torch.allclose(model(x), want)
+
 
 @pytest.mark.parametrize("flag", [["--share", "speed"], ["--overlap", "on"]])
 def test_async_refuses_what_reduces_per_flushed_step(tmp_path, flag):
