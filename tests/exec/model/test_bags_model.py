@@ -129,3 +129,36 @@ def test_bag_model_trains_exactly_and_scores_its_holdout(tmp_path, cuts, replica
     holdout = result["extra"]["holdout"]
     assert holdout["rows"] > 0 and holdout["log_loss"] == pytest.approx(
         direct_log_loss(tmp_path / "run", tmp_path / "state.pt"), rel=1e-9)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_bag_model_trains_exactly_on_parquet_list_columns(tmp_path):
+    """The bag read from a Parquet list<int> column (rows of 0..8 ids, cut at max_len 6),
+    end to end: the run equals single-process training on the same rows."""
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+    rng = np.random.default_rng(0)
+    n = 1200
+    history = [list(rng.integers(0, 10**6, rng.integers(0, 9))) for _ in range(n)]
+    pq.write_table(pa.table({"user": rng.integers(0, 10**6, n),
+                             "history": pa.array(history, pa.list_(pa.int64())),
+                             **{f"d{k}": rng.normal(size=n) for k in range(3)},
+                             "clicked": rng.integers(0, 2, n).astype(float)}),
+                   tmp_path / "clicks.parquet")
+    doc = yaml.safe_load(SCENARIO.read_text())
+    doc["data"] = {"format": "parquet", "path": "clicks.parquet", "label": "clicked",
+                   "columns": {"dense": ["d0", "d1", "d2"]}, "holdout": {"rows": 200}}
+    scenario = tmp_path / "bags-parquet.yaml"
+    scenario.write_text(yaml.safe_dump(doc))
+    plan = plan_for(list(load_input(scenario).problem.layer_names), [2], [1, 2])
+    plan["num_microbatches"] = 4
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    code, out, err = run_exec("run", str(tmp_path / "plan.json"), "--scenario", str(scenario),
+                              "--out", str(tmp_path / "run"), "--rank-timeout", "90", "--json",
+                              "--steps", "3", "--lr", "0.1", "--save-state",
+                              str(tmp_path / "state.pt"))
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["extra"]["holdout"]["rows"] == 200
+    assert_matches_reference(tmp_path / "run", tmp_path / "state.pt", result)
