@@ -186,3 +186,37 @@ def test_columns_model_trains_exactly_and_scores_its_holdout(tmp_path, cuts, rep
     _, plain = train_reference(without_extra_loss(RunSpec.load(tmp_path / "run" / "spec.json")))
     got = torch.load(tmp_path / "state.pt")
     assert float((got["embeddings.user.weight"] - plain["embeddings.user.weight"]).abs().max()) > 1e-4
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_columns_model_trains_exactly_on_parquet(tmp_path):
+    """The one float input read from a Parquet file: two categorical columns (integers and
+    strings, hashed below each id column's cardinality) first, then four numeric ones."""
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+    import yaml
+    rng = np.random.default_rng(0)
+    n = 1200
+    pq.write_table(pa.table({"user_id": rng.integers(0, 10**6, n),
+                             "item": [f"i{k}" for k in rng.integers(0, 500, n)],
+                             **{f"x{k}": rng.normal(size=n) for k in range(4)},
+                             "clicked": rng.integers(0, 2, n).astype(float)}),
+                   tmp_path / "clicks.parquet")
+    doc = yaml.safe_load(SCENARIO.read_text())
+    doc["data"] = {"format": "parquet", "path": "clicks.parquet", "label": "clicked",
+                   "columns": {"features": ["user_id", "item", "x0", "x1", "x2", "x3"]},
+                   "holdout": {"rows": 200}}
+    scenario = tmp_path / "columns-parquet.yaml"
+    scenario.write_text(yaml.safe_dump(doc))
+    plan = plan_for(list(load_input(scenario).problem.layer_names), [2], [1, 2])
+    plan["num_microbatches"] = 4
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    code, out, err = run_exec("run", str(tmp_path / "plan.json"), "--scenario", str(scenario),
+                              "--out", str(tmp_path / "run"), "--rank-timeout", "90", "--json",
+                              "--steps", "3", "--lr", "0.1", "--save-state",
+                              str(tmp_path / "state.pt"))
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["extra"]["holdout"]["rows"] == 200
+    assert_matches_reference(tmp_path / "run", tmp_path / "state.pt", result)
