@@ -18,8 +18,13 @@ them out too. The printed loss is the data loss; the term shows in the weights.
 
 `check_separable` holds a plan to that rule at launch (models up to CHECK_MAX_VALUES values,
 built on the CPU): each stage's gradient must not move when the other stages' parameters do.
-Knowingly left out: async plans (a step's gradient is taken at an older version) and tables
-on the parameter server (their rows live on the shards); both are refused at launch.
+Under async a step's gradient is taken at the version W(t - D) its forwards read
+(heterps_sim.core.asynchrony), and so is the term's: the engine's replica 0 evaluates fn at a
+step's first forward with that version's tensors swapped in (runtime/versions.py) and adds
+the gradient to them; the oracle does the same with the whole model (runtime/reference.py).
+
+Knowingly left out: tables on the parameter server (their rows live on the shards): refused
+at launch.
 """
 
 from __future__ import annotations
@@ -42,6 +47,32 @@ def add_gradient(fn: Callable, module: nn.Module, params: Sequence[nn.Parameter]
             if g is not None:
                 p.grad = g.detach() if p.grad is None else p.grad + g.detach()
     return float(value.detach())
+
+
+class StageTerm:
+    """A stage's share of the extra loss: `term()` adds fn's gradient to the stage's own
+    parameters; `term(tensors)` evaluates fn with `tensors` (the async version the step
+    reads, in the parameters' order) in their place in the user's module, where fn reads
+    them (the stage's captured graph holds the same parameters under other owners), and adds
+    the gradient to them."""
+
+    def __init__(self, fn: Callable, module: nn.Module, params: Sequence[nn.Parameter]) -> None:
+        self.fn, self.module, self.params = fn, module, list(params)
+
+    def __call__(self, tensors: Sequence[torch.Tensor] | None = None) -> float:
+        if tensors is None:
+            return add_gradient(self.fn, self.module, self.params)
+        by_id = {id(p): t for p, t in zip(self.params, tensors, strict=True)}
+        slots = [(self.module.get_submodule(full.rpartition(".")[0]), full.rpartition(".")[2], p)
+                 for full, p in self.module.named_parameters(remove_duplicate=False)
+                 if id(p) in by_id]
+        for owner, attr, p in slots:
+            owner._parameters[attr] = by_id[id(p)]
+        try:
+            return add_gradient(self.fn, self.module, tensors)
+        finally:
+            for owner, attr, p in slots:
+                owner._parameters[attr] = p
 
 
 def trained(module: nn.Module, chain) -> list[nn.Parameter]:

@@ -16,12 +16,12 @@ Criteo, Parquet and factory data serve user models as they serve the zoo's.
 
 from __future__ import annotations
 
-from functools import lru_cache, partial
+from functools import lru_cache
 
 import torch
 from torch import nn
 
-from heterps_exec.model.extra_loss import add_gradient, trained
+from heterps_exec.model.extra_loss import StageTerm, add_gradient, trained
 from heterps_exec.model.rows import initial_rows
 from heterps_sim.inputs.graph import F32, ID_BYTES, ModelGraph, Node
 from heterps_sim.inputs.torch_model import capture_section
@@ -45,10 +45,9 @@ def run_entry(section, scenario: str, plan, *, table_scale: float = 1.0,
              "source": scenario}
     chain, grad = _chain(entry, "meta")
     label = chain.captured.label
-    if chain.captured.extra_loss is not None and (plan.schedule == "async" or ps_shards):
-        why = "the async schedule" if plan.schedule == "async" else "--ps-shards"
-        raise CaptureError(f"{scenario}: model.extra_loss: not applied under {why} yet (see "
-                           "heterps_exec/model/extra_loss.py); use gpipe or 1f1b with local tables")
+    if chain.captured.extra_loss is not None and ps_shards:
+        raise CaptureError(f"{scenario}: model.extra_loss: not applied under --ps-shards yet "
+                           "(see heterps_exec/model/extra_loss.py); keep the tables local")
     stage_of = {}
     for g, stage in enumerate(plan.stages):
         for name in stage.layers:
@@ -152,7 +151,7 @@ def user_stage(spec, plan, stage: int, device: torch.device, wire: str):
     part = UserStage(chain, lo, hi, make_holder(chain), WireShapes(chain))
     if chain.captured.extra_loss is not None:  # its gradient once per step: model/extra_loss.py
         own = [p for p in part.parameters() if p.requires_grad]
-        part.extra_loss = partial(add_gradient, chain.captured.extra_loss, module, own)
+        part.extra_loss = StageTerm(chain.captured.extra_loss, module, own)
     if stage == 0:  # parameters no layer reads (never called): kept in the saved state
         hold_unused(part, module, chain)
     last = len(plan.stages) - 1
@@ -222,13 +221,21 @@ class UserWhole(nn.Module):
         chain = _chain(entry)[0]
         self.cap = chain.captured
         self.read = trained(module, chain)
+        names = {id(p): n for n, p in self.named_parameters()}
+        self.read_names = [names[id(p)] for p in self.read]
+        """Their names (an async version's tensors are given by name)."""
 
-    def extra_loss(self) -> float | None:
+    def extra_loss(self, read: dict[str, torch.Tensor] | None = None) -> float | None:
         """Add the gradient of model.extra_loss to the parameters a layer reads (once per
-        step, as the engine does: model/extra_loss.py); None when there is none."""
+        step, as the engine does: model/extra_loss.py); None when there is none. `read`: the
+        async version's tensors by parameter name, swapped in by the caller: the gradient
+        goes to them."""
         if self.cap.extra_loss is None:
             return None
-        return add_gradient(self.cap.extra_loss, self.inner, self.read)
+        if read is None:
+            return add_gradient(self.cap.extra_loss, self.inner, self.read)
+        return add_gradient(self.cap.extra_loss, self.inner,
+                            [read[n] for n in self.read_names])
 
     def forward(self, env: dict[str, torch.Tensor]):
         cap = self.cap

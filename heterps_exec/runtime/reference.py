@@ -91,7 +91,8 @@ def train_reference(spec: RunSpec, steps: int | None = None, *,
             (loss / spec.batch_size).backward()
             loss_sum += float(loss.detach())
         if spec.user_model:  # model.extra_loss: its gradient once per step (model/extra_loss.py)
-            model.extra_loss()
+            with reading(model, read):  # (async: at the version the step reads)
+                model.extra_loss(read)
         if read is not None:
             for n, p in named:
                 p.grad = read[n].grad

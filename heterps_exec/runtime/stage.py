@@ -112,7 +112,11 @@ class StageRunner:
         step pulls at its version (async_steps.py); None otherwise."""
         self.extra_loss = getattr(module, "extra_loss", None) if ctx.replica == 0 else None
         """A user model's extra loss (model.extra_loss): replica 0 adds its gradient to the
-        stage's parameters at each step's start (model/extra_loss.py); None otherwise."""
+        stage's parameters at each step's start (model/extra_loss.py; async: to the version's
+        tensors at the step's first forward); None otherwise."""
+        self.extra_next = 0
+        """Async: the first step whose extra loss replica 0 has not added (steps start in
+        order)."""
 
     # -- messages ------------------------------------------------------------------------
     def post_receives(self, actions, *, ahead=()) -> None:
@@ -209,6 +213,11 @@ class StageRunner:
                 if self.ps_steps is not None:  # and the table rows of the same version
                     self.ps_steps.before_forward(mu // self.m)
                 stack.enter_context(self.versions.reading(params))
+                if self.extra_loss is not None and mu // self.m >= self.extra_next:
+                    # the step's first forward here: the term at the version it reads
+                    self.extra_next = mu // self.m + 1
+                    with c.recorder.span("extra loss", "compute"):
+                        self.extra_loss([params[n] for n, _ in self.versions.named])
             if self.dropouts:
                 step = self.step if self.versions is None else mu // self.m
                 stack.enter_context(microbatch(c.spec.seed, step, mu % self.m))

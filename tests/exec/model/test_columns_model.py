@@ -76,10 +76,31 @@ def test_the_stages_extra_loss_gradients_add_up_to_the_whole_terms():
 
 
 def test_extra_loss_is_refused_where_it_is_not_applied():
-    with pytest.raises(CaptureError, match=r"model\.extra_loss: not applied under the async"):
-        entry_for([2], schedule="async")
     with pytest.raises(CaptureError, match=r"model\.extra_loss: not applied under --ps-shards"):
         entry_for([2], ps_shards=1)
+    entry_for([2], schedule="async")  # applied at the version each step reads
+
+
+def test_the_async_term_goes_to_the_version_the_step_reads():
+    """A stage's term given another version's tensors (as the async forward gives it) adds
+    fn's gradient at that version to them, not to the live parameters, as the oracle's whole
+    model does with the same version."""
+    from heterps_exec.runtime.reference import reading
+    entry, plan = entry_for([1, 3], schedule="async")
+    spec = types.SimpleNamespace(user_model=entry, seed=3)
+    stage = user_stage(spec, plan, 0, torch.device("cpu"), "none")[0]
+    whole = whole_model(spec)
+    read = {n: (p.detach() * 2.0).requires_grad_() for n, p in whole.named_parameters()}
+    with reading(whole, read):
+        whole.extra_loss(read)
+    named = [(n, p) for n, p in stage.named_parameters() if p.requires_grad]
+    version = {n: (p.detach() * 2.0).requires_grad_() for n, p in named}
+    stage.extra_loss([version[n] for n, _ in named])
+    assert all(p.grad is None for _, p in named)
+    assert list(version) == ["embeddings.user.weight"]  # stage 0: the user table
+    for n in version:
+        assert torch.allclose(version[n].grad, read[n].grad, atol=1e-7), n
+        assert torch.allclose(version[n].grad, 2 * 0.01 * version[n].detach()), n
 
 
 def test_a_term_mixing_two_stages_is_refused_for_a_plan_that_separates_them(tmp_path):
@@ -158,12 +179,14 @@ def without_extra_loss(spec):
     return plain
 
 
-RUNS = [([2], [1, 2], "gpipe", []), ([3], [2, 1], "1f1b", ["--overlap", "on"])]
+RUNS = [([2], [1, 2], "gpipe", []), ([3], [2, 1], "1f1b", ["--overlap", "on"]),
+        ([2], [2, 1], "async", [])]
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(400)
-@pytest.mark.parametrize("cuts,replicas,schedule,extra", RUNS, ids=["1-2-gpipe", "2-1-1f1b-overlap"])
+@pytest.mark.parametrize("cuts,replicas,schedule,extra", RUNS, ids=["1-2-gpipe", "2-1-1f1b-overlap",
+                                                                       "2-1-async"])
 def test_columns_model_trains_exactly_and_scores_its_holdout(tmp_path, cuts, replicas,
                                                              schedule, extra):
     from heterps_exec.runtime.layout import RunSpec
