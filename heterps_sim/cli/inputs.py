@@ -62,6 +62,8 @@ def cmd_check(args) -> int:
             if scn is not None and scn.schedule.scheduler not in SCHEDULERS:
                 raise UserFileError(f"{path}: schedule.scheduler: unknown scheduler "
                                     f"{scn.schedule.scheduler!r}")
+            if scn is not None and scn.schedule.options:
+                check_scheduler_options(path, scn.schedule)
             p = loaded.problem
             rows.append({"input": str(path or "default"), "ok": True, "layers": p.num_layers,
                          "types": p.num_types, "throughput_limit": p.throughput_limit,
@@ -79,6 +81,19 @@ def cmd_check(args) -> int:
             else:
                 print(f"heterps-sim check: {' '.join(r['error'].split())}", file=sys.stderr)
     return EXIT_BAD_INPUT if bad else 0
+
+
+def check_scheduler_options(path, schedule) -> None:
+    """schedule.options against its scheduler's Config, as `schedule` will read them (an
+    unknown or out-of-range option passed `check` and failed the first command to plan)."""
+    from pydantic import ValidationError
+
+    from heterps_sim.core.files import validation_message
+    from heterps_sim.schedulers.registry import scheduler_class
+    try:
+        scheduler_class(schedule.scheduler).Config(**schedule.options)
+    except ValidationError as exc:
+        raise UserFileError(validation_message(f"{path}: schedule.options", exc)) from None
 
 
 def add_problem(p) -> None:

@@ -257,6 +257,24 @@ def test_schedule_set_checkpoint_is_checked_like_init(tmp_path, capsys, monkeypa
     assert not (tmp_path / "pwned").exists()
 
 
+# -- check reads schedule.options as the commands that plan will ---------------------------
+
+@pytest.mark.parametrize("scheduler, options, needle", [
+    ("exact", "{nope: 1}", "schedule.options: nope: Extra inputs are not permitted"),
+    ("random", "{budget: -5}", "schedule.options: budget"),
+    ("random", "{budget: 50}", None)])
+def test_check_reads_schedule_options(tmp_path, capsys, scheduler, options, needle):
+    """An option the scheduler's Config refuses passed `check` (exit 0) and failed the first
+    command that planned."""
+    path = tmp_path / "s.yaml"
+    path.write_text(TINY.replace("scheduler: exact", f"scheduler: {scheduler}\n  options: "
+                                 f"{options}"))
+    if needle is None:
+        assert main(["check", str(path)]) == 0, capsys.readouterr().err
+        return
+    refused(["check", path], capsys, str(path), needle)
+
+
 # -- a user's PyTorch model that ends the process ---------------------------------------------
 
 EXITING = {
