@@ -11,6 +11,8 @@ The matrix, generated (commands and their flags are read from the real parsers):
     "xyz";
   - each number in scenarios/exec-tiny.yaml and in a user-model scenario
     (tests/fixtures/ctr_models/dcn.yaml), checked with `heterps-sim check`: the same values;
+    each text field of both: "xyz" (names and descriptions take any word); an unknown
+    scheduler option;
   - each output path: an existing folder holding the user's own files (`notes.txt`, and a
     `result.json` named as a command's output), a file under a file, a file in /proc (not
     writable), a file in a folder that does not exist. After each case the user's files must
@@ -283,14 +285,15 @@ def text_flags(prog: str, command: str, actions, covered: set[str]) -> list[str]
     return found
 
 
-def scenario_numbers(path: Path) -> list[tuple[str, list]]:
-    """(dotted path, key path) of each number in a scenario (lists: their first item)."""
+def scenario_numbers(path: Path, kind: type | tuple = (int, float)) -> list[tuple[str, list]]:
+    """(dotted path, key path) of each number (or value of `kind`) in a scenario (lists:
+    their first item)."""
     found = []
 
     def walk(node, keys):
         if isinstance(node, bool):
             return
-        if isinstance(node, int | float):
+        if isinstance(node, kind):
             found.append((".".join(map(str, keys)), keys))
         elif isinstance(node, dict):
             for k, v in node.items():
@@ -301,9 +304,32 @@ def scenario_numbers(path: Path) -> list[tuple[str, list]]:
     return found
 
 
+FREE_FIELDS = {"name", "description"}
+"""Scenario text fields any word is a legitimate value of (labels)."""
+
+
 def scenario_cases(tmp: Path, path: Path, label: str) -> list[Case]:
     data = yaml.safe_load(path.read_text())
     cases = []
+    for dotted, keys in scenario_numbers(path, str):  # each text field: "xyz"
+        doc = json.loads(json.dumps(data))
+        node = doc
+        for k in keys[:-1]:
+            node = node[k]
+        node[keys[-1]] = "xyz"
+        out = tmp / "scen" / f"{label}-{dotted}-xyz.yaml"
+        out.parent.mkdir(exist_ok=True)
+        out.write_text(yaml.safe_dump(doc, sort_keys=False))
+        cases.append(Case(f"scenario {label} {dotted}=xyz", "sim", ["check", str(out)],
+                          maybe=keys[-1] in FREE_FIELDS))
+    if "schedule" in data:  # an option its scheduler does not have
+        doc = json.loads(json.dumps(data))
+        doc["schedule"].setdefault("options", {})["nope"] = 1
+        out = tmp / "scen" / f"{label}-schedule.options.nope.yaml"
+        out.parent.mkdir(exist_ok=True)
+        out.write_text(yaml.safe_dump(doc, sort_keys=False))
+        cases.append(Case(f"scenario {label} schedule.options.nope=1", "sim",
+                          ["check", str(out)]))
     for dotted, keys in scenario_numbers(path):
         for value in BAD_NUMBERS:
             doc = json.loads(json.dumps(data))
