@@ -34,6 +34,8 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import nn
 
+from heterps_exec.model.swap import parameter_slots, swapped
+
 CHECK_MAX_VALUES = 1 << 24
 """Largest model (parameter values) built on the CPU to check the extra loss's terms."""
 
@@ -62,17 +64,9 @@ class StageTerm:
     def __call__(self, tensors: Sequence[torch.Tensor] | None = None) -> float:
         if tensors is None:
             return add_gradient(self.fn, self.module, self.params)
-        by_id = {id(p): t for p, t in zip(self.params, tensors, strict=True)}
-        slots = [(self.module.get_submodule(full.rpartition(".")[0]), full.rpartition(".")[2], p)
-                 for full, p in self.module.named_parameters(remove_duplicate=False)
-                 if id(p) in by_id]
-        for owner, attr, p in slots:
-            owner._parameters[attr] = by_id[id(p)]
-        try:
+        slots = parameter_slots(self.module, {id(p): x for x, p in enumerate(self.params)})
+        with swapped(slots, dict(enumerate(tensors))):
             return add_gradient(self.fn, self.module, tensors)
-        finally:
-            for owner, attr, p in slots:
-                owner._parameters[attr] = p
 
 
 def trained(module: nn.Module, chain) -> list[nn.Parameter]:

@@ -26,6 +26,7 @@ from heterps_exec.data.readers import open_stream
 from heterps_exec.model.build import build_model
 from heterps_exec.model.dropout import EagerDropout, microbatch
 from heterps_exec.model.spec_graph import graph_for
+from heterps_exec.model.swap import parameter_slots, swapped
 from heterps_exec.runtime.layout import RunSpec, microbatch_bounds
 from heterps_exec.runtime.worker import make_optimizer
 from heterps_sim.core.asynchrony import staleness, version_of
@@ -34,27 +35,14 @@ from heterps_sim.core.asynchrony import staleness, version_of
 @contextmanager
 def reading(model: torch.nn.Module, read: dict[str, torch.Tensor] | None):
     """The model computes with the tensors `read` (by parameter name) in place of its
-    parameters inside (nothing changes for None). Swapped where the computation reads them:
-    in a user model's own module (UserWhole.inner), whose top-level parameters UserWhole
-    registers again under the same names (torch.func.functional_call on the wrapper would
-    swap those on the wrapper only, and the user's forward would read the live ones)."""
+    parameters inside (nothing changes for None), swapped in a user model's own module
+    (UserWhole.inner), where its forward reads them (model/swap.py)."""
     if read is None:
         yield
         return
-    inner = getattr(model, "inner", model)
     names = {id(p): n for n, p in model.named_parameters() if n in read}
-    # every place a parameter sits, a tied one's second name included
-    slots = [(inner.get_submodule(full.rpartition(".")[0]), full.rpartition(".")[2],
-              names[id(p)])
-             for full, p in inner.named_parameters(remove_duplicate=False) if id(p) in names]
-    kept = [(owner, attr, owner._parameters[attr]) for owner, attr, _ in slots]
-    for owner, attr, name in slots:
-        owner._parameters[attr] = read[name]
-    try:
+    with swapped(parameter_slots(getattr(model, "inner", model), names), read):
         yield
-    finally:
-        for owner, attr, p in kept:
-            owner._parameters[attr] = p
 
 
 def train_reference(spec: RunSpec, steps: int | None = None, *,

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from heterps_exec.model.swap import parameter_slots, swapped
 from heterps_sim.core.asynchrony import version_of
 
 
@@ -51,14 +52,9 @@ class Versions:
         each step's terms travel in its gradient all-reduce and are set in step order."""
         self.group, self.comm_device = group, comm_device
         self.named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
-        names = {id(p): n for n, p in self.named}
-        self._slots = [(module.get_submodule(full.rpartition(".")[0]), full.rpartition(".")[2],
-                        names[id(p)], p)
-                       for full, p in module.named_parameters(remove_duplicate=False)
-                       if id(p) in names]
+        self._slots = parameter_slots(module, {id(p): n for n, p in self.named})
         """Every (owner, attribute) a parameter sits at, tied ones included: a forward swaps
-        a version's leaves in there (functional_call does the same with 130 us more per
-        call on exec-tiny's stages, half a small stage's forward)."""
+        a version's leaves in there (model/swap.py)."""
         self.applied = start
         """Updates applied to the live weights: they are W(applied)."""
         self.stash: dict[int, dict[str, torch.Tensor]] = dict(stash or {})
@@ -93,13 +89,8 @@ class Versions:
     def reading(self, params: dict[str, torch.Tensor]):
         """The module computes with `params` (a step's leaves) inside, with its own
         parameters again after (the optimizer and the checkpoints see only those)."""
-        for owner, attr, name, _ in self._slots:
-            owner._parameters[attr] = params[name]
-        try:
+        with swapped(self._slots, params):
             yield
-        finally:
-            for owner, attr, _, live in self._slots:
-                owner._parameters[attr] = live
 
     def _readers(self, v: int) -> range:
         """The steps that read W(v): W(0) serves steps 0..D, W(v) step v + D."""
