@@ -25,6 +25,7 @@ from heterps_exec.model.extra_loss import StageTerm, add_gradient, trained
 from heterps_exec.model.rows import initial_rows
 from heterps_sim.inputs.graph import F32, ID_BYTES, ModelGraph, Node
 from heterps_sim.inputs.torch_model import capture_section
+from heterps_sim.inputs.torch_model.adopt import adopt
 from heterps_sim.inputs.torch_model.bags import forward_args
 from heterps_sim.inputs.torch_model.capture import CaptureError
 from heterps_sim.inputs.torch_model.section import LABEL, LENGTHS, TorchModelSection
@@ -212,12 +213,7 @@ class UserWhole(nn.Module):
     def __init__(self, entry: dict, module: nn.Module) -> None:
         super().__init__()
         self.__dict__["inner"] = module
-        for name, child in module.named_children():
-            self.add_module(name, child)
-        for name, p in module.named_parameters(recurse=False):
-            self.register_parameter(name, p)
-        for name, b in module.named_buffers(recurse=False):
-            self.register_buffer(name, b, persistent=name not in module._non_persistent_buffers_set)
+        adopt(self, module)
         chain = _chain(entry)[0]
         self.cap = chain.captured
         self.read = trained(module, chain)

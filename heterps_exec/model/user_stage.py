@@ -24,6 +24,7 @@ from torch import nn
 
 from heterps_exec.model.dropout import seed_graph, tag_dropouts
 from heterps_exec.model.partition import Boundary, BoundaryTensor
+from heterps_sim.inputs.torch_model.adopt import adopt
 from heterps_sim.inputs.torch_model.chain import value_widths
 from heterps_sim.inputs.torch_model.layers import LayerChain
 from heterps_sim.inputs.torch_model.segment import _batch_symbol, build_segment
@@ -74,12 +75,7 @@ class UserStage(nn.Module):
         self.dropouts = seed_graph(segment.gm)  # masks by (seed, step, microbatch, layer): model/dropout.py
         self.__dict__["segment"] = segment  # not a child: its contents are registered below
         gm = segment.gm
-        for name, child in gm.named_children():
-            self.add_module(name, child)
-        for name, p in gm.named_parameters(recurse=False):
-            self.register_parameter(name, p)
-        for name, b in gm.named_buffers(recurse=False):
-            self.register_buffer(name, b, persistent=name not in gm._non_persistent_buffers_set)
+        adopt(self, gm)
         # one children dict for both: a top-level table (a root module's own nn.Embedding)
         # that ps.bridge.attach swaps for a PS-served one is swapped in the graph too; one
         # parameters dict too: async's weight versions (runtime/versions.py) swap a root

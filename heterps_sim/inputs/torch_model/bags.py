@@ -23,6 +23,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from heterps_sim.inputs.torch_model.adopt import adopt
+
 
 def forward_args(inputs: Sequence, raw: Sequence[torch.Tensor]) -> list[torch.Tensor]:
     """The forward's arguments from the raw tensors (capture.RawInput order: a bag's ids then
@@ -52,12 +54,7 @@ class BagInputs(nn.Module):
         super().__init__()
         self.__dict__["inner"] = module
         self.__dict__["inputs"] = tuple(inputs)
-        for name, child in module.named_children():
-            self.add_module(name, child)
-        for name, p in module.named_parameters(recurse=False):
-            self.register_parameter(name, p)
-        for name, b in module.named_buffers(recurse=False):
-            self.register_buffer(name, b, persistent=name not in module._non_persistent_buffers_set)
+        adopt(self, module)
 
     def forward(self, *raw):
         return self.inner(*forward_args(self.inputs, raw))
