@@ -332,13 +332,17 @@ def _check_loss(loss: Callable, loss_name: str, out_val: torch.Tensor, label: Ra
     except Exception as exc:  # noqa: BLE001 - the user's loss failed on the model's output
         raise CaptureError(f"{source}: model.loss: {loss_name} fails on the model output of "
                            f"shape {tuple(out.shape)}: {type(exc).__name__}: {_first_line(exc)}") from None
+    check_scalar_with_grad(value, f"{source}: model.loss: {loss_name}", "the model output")
+
+
+def check_scalar_with_grad(value, what: str, on: str) -> None:
+    """A user function's value must be a scalar tensor that `on` flows back into; else a
+    CaptureError beginning with `what` (the file, field and function)."""
     if not isinstance(value, torch.Tensor) or value.numel() != 1 or value.dim() != 0:
         shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
-        raise CaptureError(f"{source}: model.loss: {loss_name} must return a scalar tensor, "
-                           f"got {shape}")
+        raise CaptureError(f"{what} must return a scalar tensor, got {shape}")
     if not value.requires_grad:
-        raise CaptureError(f"{source}: model.loss: {loss_name} does not depend on the model "
-                           "output (no gradient flows back)")
+        raise CaptureError(f"{what} does not depend on {on} (no gradient flows back)")
 
 
 def _capture_failure(module: nn.Module, inputs: Sequence[RawInput], exc: Exception, name: str,

@@ -16,10 +16,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-import torch
 from torch import nn
 
-from heterps_sim.inputs.torch_model.capture import CaptureError, _exited, _first_line, import_object
+from heterps_sim.inputs.torch_model.capture import (
+    CaptureError,
+    _exited,
+    _first_line,
+    check_scalar_with_grad,
+    import_object,
+)
 
 
 def extra_loss(section, module: nn.Module, *, source: str,
@@ -39,11 +44,6 @@ def extra_loss(section, module: nn.Module, *, source: str,
     except Exception as exc:  # noqa: BLE001 - the user's function failed on the module
         raise CaptureError(f"{source}: model.extra_loss: {name}(module) raised "
                            f"{type(exc).__name__}: {_first_line(exc)}") from None
-    if not isinstance(value, torch.Tensor) or value.dim() != 0:
-        got = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
-        raise CaptureError(f"{source}: model.extra_loss: {name}(module) must return a scalar "
-                           f"tensor, got {got}")
-    if not value.requires_grad:
-        raise CaptureError(f"{source}: model.extra_loss: {name}(module) does not depend on the "
-                           "module's parameters (no gradient flows back)")
+    check_scalar_with_grad(value, f"{source}: model.extra_loss: {name}(module)",
+                           "the module's parameters")
     return fn
