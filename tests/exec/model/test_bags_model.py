@@ -27,6 +27,7 @@ from tests.exec.model.test_messy_models import (
     direct_log_loss,
     plan_for,
 )
+from tests.exec.model.test_user_model_runs import trains_exactly_on_parquet
 
 SCENARIO = Path(__file__).resolve().parents[2] / "fixtures" / "ctr_models" / "bags.yaml"
 BAG = RawTensor("history", "ids", 4, "int64", 50, lengths="history_lengths")
@@ -146,19 +147,4 @@ def test_bag_model_trains_exactly_on_parquet_list_columns(tmp_path):
                              **{f"d{k}": rng.normal(size=n) for k in range(3)},
                              "clicked": rng.integers(0, 2, n).astype(float)}),
                    tmp_path / "clicks.parquet")
-    doc = yaml.safe_load(SCENARIO.read_text())
-    doc["data"] = {"format": "parquet", "path": "clicks.parquet", "label": "clicked",
-                   "columns": {"dense": ["d0", "d1", "d2"]}, "holdout": {"rows": 200}}
-    scenario = tmp_path / "bags-parquet.yaml"
-    scenario.write_text(yaml.safe_dump(doc))
-    plan = plan_for(list(load_input(scenario).problem.layer_names), [2], [1, 2])
-    plan["num_microbatches"] = 4
-    (tmp_path / "plan.json").write_text(json.dumps(plan))
-    code, out, err = run_exec("run", str(tmp_path / "plan.json"), "--scenario", str(scenario),
-                              "--out", str(tmp_path / "run"), "--rank-timeout", "90", "--json",
-                              "--steps", "3", "--lr", "0.1", "--save-state",
-                              str(tmp_path / "state.pt"))
-    assert code == 0, err
-    result = json.loads(out)
-    assert result["extra"]["holdout"]["rows"] == 200
-    assert_matches_reference(tmp_path / "run", tmp_path / "state.pt", result)
+    trains_exactly_on_parquet(tmp_path, SCENARIO, {"dense": ["d0", "d1", "d2"]})
