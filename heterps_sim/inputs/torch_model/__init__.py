@@ -62,9 +62,19 @@ def section_model_spec(section, *, source: str, search_paths: Sequence[str | Pat
 
 
 def _captured_spec(section, source: str, search_paths: Sequence[str]):
-    from heterps_sim.inputs.torch_model.chain import measure
-    from heterps_sim.inputs.torch_model.trial import check_runs
-    spec = measure(capture_section(section, source=source, search_paths=search_paths))[0]
+    from heterps_sim.inputs.torch_model.chain import NeedsRealTensors, measure
+    from heterps_sim.inputs.torch_model.trial import check_runs, fits_the_cpu
+    try:
+        spec = measure(capture_section(section, source=source, search_paths=search_paths))[0]
+    except NeedsRealTensors as exc:  # an op with no meta kernel: measured on the CPU
+        if not fits_the_cpu(section, source=source, search_paths=search_paths):
+            raise NeedsRealTensors(f"{exc}; the model is too big to measure on the CPU "
+                                   "instead; give that op a meta kernel "
+                                   "(torch.library.register_fake)") from None
+        from heterps_sim.inputs.torch_model.notices import say_once
+        say_once(f"{exc}; measured on the CPU instead (its tables take memory)")
+        spec = measure(capture_section(section, source=source, search_paths=search_paths,
+                                       device="cpu"))[0]
     check_runs(section, source=source, search_paths=search_paths)  # values, not only shapes
     return spec
 

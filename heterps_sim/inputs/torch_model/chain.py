@@ -15,6 +15,8 @@ backward, under torch.utils.flop_counter.FlopCounterMode. Per sample:
 
 from __future__ import annotations
 
+import re
+
 import sympy
 import torch
 from torch.utils.flop_counter import FlopCounterMode
@@ -96,11 +98,7 @@ def measure(chain: LayerChain, *, device: str | torch.device | None = None,
         try:
             (outs, loss), fwd, bwd = _run_layer(seg, inputs, batch)
         except Exception as exc:  # noqa: BLE001 - the user's code failed in one layer
-            raise CaptureError(
-                f"{cap.source}: model.module: layer {chain.names[i]!r} of {cap.name} fails when "
-                f"run alone on an example batch: {type(exc).__name__}: {_first_line(exc)}; "
-                "name a module holding it and its neighbours as one layer (model.layers)"
-            ) from None
+            raise _layer_failure(exc, chain.names[i], cap, device) from None
         for k, v in outs.items():
             grad[k] = bool(v.requires_grad and v.is_floating_point())
         values.update({k: v.detach() for k, v in outs.items()})
@@ -110,16 +108,61 @@ def measure(chain: LayerChain, *, device: str | torch.device | None = None,
     return _spec(chain, sizes, widths, grad, holder, tables), grad
 
 
+class NeedsRealTensors(CaptureError):
+    """An operation of the model cannot run on the meta device: measure it on real tensors."""
+
+
+class _BackwardFailed(Exception):
+    """A layer's forward ran and its backward raised (the cause is chained)."""
+
+
+def _layer_failure(exc: Exception, name: str, cap, device) -> CaptureError:
+    """One line naming the layer, the pass that failed and the way out."""
+    where = f"{cap.source}: model.module: layer {name!r} of {cap.name}"
+    backward = isinstance(exc, _BackwardFailed)
+    cause = exc.__cause__ if backward and exc.__cause__ is not None else exc
+    if _no_meta_kernel(cause, device):
+        part = "'s backward" if backward else ""
+        return NeedsRealTensors(f"{where}{part} calls {_op_named(cause)}, which cannot run "
+                                "on the meta device")
+    what = f"{type(cause).__name__}: {_first_line(cause)}"
+    if backward:
+        return CaptureError(
+            f"{where} cannot be trained: its backward fails on an example batch ({what}); "
+            "give every operation on its path to the loss a gradient "
+            "(torch.library.register_autograd for a custom op), or detach what needs none")
+    return CaptureError(
+        f"{where} fails when run alone on an example batch: {what}; name a module holding "
+        "it and its neighbours as one layer (model.layers)")
+
+
 def _run_layer(seg, inputs, batch):
-    """((outputs, loss), forward FLOPs, backward FLOPs) of one layer's segment."""
+    """((outputs, loss), forward FLOPs, backward FLOPs) of one layer's segment (a backward
+    that raises: _BackwardFailed)."""
     (outs, loss), fwd = _flops(lambda: seg.run(batch, inputs))
     ends = [v for v in outs.values() if v.requires_grad] + ([loss] if loss is not None else [])
     bwd = 0.0
     if ends and any(e.requires_grad for e in ends):
         leaves = _leaves(seg, inputs)
-        _, bwd = _flops(lambda: torch.autograd.backward(
-            ends, [torch.ones_like(t) for t in ends], inputs=leaves))
+        try:
+            _, bwd = _flops(lambda: torch.autograd.backward(
+                ends, [torch.ones_like(t) for t in ends], inputs=leaves))
+        except Exception as exc:  # noqa: BLE001 - told apart from a forward failure
+            raise _BackwardFailed() from exc
     return (outs, loss), fwd, bwd
+
+
+def _op_named(exc: Exception) -> str:
+    """The operator a failure names (aten::bincount), or "an operation"."""
+    found = re.search(r"\b(\w+::\w+|torch\.\w+\(\))", str(exc))
+    return found.group(1) if found else "an operation"
+
+
+def _no_meta_kernel(exc: Exception, device) -> bool:
+    """Whether a failure on the meta device says an operation cannot run there (no Meta
+    kernel, or an output whose size depends on the data)."""
+    return (torch.device(device).type == "meta" and isinstance(exc, NotImplementedError)
+            and "meta" in str(exc).lower())
 
 
 def _leaves(seg, inputs) -> list[torch.Tensor]:

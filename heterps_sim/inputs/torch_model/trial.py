@@ -29,8 +29,7 @@ def check_runs(section, *, source: str, search_paths: Sequence[str] = ()) -> Non
     from heterps_sim.inputs.torch_model import capture as cap
     from heterps_sim.inputs.torch_model.bags import forward_args
     shapes = cap.build_module(section, source=source, device="meta", search_paths=search_paths)
-    values = sum(t.numel() for t in (*shapes.parameters(), *shapes.buffers()))
-    if values > TRIAL_MAX_VALUES:
+    if _values(shapes) > TRIAL_MAX_VALUES:
         return
     module = (shapes if cap.module_device(shapes) == "cpu" else
               cap.build_module(section, source=source, device="cpu", search_paths=search_paths))
@@ -58,3 +57,14 @@ def check_runs(section, *, source: str, search_paths: Sequence[str] = ()) -> Non
             raise cap.CaptureError(
                 f"{source}: model.kwargs: {name} built with model.kwargs returns non-finite "
                 f"values (NaN or infinity) on an example batch of model.inputs ({fed})")
+
+
+def fits_the_cpu(section, *, source: str, search_paths: Sequence[str] = ()) -> bool:
+    """Whether the section's module is small enough to build on the CPU (TRIAL_MAX_VALUES)."""
+    from heterps_sim.inputs.torch_model import capture as cap
+    shapes = cap.build_module(section, source=source, device="meta", search_paths=search_paths)
+    return _values(shapes) <= TRIAL_MAX_VALUES
+
+
+def _values(module) -> int:
+    return sum(t.numel() for t in (*module.parameters(), *module.buffers()))

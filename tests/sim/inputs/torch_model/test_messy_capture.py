@@ -91,3 +91,36 @@ def test_a_layer_failing_when_measured_alone_is_one_line(monkeypatch):
     message = str(err.value)
     assert message.startswith("s.yaml: model.module: layer 'embedding' of UnusedLinear fails")
     assert "RuntimeError: a view of a leaf Variable" in message and "\n" not in message
+
+
+def test_a_layer_whose_backward_fails_is_one_line_exit_2(tmp_path, capsys):
+    """A custom op with no gradient formula (tests/fixtures/ctr_models/broken.py): the capture
+    and the whole-model trial (a forward) pass, the per-layer measurement's backward does not;
+    `check` names the model, the layer and the way out in one line."""
+    path = scenario(tmp_path, "unused", module="NoGradientOp", kwargs={},
+                    inputs=[{"name": "x", "shape": [4]}])
+    path.write_text(path.read_text().replace("ctr_models.messy:NoGradientOp",
+                                             "ctr_models.broken:NoGradientOp"))
+    from heterps_sim.inputs.torch_model.trial import check_runs
+    check_runs(TorchModelSection.model_validate({  # the whole model's forward runs
+        "module": "tests.fixtures.ctr_models.broken:NoGradientOp",
+        "inputs": [{"name": "x", "shape": [4]}]}), source="s.yaml")
+    assert main(["check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert "model.module: layer 'out' of NoGradientOp cannot be trained: its backward fails" \
+        in err and "heterps_fixtures.soft_clip" in err and "register_autograd" in err
+
+
+def test_an_op_with_no_meta_kernel_is_measured_on_the_cpu(tmp_path, capsys):
+    """torch.bincount cannot run on the meta device: the measurement says so and measures on
+    the CPU, with the same FLOPs as the same chain measured there directly."""
+    from heterps_sim.inputs.torch_model.chain import measure
+    spec = section_model_spec(section("BatchFrequency"), source="s.yaml")
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "calls aten::bincount, which cannot run on the meta " \
+        "device; measured on the CPU instead" in err, err
+    direct = measure(capture_section(section("BatchFrequency"), source="s.yaml",
+                                     device="cpu"))[0]
+    assert spec.layers == direct.layers and spec.layers[-1].name == "loss"
+    assert spec.layers[0].table_rows == sum(FIELDS)
