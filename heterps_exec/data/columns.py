@@ -12,6 +12,9 @@
   list<string>, read as a padded [n, max_len] array and each row's length: sources.py),
   each value hashed as above; a row longer than max_len keeps its first max_len ids, the
   padding is 0, and the lengths tensor gets the row's length (empty lists: 0);
+- a weighted bag's weights: ONE list<float> column (declared in `columns`, or named like the
+  tensor, <bag>_weights), padded with 0 like the ids; a row whose weights are not finite or
+  whose list is not as long as its ids' is malformed;
 - features tensor with id columns (a user model's one float input: `id_columns`): its first
   columns are categorical, hashed as above to rows below each column's cardinality and stored
   as floats; the rest numeric, as any features tensor.
@@ -76,9 +79,11 @@ def resolve(raw: Sequence[RawTensor], given: Mapping[str, str | Sequence[str]],
             continue
         if t.lengths:  # a bag: one list column, by default the one named like the tensor
             if t.name not in available:
-                raise MappingError(f"columns.{t.name}: the model's bag {t.name!r} reads one "
-                                   "list column (Parquet list<int> or list<string>); map it "
-                                   "explicitly")
+                what = ("bag weights {!r} read one list column (Parquet list<float>)"
+                        if t.role == "weights" else "bag {!r} reads one list column (Parquet "
+                        "list<int> or list<string>)")
+                raise MappingError(f"columns.{t.name}: the model's {what.format(t.name)}; map "
+                                   "it explicitly")
             out[t.name] = [t.name]
             continue
         k = len(t.id_columns)
@@ -132,7 +137,14 @@ class ColumnMap:
             if t.role == "lengths":
                 continue  # with its bag
             cols = [columns[c] for c in self.mapping[t.name]]
-            if t.lengths:
+            if t.role == "weights":  # after its bag, whose lengths are in out
+                padded, lengths = cols[0]
+                count = out[t.lengths].reshape(-1)
+                keep = np.arange(padded.shape[1]) < count[:, None]
+                good &= (np.minimum(lengths, t.width) == count) & \
+                    (np.isfinite(padded) | ~keep).all(1)
+                out[t.name] = np.where(keep & np.isfinite(padded), padded, 0).astype(np.float32)
+            elif t.lengths:
                 padded, lengths = cols[0]  # (sources.py reads a list column so)
                 keep = np.arange(padded.shape[1]) < np.minimum(lengths, t.width)[:, None]
                 out[t.name] = np.where(keep, hash_row(padded, t.rows, self.hash_seed), 0)

@@ -159,15 +159,25 @@ def _parquet(section, scenario, raw, base) -> dict:
                          | {c for t in raw if t.role != "lengths"
                             for c in columns[t.name][:len(t.id_columns)]})
     bags = {columns[t.name][0]: t.width for t in raw if t.lengths}  # list columns
+    float_lists = sorted(columns[t.name][0] for t in raw if t.role == "weights")
     for col in bags:
         kind = meta.schema_arrow.field(col).type
         if not str(kind).startswith(("list", "large_list")):
             raise DataError(f"{scenario}: data.columns: column {col!r} of {path} is {kind}; a "
                             "bag (a multi-hot input) reads a list column")
+        if col in float_lists and not _numeric_list(kind):
+            raise DataError(f"{scenario}: data.columns: column {col!r} of {path} is {kind}; a "
+                            "bag's per-id weights read a list of numbers")
     return {"format": "parquet", "path": path, "holdout_path": held_path, "train_rows": total - held,
             "holdout_rows": held, "categorical": categorical, "bags": bags,
+            "float_lists": float_lists,
             "batch_rows": section.batch_rows,
             **_streamed(section, columns)}
+
+
+def _numeric_list(kind) -> bool:
+    import pyarrow as pa
+    return pa.types.is_integer(kind.value_type) or pa.types.is_floating(kind.value_type)
 
 
 def _factory(section, scenario, base) -> dict:

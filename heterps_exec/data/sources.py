@@ -53,6 +53,8 @@ class ParquetSource:
         self.categorical = set(spec["categorical"])
         self.bags = dict(spec.get("bags", {}))
         """List columns read as (padded [n, max_len] uint64 values, lengths): a bag's."""
+        self.float_lists = set(spec.get("float_lists", ()))
+        """Those of them read as float64 values instead: a weighted bag's weights."""
 
     def chunks(self, split: str) -> Iterator[Chunk]:
         s = self.spec
@@ -96,16 +98,21 @@ class ParquetSource:
         return array.cast(pa.float64()).to_numpy(zero_copy_only=False)  # null -> NaN
 
     def _list_column(self, name: str, array) -> tuple[np.ndarray, np.ndarray]:
-        """(values padded to max_len as uint64, each row's length: a null list is empty)."""
+        """(values padded to max_len as uint64, or float64 for weights; each row's length:
+        a null list is empty)."""
         import pyarrow as pa
         if not (pa.types.is_list(array.type) or pa.types.is_large_list(array.type)):
             raise FactoryShapeError(f"{self.name}: column {name!r} is {array.type}, not a list: "
                                     "a bag reads a list column")
         array = array.fill_null([])
         lengths = np.asarray(array.value_lengths().to_numpy(zero_copy_only=False), np.int64)
-        values = self._column_values(array.flatten())
+        flat = array.flatten()
+        if name in self.float_lists:
+            values = flat.cast(pa.float64()).fill_null(np.nan).to_numpy(zero_copy_only=False)
+        else:
+            values = self._column_values(flat)
         top = self.bags[name]
-        padded = np.zeros((len(lengths), top), np.uint64)
+        padded = np.zeros((len(lengths), top), values.dtype)
         starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
         for j in range(top):  # the j-th value of every row that has one
             has = lengths > j
@@ -194,6 +201,12 @@ class FactoryMap:
                 good &= ((v >= 0) & (v <= t.rows) & (v == np.floor(v))).all(1)
                 out[t.name] = np.where(np.isfinite(v) & (v >= 0) & (v <= t.rows), v, 0).astype(
                     np.int64)
+            elif t.role == "weights":  # finite up to the row's length, 0 past it
+                v = np.asarray(x, np.float64)
+                count = np.asarray(columns[t.lengths], np.float64).reshape(-1, 1)
+                real = np.arange(t.width) < count
+                good &= (np.isfinite(v) | ~real).all(1)
+                out[t.name] = np.where(real & np.isfinite(v), v, 0).astype(np.float32)
             elif t.role == "ids" and t.lengths:  # a bag: ids past a row's length are padding
                 v = np.asarray(x, np.float64)
                 count = np.asarray(columns[t.lengths], np.float64).reshape(-1, 1)

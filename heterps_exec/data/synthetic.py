@@ -15,7 +15,8 @@ Criteo-like, per the model's raw tensors (heterps_sim.inputs.graph.ModelGraph.ra
   numbers in float32, each column below its own cardinality;
 - a bag (a multi-hot input: `model.inputs[].bag`): ids padded to max_len (0 past a sample's
   length), its lengths tensor uniform in 1..max_len; the hidden weights of a sample's own
-  ids only enter its label;
+  ids only enter its label; a weighted bag's per-id weights (`per_sample_weights`) uniform
+  in the declared range (0 past the length), the label's hidden weights scaled by them;
 - label: Bernoulli(sigmoid(w . dense + sum of hidden per-id weights + b)), so a model that
   learns the ids and features really lowers the loss; int64 class for softmax heads.
 The zoo's cardinalities are used as given; scale them with models.scale_tables first.
@@ -51,7 +52,7 @@ that are learnable but far from separable, like click logs)."""
 class RawTensor:
     name: str
     role: str
-    """"ids", "label" or "features"."""
+    """"ids", "label", "features", a bag's "lengths", or a weighted bag's "weights"."""
     width: int
     dtype: str
     rows: int = 0
@@ -61,7 +62,10 @@ class RawTensor:
     id_columns: tuple[int, ...] = ()
     """Features: the first columns hold ids (as floats), column k below id_columns[k]."""
     lengths: str = ""
-    """Ids of a bag: the tensor holding each sample's number of ids (the rest is padding)."""
+    """Ids (or per-id weights) of a bag: the tensor holding each sample's number of ids (the
+    rest is padding)."""
+    weights: str = ""
+    """Ids of a weighted bag: the tensor holding their weights (padded likewise)."""
 
 
 def raw_tensors(graph: ModelGraph) -> list[RawTensor]:
@@ -72,8 +76,11 @@ def raw_tensors(graph: ModelGraph) -> list[RawTensor]:
     id_columns: dict[str, tuple[int, ...]] = {}
     bags: dict[str, str] = {}
     lengths: dict[str, int] = {}
+    weighted: dict[str, str] = {}
     for n in graph.nodes:
         if n.op == "input":
+            if n.attrs.get("weights_of"):  # weights -> its bag's lengths tensor
+                weighted[n.consumes[0]] = n.attrs["weights_of"]
             if n.attrs.get("range") is not None:
                 ranges[n.consumes[0]] = tuple(float(v) for v in n.attrs["range"])
             if n.attrs.get("id_columns"):
@@ -91,12 +98,16 @@ def raw_tensors(graph: ModelGraph) -> list[RawTensor]:
         elif n.op == "linear" and n.attrs.get("loss"):
             labels[n.consumes[-1]] = "bce"
     out = []
+    weights_of = {bag: w for w, ln in weighted.items() for bag, bl in bags.items() if bl == ln}
     for name, nbytes in graph.raw:
         if name in rows:
             out.append(RawTensor(name, "ids", int(nbytes // ID_BYTES), "int64", rows[name],
-                                 lengths=bags.get(name, "")))
+                                 lengths=bags.get(name, ""), weights=weights_of.get(name, "")))
         elif name in lengths:  # "rows": the bag's max_len (lengths lie in 1..max_len)
             out.append(RawTensor(name, "lengths", 1, "int64", lengths[name]))
+        elif name in weighted:
+            out.append(RawTensor(name, "weights", int(nbytes // F32), "float32",
+                                 range=ranges.get(name), lengths=weighted[name]))
         elif name in labels:
             dtype = "int64" if labels[name] == "softmax_ce" else "float32"
             out.append(RawTensor(name, "label", 1, dtype))
@@ -131,12 +142,13 @@ def generate_dataset(graph: ModelGraph, path: str | Path, *, num_samples: int, s
         _unmark(folder)
     rng = np.random.default_rng([seed, 0xDA7A])
     spec = raw_tensors(graph)
+    ranges = {t.name: t.range for t in spec}
     arrays, logit, weights = {}, np.zeros(num_samples), {}
     for t in spec:
         if t.role == "ids":
             ids = zipf_ids(rng, t.rows, (num_samples, t.width), zipf_a)
             weights[t.name] = rng.normal(0.0, HIDDEN_ID_WEIGHT, t.rows)
-            logit += ids_logit(rng, t, ids, weights, arrays)
+            logit += ids_logit(rng, t, ids, weights, arrays, ranges)
             arrays[t.name] = ids
         elif t.role == "features":
             x = features(rng, t, num_samples, zipf_a)
@@ -153,7 +165,7 @@ def generate_dataset(graph: ModelGraph, path: str | Path, *, num_samples: int, s
         for t in spec:  # same hidden weights and centre: the function the model learns
             if t.role == "ids":
                 held[t.name] = zipf_ids(rng, t.rows, (holdout_samples, t.width), zipf_a)
-                held_logit += ids_logit(rng, t, held[t.name], weights, held)
+                held_logit += ids_logit(rng, t, held[t.name], weights, held, ranges)
             elif t.role == "features":
                 held[t.name] = features(rng, t, holdout_samples, zipf_a)
                 held_logit += feature_logit(t, held[t.name], weights)
@@ -165,9 +177,10 @@ def generate_dataset(graph: ModelGraph, path: str | Path, *, num_samples: int, s
 
 
 def ids_logit(rng: np.random.Generator, t: RawTensor, ids: np.ndarray, weights: dict,
-              arrays: dict) -> np.ndarray:
+              arrays: dict, weight_range: dict | None = None) -> np.ndarray:
     """An ids tensor's part of the label's logit: its ids' hidden weights over sqrt(count).
-    A bag's lengths are drawn here (into arrays), its padding set to 0 and left out."""
+    A bag's lengths (and a weighted bag's weights, inside weight_range[name]: they scale the
+    hidden weights) are drawn here into arrays, its padding set to 0 and left out."""
     if not t.lengths:
         return weights[t.name][ids].sum(1) / np.sqrt(t.width)
     n, top = ids.shape
@@ -175,7 +188,13 @@ def ids_logit(rng: np.random.Generator, t: RawTensor, ids: np.ndarray, weights: 
     arrays[t.lengths] = count.reshape(-1, 1).astype(np.int64)
     real = np.arange(top) < count[:, None]
     ids[~real] = 0
-    return (weights[t.name][ids] * real).sum(1) / np.sqrt(count)
+    scale = real.astype(np.float64)
+    if t.weights:  # each id's weight, inside its declared range (padding: 0)
+        low, high = weight_range[t.weights]
+        w = rng.uniform(low, high, (n, top)).astype(np.float32) * real
+        arrays[t.weights] = w.astype(np.float32)
+        scale = scale * w
+    return (weights[t.name][ids] * scale).sum(1) / np.sqrt(count)
 
 
 def features(rng: np.random.Generator, t: RawTensor, n: int, zipf_a: float = 1.05) -> np.ndarray:

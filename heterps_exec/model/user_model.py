@@ -27,8 +27,8 @@ from heterps_sim.inputs.graph import F32, ID_BYTES, ModelGraph, Node
 from heterps_sim.inputs.torch_model import capture_section
 from heterps_sim.inputs.torch_model.adopt import adopt
 from heterps_sim.inputs.torch_model.bags import forward_args
-from heterps_sim.inputs.torch_model.capture import CaptureError
-from heterps_sim.inputs.torch_model.section import LABEL, LENGTHS, TorchModelSection
+from heterps_sim.inputs.torch_model.capture import BAG_WEIGHTS, CaptureError
+from heterps_sim.inputs.torch_model.section import LABEL, LENGTHS, WEIGHTS, TorchModelSection
 
 
 def run_entry(section, scenario: str, plan, *, table_scale: float = 1.0,
@@ -179,6 +179,13 @@ def data_graph(entry: dict) -> ModelGraph:
                               consumes=(lengths,), produces=(), forward_flops=0.0,
                               backward_flops=0.0, attrs={"lengths_of": spec.name,
                                                          "max_len": spec.shape[0]}))
+        if spec.per_sample_weights:  # one float per id, padded like the ids
+            weights = spec.name + WEIGHTS
+            raw.append((weights, spec.width * F32))
+            nodes.append(Node(name=f"{weights}_input", kind="input", op="input",
+                              consumes=(weights,), produces=(), forward_flops=0.0,
+                              backward_flops=0.0, attrs={"weights_of": lengths,
+                                                         "range": BAG_WEIGHTS}))
         if spec.range is not None or spec.id_columns:  # synthetic data: not N(0, 1) there
             attrs = {"range": tuple(spec.range) if spec.range is not None else None,
                      "id_columns": tuple(spec.id_columns or ())}

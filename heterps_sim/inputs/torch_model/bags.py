@@ -8,6 +8,11 @@
     forward(...)           ids = the batch's ids, one sample after another, 1-D
                            offsets = where each sample's ids start: nn.EmbeddingBag(ids, offsets)
 
+With `include_last_offset: true` the offsets have one more entry, the number of ids (as
+nn.EmbeddingBag(include_last_offset=True) reads them); with `per_sample_weights: true` the
+data also holds history_weights [8] (padded like the ids) and forward receives a third
+argument, the ids' weights (1-D, beside the ids: per_sample_weights of a mode="sum" bag).
+
 The engine moves every raw tensor as [batch, width] rows and cuts microbatches by rows, so a
 bag travels padded to its max_len with each sample's length beside it; `BagInputs` turns the
 pair into the jagged (ids, offsets) the module's forward takes, in front of the module. The
@@ -27,8 +32,9 @@ from heterps_sim.inputs.torch_model.adopt import adopt
 
 
 def forward_args(inputs: Sequence, raw: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-    """The forward's arguments from the raw tensors (capture.RawInput order: a bag's ids then
-    its lengths): every bag's padded ids and lengths become (ids, offsets)."""
+    """The forward's arguments from the raw tensors (capture.RawInput order: a bag's ids, its
+    lengths, then its weights if it has them): every bag's padded ids and lengths become
+    (ids, offsets), and its padded weights the weights of those ids."""
     args, k = [], 0
     while k < len(inputs):
         if not inputs[k].bag:
@@ -37,8 +43,15 @@ def forward_args(inputs: Sequence, raw: Sequence[torch.Tensor]) -> list[torch.Te
             continue
         padded, lengths = raw[k], raw[k + 1].reshape(-1).to(torch.int64)
         keep = torch.arange(padded.shape[1], device=padded.device) < lengths.reshape(-1, 1)
-        args += [padded[keep], torch.cumsum(lengths, 0) - lengths]
+        where = keep.reshape(-1).nonzero().reshape(-1)  # one index: ids and weights agree
+        ends = torch.cumsum(lengths, 0)
+        offsets = torch.cat([ends.new_zeros(1), ends]) if inputs[k].last_offset else \
+            ends - lengths
+        args += [padded.reshape(-1)[where], offsets]
         k += 2
+        if inputs[k - 2].weighted:
+            args.append(raw[k].reshape(-1)[where])
+            k += 1
     return args
 
 
@@ -58,3 +71,23 @@ class BagInputs(nn.Module):
 
     def forward(self, *raw):
         return self.inner(*forward_args(self.inputs, raw))
+
+
+def offsets_hint(module: nn.Module, inputs: Sequence) -> str:
+    """Why a capture that failed may have: the module's nn.EmbeddingBag reads offsets with a
+    last entry and a bag input does not declare them so, or the other way round ("" if
+    neither)."""
+    last = [n for n, m in module.named_modules()
+            if isinstance(m, nn.EmbeddingBag) and m.include_last_offset]
+    plain = [n for n, m in module.named_modules()
+             if isinstance(m, nn.EmbeddingBag) and not m.include_last_offset]
+    bags = [i for i in inputs if getattr(i, "bag", False)]
+    short = [i.name for i in bags if not i.last_offset]
+    if last and short:
+        return (f"; {last[0]} is nn.EmbeddingBag(include_last_offset=True): declare "
+                f"include_last_offset: true on input {short[0]!r}")
+    long = [i.name for i in bags if i.last_offset]
+    if plain and long and not last:
+        return (f"; input {long[0]!r} declares include_last_offset but {plain[0]} is "
+                "nn.EmbeddingBag(include_last_offset=False)")
+    return ""

@@ -25,15 +25,17 @@ from torch import fx, nn
 
 from heterps_sim.core.files import UserFileError
 from heterps_sim.inputs.torch_model import losses
-from heterps_sim.inputs.torch_model.bags import BagInputs, has_bags
+from heterps_sim.inputs.torch_model.bags import BagInputs, has_bags, offsets_hint
 from heterps_sim.inputs.torch_model.columns import feature_columns
 from heterps_sim.inputs.torch_model.notices import say_once
-from heterps_sim.inputs.torch_model.section import LABEL, LENGTHS, TorchModelSection
+from heterps_sim.inputs.torch_model.section import LABEL, LENGTHS, WEIGHTS, TorchModelSection
 
 EXAMPLE_BATCH = 4
 """Samples in the example batch the capture traces (any size >= 2 would do)."""
 MIN_BATCH = 2
 """The dynamic batch dimension's lower bound (torch.export specialises sizes 0 and 1)."""
+BAG_WEIGHTS = (0.5, 1.5)
+"""Where example batches and synthetic data draw a weighted bag's per-id weights."""
 
 
 class CaptureError(UserFileError):
@@ -57,6 +59,10 @@ class RawInput:
     """The lengths of this bag input: one number per sample in [1, its max_len]."""
     mean_length: float = 0.0
     """A bag's ids per sample, as the cost model counts them."""
+    last_offset: bool = False
+    """A bag whose offsets end with the number of ids (include_last_offset=True)."""
+    weighted: bool = False
+    """A bag with per-id weights: the RawInput after its lengths holds them, padded."""
 
     @property
     def width(self) -> int:
@@ -208,8 +214,11 @@ def raw_inputs(section: TorchModelSection) -> tuple[RawInput, ...]:
             continue
         top = i.shape[0]
         out.append(RawInput(i.name, (top,), getattr(torch, i.dtype), card, bag=True,
-                            mean_length=i.mean_length or (1 + top) / 2))
+                            mean_length=i.mean_length or (1 + top) / 2,
+                            last_offset=i.include_last_offset, weighted=i.per_sample_weights))
         out.append(RawInput(i.name + LENGTHS, (), torch.int64, top + 1, lengths_for=i.name))
+        if i.per_sample_weights:  # positive floats, padded like the ids
+            out.append(RawInput(i.name + WEIGHTS, (top,), torch.float32, range=BAG_WEIGHTS))
     return tuple(out)
 
 
@@ -356,7 +365,7 @@ def _capture_failure(module: nn.Module, inputs: Sequence[RawInput], exc: Excepti
     message = _first_line(exc)
     if _looks_like_shape_error(text):
         return CaptureError(f"{source}: model.inputs: {name} rejects inputs {shapes}"
-                            f"{where}: {message}")
+                            f"{where}: {message}{offsets_hint(module, inputs)}")
     return CaptureError(
         f"{source}: model.module: torch.export cannot capture {name}{where}: "
         f"{type(exc).__name__}: {message}; way out: make that code traceable (torch.cond / "

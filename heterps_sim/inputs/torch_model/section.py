@@ -39,6 +39,9 @@ FEATURES = "features"
 """The input a model declared by `columns` alone reads."""
 LENGTHS = "_lengths"
 """A bag input's raw tensor of per-sample lengths is named <input name> + this."""
+WEIGHTS = "_weights"
+"""A weighted bag's raw tensor of per-id weights (padded like its ids) is named <input name>
++ this."""
 LABEL = "label"
 """The name of the label among the raw tensors (no input may use it)."""
 _DOTTED = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
@@ -74,6 +77,15 @@ class ModelInput(_Strict):
     mean_length: float | None = Field(default=None, gt=0)
     """Bag inputs: the ids per sample the cost model counts (default: (1 + max_len) / 2, the
     mean of synthetic data's lengths)."""
+    include_last_offset: bool = False
+    """Bag inputs: the offsets forward receives have batch + 1 entries, the last the number
+    of ids, as nn.EmbeddingBag(include_last_offset=True) reads them (default: batch entries,
+    each sample's start)."""
+    per_sample_weights: bool = False
+    """Bag inputs: forward receives a THIRD argument after (ids, offsets): one float weight
+    per id (1-D, beside the ids), as nn.EmbeddingBag(mode="sum") reads per_sample_weights.
+    The data holds them padded like the ids (the raw tensor <name>_weights): synthetic data
+    draws them uniformly in [0.5, 1.5), Parquet reads a list<float> column."""
 
     @field_validator("shape")
     @classmethod
@@ -102,7 +114,8 @@ class ModelInput(_Strict):
                                 if self.dtype in FLOAT_DTYPES else ""))
         if self.id_columns is not None:
             self._check_id_columns()
-        if self.bag or self.mean_length is not None:
+        if self.bag or self.mean_length is not None or self.include_last_offset or \
+                self.per_sample_weights:
             self._check_bag()
         if self.range is not None and not self.range[0] < self.range[1]:
             raise ValueError(f"input {self.name!r}: range must be [low, high] with low < high")
@@ -124,7 +137,9 @@ class ModelInput(_Strict):
     def _check_bag(self) -> None:
         where = f"input {self.name!r}"
         if not self.bag:
-            raise ValueError(f"{where}: mean_length is for bag inputs (bag: true)")
+            used = [f for f in ("mean_length", "include_last_offset", "per_sample_weights")
+                    if getattr(self, f) not in (None, False)]
+            raise ValueError(f"{where}: {used[0]} is for bag inputs (bag: true)")
         if self.dtype not in ("int64", "int32") or len(self.shape) != 1 or \
                 isinstance(self.cardinality, list):
             raise ValueError(f"{where}: a bag is an integer input of shape [max_len] with one "
@@ -241,6 +256,7 @@ class TorchModelSection(_Strict):
             raise ValueError("column_factory: there are no columns to make")
         names = [i.name for i in self.inputs]
         names += [f"{i.name}{LENGTHS}" for i in self.inputs if i.bag]
+        names += [f"{i.name}{WEIGHTS}" for i in self.inputs if i.per_sample_weights]
         if LABEL in names:
             raise ValueError(f"inputs: {LABEL!r} is reserved for the label")
         dupes = sorted({n for n in names if names.count(n) > 1})
