@@ -45,7 +45,8 @@ class Table:
 
 def find_tables(chain: LayerChain) -> dict[str, Table]:
     """Parameter target -> Table, for every weight read only by plain lookups (no padding
-    index, no per-sample weights, no scaled gradients); other weights stay dense."""
+    index, no scaled gradients; a bag's per-sample weights and last offset are the pooling's,
+    kept by bag_lookup); other weights stay dense."""
     gm = chain.captured.graph_module
     params = dict(chain.captured.module.named_parameters())
     out = {}
@@ -66,10 +67,10 @@ def _plain_lookup(user: fx.Node, weight: fx.Node) -> bool:
     if user.target in EMBEDDING_OPS:
         padding, scale = (args[2] if args[2] is not None else -1), bool(args[3])
         return padding == -1 and not scale and not user.kwargs
-    if user.target in BAG_OPS:
-        scale, psw = bool(args[3]), args[6]
+    if user.target in BAG_OPS:  # per-sample weights pool the fetched rows (bag_lookup)
+        scale = bool(args[3])
         padding = args[8] if user.target is _aten.embedding_bag.padding_idx else None
-        return not scale and psw is None and padding in (None, -1) and not user.kwargs
+        return not scale and padding in (None, -1) and not user.kwargs
     return False
 
 
@@ -81,7 +82,7 @@ def lookup(table: nn.Module, ids: torch.Tensor) -> torch.Tensor:
 
 def bag_lookup(op, table: nn.Module, indices: torch.Tensor, *rest):
     """An embedding_bag op through a table module: fetch one row per id, then pool those
-    rows with the original op (same offsets, mode and flags)."""
+    rows with the original op (same offsets, mode, flags and per-sample weights)."""
     rows = table(indices.reshape(-1, 1))
     own = torch.arange(indices.numel(), device=indices.device, dtype=indices.dtype)
     return op(rows, own.reshape(indices.shape), *rest)

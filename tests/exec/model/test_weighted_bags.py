@@ -70,6 +70,18 @@ def test_forward_gets_offsets_with_their_end_and_each_ids_weight():
     assert args[0] is user and args[4] is dense and len(args) == 5
 
 
+def test_the_weighted_bag_is_a_table_the_planner_sees():
+    """The weights ride with the pooling, not the table: the bag stays an embedding table
+    (so it may live on the parameter server), looked up mean_length times per sample."""
+    from heterps_sim.inputs.torch_model import section_model_spec
+    doc = yaml.safe_load(SCENARIO.read_text())["model"]
+    spec = section_model_spec(TorchModelSection.model_validate(doc), source="s.yaml")
+    bag = spec.layers[0]
+    assert (bag.name, bag.kind, bag.table_rows, bag.table_dim, bag.lookups_per_sample) == (
+        "history", "embedding", 50, 4, 4)  # 3.5 ids per sample, rounded up
+    assert bag.param_bytes == 0  # the table is not dense
+
+
 @pytest.mark.parametrize("module, last, weights, cuts", [
     ("WeightedBag", True, True, [1, 3]), ("WeightedBag", False, True, [2]),
     ("HistoryBag", True, False, [1])], ids=["both", "weights-only", "last-offset-only"])
@@ -166,16 +178,19 @@ def test_a_factorys_weights_are_checked_up_to_their_length():
 
 @pytest.mark.slow
 @pytest.mark.timeout(400)
-def test_weighted_bag_trains_exactly(tmp_path):
-    """Synthetic data, two stages (the second replicated), 4 microbatches: the run ends with
-    single-process training's weights."""
-    plan = plan_for(list(load_input(SCENARIO).problem.layer_names), [2], [1, 2])
+@pytest.mark.parametrize("cuts,replicas,extra", [([2], [1, 2], []),
+                                                 ([1], [1, 1], ["--ps-shards", "1"])],
+                         ids=["1-2", "ps"])
+def test_weighted_bag_trains_exactly(tmp_path, cuts, replicas, extra):
+    """Synthetic data, two stages (the second replicated; or the bag's table on the parameter
+    server), 4 microbatches: the run ends with single-process training's weights."""
+    plan = plan_for(list(load_input(SCENARIO).problem.layer_names), cuts, replicas)
     plan["num_microbatches"] = 4
     (tmp_path / "plan.json").write_text(json.dumps(plan))
     code, out, err = run_exec("run", str(tmp_path / "plan.json"), "--scenario", str(SCENARIO),
                               "--out", str(tmp_path / "run"), "--rank-timeout", "90", "--json",
                               "--steps", "3", "--lr", "0.1", "--save-state",
-                              str(tmp_path / "state.pt"))
+                              str(tmp_path / "state.pt"), *extra)
     assert code == 0, err
     assert_matches_reference(tmp_path / "run", tmp_path / "state.pt", json.loads(out))
 
