@@ -19,6 +19,9 @@ eager forward makes the calls). The random operations covered:
     nn.FeatureAlphaDropout                   aten.feature_alpha_dropout  per (sample, channel)
     F.scaled_dot_product_attention(dropout_p > 0), nn.MultiheadAttention(dropout > 0)
                                              aten.scaled_dot_product_attention / aten.dropout
+    nn.Dropout(inplace=True), F.dropout(x, p, training, inplace=True), and the same of
+    the others                               aten.dropout_ & co.       the same mask, in place
+    torch.rand(_like), torch.randn(_like), torch.bernoulli           draws.py
 
 The masks follow ATen's own arithmetic (Dropout.cpp: bernoulli(1 - p), then / (1 - p), or
 alpha dropout's affine correction); attention with dropout runs the mathematical form
@@ -31,21 +34,29 @@ The oracle sees the calls the eager module makes: top-level calls through a Torc
 (`torch.dropout`, attention imported by name), and calls made inside torch's own functions
 (F.dropout2d -> _VF.feature_dropout, nn.MultiheadAttention -> F's scaled_dot_product_attention
 and dropout) by swapping `torch._VF`'s dropout functions and F.scaled_dot_product_attention
-while it is active. Knowingly left out: in-place dropout (`inplace=True`), torch.bernoulli /
-torch.rand in forward, and F.rrelu: they still draw from the rank's generator.
+while it is active. Knowingly left out: in-place fills (uniform_, normal_, bernoulli_),
+randint, randperm, multinomial and F.rrelu; `unseeded_call` names the first one a model makes,
+and the engine refuses it (user_model.run_entry).
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
-import struct
-from contextlib import contextmanager
+import re
+from pathlib import Path
 
 import torch
 from torch import fx
 from torch.nn import functional as nnf
 from torch.overrides import TorchFunctionMode
+
+from heterps_exec.model import draws
+from heterps_exec.model.seeding import (  # mask_seed, microbatch: imported from here too
+    active,
+    generator,
+    mask_seed,  # noqa: F401
+    microbatch,  # noqa: F401
+)
 
 _aten = torch.ops.aten
 SDPA = _aten.scaled_dot_product_attention.default
@@ -54,28 +65,9 @@ LAYER = "heterps_dropout"
 ALPHA = 1.7580993408473766
 """SELU's alpha * scale: alpha dropout sets a dropped unit to -ALPHA before the correction."""
 
-_current: list = [None]
-"""(seed, step, microbatch) of the forward running now, or None."""
-
-
-@contextmanager
-def microbatch(seed: int, step: int, mu: int):
-    """Random calls inside draw the masks of microbatch `mu` (0..m-1) of step `step`."""
-    before, _current[0] = _current[0], (seed, step, mu)
-    try:
-        yield
-    finally:
-        _current[0] = before
-
-
-def mask_seed(seed: int, step: int, mu: int, layer: int) -> int:
-    """The generator seed of one random call (a hash: nearby keys give unrelated masks)."""
-    digest = hashlib.blake2b(struct.pack("<4q", seed, step, mu, layer), digest_size=8).digest()
-    return int.from_bytes(digest, "little") >> 1
-
 
 def _noise(x: torch.Tensor, shape, p: float, layer: int) -> torch.Tensor:
-    gen = torch.Generator(device=x.device).manual_seed(mask_seed(*_current[0], layer))
+    gen = generator(x.device, layer)
     return torch.empty(shape, dtype=x.dtype, device=x.device).bernoulli_(1 - p, generator=gen)
 
 
@@ -84,20 +76,22 @@ def _feature_shape(x: torch.Tensor) -> tuple[int, ...]:
     return (x.shape[0], x.shape[1], *([1] * (x.dim() - 2)))
 
 
-def _seeded(feature: bool, alpha: bool, fallback):
+def _seeded(feature: bool, alpha: bool, fallback, inplace: bool = False):
     def call(x: torch.Tensor, p: float, train: bool, layer: int) -> torch.Tensor:
         if not train or p == 0 or x.numel() == 0:
             return x
-        if _current[0] is None:
+        if not active():
             return fallback(x, p, train)
         if p == 1:
-            return x * 0
+            return x.mul_(0) if inplace else x * 0
         noise = _noise(x, _feature_shape(x) if feature else x.shape, p, layer)
         if not alpha:
-            return x * noise.div_(1 - p)
+            noise.div_(1 - p)
+            return x.mul_(noise) if inplace else x * noise
         a = 1.0 / math.sqrt((ALPHA * ALPHA * p + 1) * (1 - p))
         b = noise.add(-1).mul_(ALPHA * a).add_(ALPHA * a * p)
-        return x * noise.mul_(a) + b
+        noise.mul_(a)
+        return x.mul_(noise).add_(b) if inplace else x * noise + b
     return call
 
 
@@ -106,13 +100,18 @@ seeded_dropout = _seeded(False, False, torch.dropout)
 seeded_feature_dropout = _seeded(True, False, torch.feature_dropout)
 seeded_alpha_dropout = _seeded(False, True, torch.alpha_dropout)
 seeded_feature_alpha_dropout = _seeded(True, True, torch.feature_alpha_dropout)
+seeded_dropout_ = _seeded(False, False, torch.dropout_, inplace=True)
+"""F.dropout(x, p, train, inplace=True): the same mask, multiplied into x in place."""
+seeded_feature_dropout_ = _seeded(True, False, torch.feature_dropout_, inplace=True)
+seeded_alpha_dropout_ = _seeded(False, True, torch.alpha_dropout_, inplace=True)
+seeded_feature_alpha_dropout_ = _seeded(True, True, torch.feature_alpha_dropout_, inplace=True)
 _ORIGINAL_SDPA = nnf.scaled_dot_product_attention
 
 
 def seeded_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, layer=0, *,
                      scale=None, enable_gqa=False):
     """scaled_dot_product_attention with its attention-weight dropout seeded by `layer`."""
-    if dropout_p == 0 or _current[0] is None:
+    if dropout_p == 0 or not active():
         return _ORIGINAL_SDPA(q, k, v, attn_mask, dropout_p, is_causal, scale=scale,
                               enable_gqa=enable_gqa)
     if enable_gqa:
@@ -132,7 +131,11 @@ def seeded_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, la
 GRAPH_OPS = {_aten.dropout.default: seeded_dropout,
              _aten.feature_dropout.default: seeded_feature_dropout,
              _aten.alpha_dropout.default: seeded_alpha_dropout,
-             _aten.feature_alpha_dropout.default: seeded_feature_alpha_dropout}
+             _aten.feature_alpha_dropout.default: seeded_feature_alpha_dropout,
+             _aten.dropout_.default: seeded_dropout_,
+             _aten.feature_dropout_.default: seeded_feature_dropout_,
+             _aten.alpha_dropout_.default: seeded_alpha_dropout_,
+             _aten.feature_alpha_dropout_.default: seeded_feature_alpha_dropout_}
 """Captured random ops (x, p, train) and their seeded versions (x, p, train, layer)."""
 DROPOUT_OPS = tuple(GRAPH_OPS)
 
@@ -140,7 +143,7 @@ DROPOUT_OPS = tuple(GRAPH_OPS)
 def _random(n: fx.Node) -> bool:
     if n.op != "call_function":
         return False
-    if n.target in GRAPH_OPS:
+    if n.target in GRAPH_OPS or n.target in draws.GRAPH:
         return True
     if n.target is SDPA:  # only with a dropout (MultiheadAttention passes 0 in eval)
         p = n.args[4] if len(n.args) > 4 else n.kwargs.get("dropout_p", 0.0)
@@ -169,6 +172,8 @@ def seed_graph(gm: fx.GraphModule) -> int:
             q, k, v, mask, p, causal = (list(n.args) + [None, 0.0, False])[:6]
             n.target, n.args = seeded_attention, (q, k, v, mask, p, causal, n.meta[LAYER])
             n.kwargs = {k2: n.kwargs[k2] for k2 in ("scale", "enable_gqa") if k2 in n.kwargs}
+        elif n.target in draws.GRAPH:
+            draws.graph_call(n, n.meta[LAYER])
         else:
             x, p, train = (list(n.args) + [None] * 3)[:3]
             n.target = GRAPH_OPS[n.target]
@@ -185,7 +190,10 @@ class EagerDropout(TorchFunctionMode):
 
     _VF_NAMES = {"dropout": seeded_dropout, "feature_dropout": seeded_feature_dropout,
                  "alpha_dropout": seeded_alpha_dropout,
-                 "feature_alpha_dropout": seeded_feature_alpha_dropout}
+                 "feature_alpha_dropout": seeded_feature_alpha_dropout,
+                 "dropout_": seeded_dropout_, "feature_dropout_": seeded_feature_dropout_,
+                 "alpha_dropout_": seeded_alpha_dropout_,
+                 "feature_alpha_dropout_": seeded_feature_alpha_dropout_}
     _BUILTINS = {getattr(torch, name): fn for name, fn in _VF_NAMES.items()}
 
     def __enter__(self):
@@ -230,4 +238,25 @@ class EagerDropout(TorchFunctionMode):
             return self._BUILTINS[func](x, p, train, self._next())
         if func is _ORIGINAL_SDPA:  # imported by name before the swap
             return self._attention(*args, **kwargs)
+        if func in draws.EAGER and kwargs.get("generator") is None:  # torch.rand_like & co.
+            return draws.EAGER[func](args, kwargs, self._next())
         return func(*args, **kwargs)  # F.dropout & co. reach the swapped _VF functions
+
+
+def unseeded_call(gm: fx.GraphModule, scenario: str) -> str:
+    """"" when every random node of the captured graph is seeded here; else one line naming
+    the first other one, its module and its line (the engine cannot make it equal one
+    process)."""
+    n = draws.unseeded(gm, _random)
+    if n is None:
+        return ""
+    stack = n.meta.get("nn_module_stack") or {}
+    path = next(reversed(stack.values()))[0] if stack else ""
+    lines = re.findall(r'File "([^"]+)", line (\d+)', n.meta.get("stack_trace") or "")
+    user = [f"{Path(f).name}:{line}" for f, line in lines if "/torch/" not in f]
+    where = f"module {path or '(root)'}" + (f" ({user[-1]})" if user else "")
+    op = str(n.target).removeprefix("aten.").removesuffix(".default")
+    return (f"{scenario}: model.module: {where} calls {op}, a random draw the engine cannot "
+            "seed per microbatch, so a pipelined run would not equal one process; use "
+            "dropout, torch.rand_like, torch.randn_like or torch.bernoulli (seeded: "
+            "docs/guide/your-model.md)")

@@ -46,6 +46,10 @@ def run_entry(section, scenario: str, plan, *, table_scale: float = 1.0,
              "source": scenario}
     chain, grad = _chain(entry, "meta")
     label = chain.captured.label
+    from heterps_exec.model.dropout import unseeded_call
+    why = unseeded_call(chain.captured.graph_module, scenario)
+    if why:
+        raise CaptureError(why)
     if chain.captured.extra_loss is not None and ps_shards:
         raise CaptureError(f"{scenario}: model.extra_loss: not applied under --ps-shards yet "
                            "(see heterps_exec/model/extra_loss.py); keep the tables local")

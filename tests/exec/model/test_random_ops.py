@@ -18,6 +18,7 @@ from heterps_exec.model.dropout import (
     EagerDropout,
     microbatch,
     seeded_alpha_dropout,
+    seeded_dropout,
     seeded_feature_dropout,
 )
 from heterps_exec.model.user_model import run_entry, user_stage, whole_model
@@ -123,6 +124,95 @@ def test_random_ops_train_like_one_process(tmp_path, cuts, replicas, schedule, n
     plan.update(schedule=schedule, num_microbatches=4)
     (tmp_path / "plan.json").write_text(json.dumps(plan))
     code, out, err = run_exec("run", str(tmp_path / "plan.json"), "--scenario", str(path),
+                              "--out", str(tmp_path / "run"), "--rank-timeout", "90", "--json",
+                              "--steps", "3", "--lr", "0.1", "--save-state",
+                              str(tmp_path / "state.pt"))
+    assert code == 0, err
+    assert_matches_reference(tmp_path / "run", tmp_path / "state.pt", json.loads(out))
+
+
+DRAWS = SCENARIO.with_name("random_draws.yaml")
+
+
+@pytest.mark.parametrize("cuts", [[1], [2, 3]], ids=["after-embedding", "around-fc-drop"])
+def test_inplace_dropout_and_draws_in_forward_match_the_eager_module(tmp_path, cuts):
+    """F.dropout(inplace=True), nn.Dropout(inplace=True), torch.randn_like, torch.bernoulli and
+    torch.rand (tests/fixtures/ctr_models/random_ops.py:InPlaceAndDraws): stages cut anywhere
+    draw what the eager module draws under the same key, another key draws otherwise."""
+    assert load_input(DRAWS).problem.layer_names == ("embedding", "fc", "mid", "out", "loss")
+    whole, stages = stages_and_whole(DRAWS, cuts)
+    assert sum(s[0].dropouts for s in stages) == 5
+    env = batch_for(whole.cap, 16)
+    losses = set()
+    for key in [(3, 1, 0), (3, 1, 1), (3, 2, 0)]:
+        whole.zero_grad()
+        for s in stages:
+            s[0].zero_grad()
+        with microbatch(*key), EagerDropout() as eager:
+            _, want = whole(env)
+        want.backward()
+        assert eager.count == 5  # every random call of the eager forward was seeded
+        with microbatch(*key):
+            got, grads = piped(stages, env)
+        assert got == pytest.approx(float(want.detach()), rel=1e-6)
+        ref = dict(whole.named_parameters())
+        for k, g in grads.items():
+            assert torch.allclose(g, ref[k].grad, atol=1e-6), k
+        losses.add(round(got, 6))
+    assert len(losses) == 3
+
+
+def test_seeded_draws_keep_torchs_distributions():
+    from heterps_exec.model.draws import seeded_bernoulli, seeded_rand, seeded_randn_like
+    x = torch.zeros(20000)
+    with microbatch(0, 0, 0):
+        a, again = seeded_randn_like(x, 0), seeded_randn_like(x, 0)
+        other = seeded_randn_like(x, 1)
+        u = seeded_rand([20000], 2)
+        b = seeded_bernoulli(torch.full_like(x, 0.3), 3)
+        c = seeded_bernoulli(x, 4, 0.7)
+    assert torch.equal(a, again) and not torch.equal(a, other)
+    assert abs(float(a.mean())) < 0.03 and abs(float(a.std()) - 1) < 0.03
+    assert 0 <= float(u.min()) and float(u.max()) < 1 and abs(float(u.mean()) - 0.5) < 0.01
+    assert set(b.unique().tolist()) == {0.0, 1.0} and abs(float(b.mean()) - 0.3) < 0.02
+    assert abs(float(c.mean()) - 0.7) < 0.02
+    y = torch.ones(100, 8)
+    with microbatch(0, 0, 0), EagerDropout() as eager:
+        z = F.dropout(y, 0.5, True, inplace=True)
+    assert z is y and eager.count == 1  # in place, as torch does
+    with microbatch(0, 0, 0):  # the out-of-place op's mask
+        assert torch.equal(z, seeded_dropout(torch.ones(100, 8), 0.5, True, 0))
+    assert torch._VF.dropout_ is torch.dropout_  # swapped back
+
+
+def test_an_unseeded_draw_is_refused_in_one_line_naming_module_and_line(tmp_path, capsys):
+    """An in-place fill (torch.empty_like(h).normal_()) draws from the rank's own generator:
+    `heterps-exec run` refuses the model before starting any rank."""
+    doc = yaml.safe_load(DRAWS.read_text())
+    doc["model"]["kwargs"]["unseeded"] = True
+    path = tmp_path / "draws.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    plan = plan_for(list(load_input(path).problem.layer_names), [2])
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    from heterps_exec.cli import main
+    code = main(["run", str(tmp_path / "plan.json"), "--scenario", str(path),
+                 "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert "model.module: module (root) (random_ops.py:" in err and "calls normal_" in err, err
+    line = int(err.split("random_ops.py:")[1].split(")")[0])
+    source = (Path(__file__).resolve().parents[2] / "fixtures/ctr_models/random_ops.py")
+    assert ".normal_(" in source.read_text().splitlines()[line - 1]
+    assert not (tmp_path / "run").exists() or not any((tmp_path / "run").iterdir())
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_inplace_dropout_and_draws_train_like_one_process(tmp_path):
+    plan = plan_for(list(load_input(DRAWS).problem.layer_names), [1, 3], [1, 2, 1])
+    plan.update(schedule="1f1b", num_microbatches=4)
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    code, out, err = run_exec("run", str(tmp_path / "plan.json"), "--scenario", str(DRAWS),
                               "--out", str(tmp_path / "run"), "--rank-timeout", "90", "--json",
                               "--steps", "3", "--lr", "0.1", "--save-state",
                               str(tmp_path / "state.pt"))
