@@ -7,12 +7,15 @@
       module: my_models:DeepFM
       inputs: [{name: ids, shape: [3], dtype: int64, cardinality: 100}]
 
-section.py (the scenario fields, no torch) -> capture.py (import, build, torch.export with a
-dynamic batch) -> layers.py (nodes -> layers at module boundaries, tensor liveness) ->
-segment.py (a run of layers as one fx GraphModule; the engine's stages are built from it) ->
-chain.py (per-layer FLOPs, bytes and tables: the ModelSpec); groups.py says which leaves
+section.py (the scenario fields, no torch) -> build.py (import the factory, build the module)
+-> capture.py (torch.export with a dynamic batch, on raw.py's example inputs; bags.py turns a
+bag's raw tensors into forward's arguments) -> layers.py (nodes -> layers at module
+boundaries, tensor liveness) -> segment.py (a run of layers as one fx GraphModule; the
+engine's stages are built from it) -> chain.py (per-layer FLOPs, bytes and tables: the
+ModelSpec) -> trial.py (one real forward of the whole model); groups.py says which leaves
 fuse into one layer and what it is called, cache.py keeps the ModelSpec on disk, columns.py
-makes the feature columns a factory receives, hooks.py checks the extra loss. Only this
+makes the feature columns a factory receives, hooks.py checks the extra loss, errors.py holds
+the one error (CaptureError). Only this
 package's functions import torch, and only when called: a zoo scenario never does, nor a
 user model's scenario whose capture is cached.
 """

@@ -1,72 +1,48 @@
-"""Import a user's module factory, build it, make example inputs, and capture it with torch.export.
+"""Capture a user's built module with torch.export and check its output and loss.
 
-    module = build_module(section, source="s.yaml", search_paths=[scenario_dir])
-    captured = capture(module, example_args, input_names, loss="bce", source="s.yaml")
+    module = build_module(section, source="s.yaml", search_paths=[scenario_dir])   # build.py
+    captured = capture(module, raw_inputs(section), loss, "bce", name="DeepFM", source="s.yaml")
 
 The batch dimension is one dynamic `torch.export.Dim` shared by every input, so the captured
 graph serves any microbatch size. Every failure is a one-line `CaptureError` naming the file,
-the field (model.module, model.kwargs, model.inputs, model.loss) and the way out.
+the field (model.module, model.inputs, model.loss) and the way out. build.py imports and
+builds the module, raw.py describes its raw inputs and draws example batches, errors.py holds
+the error; their public names are importable from here too, as before the split.
 """
 
 from __future__ import annotations
 
-import importlib
 import inspect
-import os
 import re
-import sys
 from collections.abc import Callable, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 from torch import fx, nn
 
-from heterps_sim.core.files import UserFileError
 from heterps_sim.inputs.torch_model import losses
 from heterps_sim.inputs.torch_model.bags import BagInputs, has_bags, offsets_hint
-from heterps_sim.inputs.torch_model.columns import feature_columns
+from heterps_sim.inputs.torch_model.build import (  # noqa: F401 - importable from here too
+    build_module,
+    factory_kwargs,
+    import_object,
+    module_device,
+    resolve_loss,
+)
+from heterps_sim.inputs.torch_model.errors import CaptureError, exited, first_line
 from heterps_sim.inputs.torch_model.notices import say_once
-from heterps_sim.inputs.torch_model.section import LABEL, LENGTHS, WEIGHTS, TorchModelSection
+from heterps_sim.inputs.torch_model.raw import (  # noqa: F401 - importable from here too
+    BAG_WEIGHTS,
+    RawInput,
+    example_tensor,
+    raw_inputs,
+)
+from heterps_sim.inputs.torch_model.section import LABEL
 
 EXAMPLE_BATCH = 4
 """Samples in the example batch the capture traces (any size >= 2 would do)."""
 MIN_BATCH = 2
 """The dynamic batch dimension's lower bound (torch.export specialises sizes 0 and 1)."""
-BAG_WEIGHTS = (0.5, 1.5)
-"""Where example batches and synthetic data draw a weighted bag's per-id weights."""
-
-
-class CaptureError(UserFileError):
-    """A user model that cannot be imported, built, captured or trained: one line."""
-
-
-@dataclass(frozen=True, slots=True)
-class RawInput:
-    """A raw per-sample tensor the model reads: an input of forward, or the label."""
-
-    name: str
-    shape: tuple[int, ...]
-    dtype: torch.dtype
-    cardinality: int | tuple[int, ...] | None = None
-    range: tuple[float, float] | None = None
-    id_columns: tuple[int, ...] = ()
-    """A float input's first columns hold ids below these bounds (section.ModelInput)."""
-    bag: bool = False
-    """A multi-hot input's padded ids; the next RawInput holds its lengths (bags.py)."""
-    lengths_for: str = ""
-    """The lengths of this bag input: one number per sample in [1, its max_len]."""
-    mean_length: float = 0.0
-    """A bag's ids per sample, as the cost model counts them."""
-    last_offset: bool = False
-    """A bag whose offsets end with the number of ids (include_last_offset=True)."""
-    weighted: bool = False
-    """A bag with per-id weights: the RawInput after its lengths holds them, padded."""
-
-    @property
-    def width(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
 
 
 @dataclass
@@ -92,172 +68,6 @@ class CapturedModel:
     """fn(module) -> a scalar added to the batch's mean loss once per step (hooks.py)."""
 
 
-@contextmanager
-def _on_path(paths: Sequence[str]):
-    """The given folders, then the working directory, on sys.path for the import (a console
-    script's sys.path holds neither)."""
-    added = [p for p in dict.fromkeys([*map(str, paths), os.getcwd()]) if p not in sys.path]
-    sys.path[:0] = added
-    try:
-        yield
-    finally:
-        for p in added:
-            if p in sys.path:
-                sys.path.remove(p)
-
-
-def import_object(dotted: str, source: str, field: str, search_paths: Sequence[str] = ()):
-    """The object `package.module:attr.attr` names; a CaptureError naming `field` if not."""
-    mod_name, _, attr = dotted.partition(":")
-    with _on_path(search_paths):
-        try:
-            obj = importlib.import_module(mod_name)
-        except SystemExit as exc:  # sys.exit() at import: the command would end, silently
-            raise CaptureError(f"{source}: {field}: importing module {mod_name!r} "
-                               f"{_exited(exc)}") from None
-        except Exception as exc:  # noqa: BLE001 - any import failure is the user's file
-            raise CaptureError(f"{source}: {field}: cannot import module {mod_name!r} "
-                               f"({type(exc).__name__}: {_first_line(exc)})") from None
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise CaptureError(f"{source}: {field}: module {mod_name!r} has no {attr!r}")
-        obj = getattr(obj, part)
-    return obj
-
-
-def build_module(section: TorchModelSection, *, source: str, seed: int = 0,
-                 device: str | torch.device = "cpu", search_paths: Sequence[str] = ()
-                 ) -> nn.Module:
-    """Call the factory with its kwargs under `torch.manual_seed(seed)` on `device`
-    ("meta": shapes only, no memory for big tables)."""
-    factory = import_object(section.module, source, "model.module", search_paths)
-    if not callable(factory):
-        raise CaptureError(f"{source}: model.module: {section.module} is not callable")
-    if torch.device(device).type != "meta":
-        return _call_factory(factory, section, source, seed, device, search_paths)
-    try:
-        module = _call_factory(factory, section, source, seed, device, search_paths)
-        why = _off_meta(module)
-    except CaptureError as exc:
-        raised = str(exc).partition(" raised ")[2] or str(exc)
-        why = f"there its factory raised {re.split(r'[.!;] ', raised)[0]}"
-    if not why:
-        return module
-    module = _call_factory(factory, section, source, seed, "cpu", search_paths)
-    say_once(f"{source}: model.module: {section.module} ignores the meta device ({why}); "
-              "built it on the CPU to capture it (its tables take memory)")
-    return module
-
-
-def _off_meta(module: nn.Module) -> str:
-    """Why a module built under torch.device("meta") is not wholly on it ("" if it is):
-    torch.Tensor(n, m) ignores the device context, and so does a module that moves itself."""
-    for name, t in (*module.named_parameters(), *module.named_buffers()):
-        if t.device.type != "meta":
-            return f"{name} was made on {t.device.type}"
-    return ""
-
-
-def module_device(module: nn.Module) -> str:
-    """"meta" when every tensor of the module is on the meta device, else its first one's."""
-    tensors = [*module.parameters(), *module.buffers()]
-    if tensors and all(t.device.type == "meta" for t in tensors):
-        return "meta"
-    return str(tensors[0].device) if tensors else "cpu"
-
-
-def factory_kwargs(section: TorchModelSection, source: str,
-                   search_paths: Sequence[str] = ()) -> dict:
-    """The factory's keyword arguments: `kwargs`, and the feature columns (columns.py) as
-    `columns_arg`, each made by `column_factory` when the scenario names one."""
-    if not section.columns:
-        return dict(section.kwargs)
-    columns = feature_columns(section)
-    if section.column_factory:
-        make = import_object(section.column_factory, source, "model.column_factory",
-                             search_paths)
-        try:
-            columns = [make(c) for c in columns]
-        except Exception as exc:  # noqa: BLE001 - the user's column factory failed
-            raise CaptureError(f"{source}: model.column_factory: {section.column_factory} "
-                               f"raised {type(exc).__name__}: {_first_line(exc)}") from None
-    return {**section.kwargs, section.columns_arg: columns}
-
-
-def _call_factory(factory, section: TorchModelSection, source: str, seed: int, device,
-                  search_paths: Sequence[str]) -> nn.Module:
-    kwargs = factory_kwargs(section, source, search_paths)
-    with torch.random.fork_rng(devices=[]), torch.device(device), _on_path(search_paths):
-        torch.manual_seed(seed)
-        try:
-            module = factory(**kwargs)
-        except SystemExit as exc:
-            raise CaptureError(f"{source}: model.module: {section.module}(**kwargs) "
-                               f"{_exited(exc)}") from None
-        except Exception as exc:  # noqa: BLE001 - the user's factory failed
-            raise CaptureError(f"{source}: model.kwargs: {section.module}(**kwargs) raised "
-                               f"{type(exc).__name__}: {_first_line(exc)}") from None
-    if not isinstance(module, nn.Module):
-        raise CaptureError(f"{source}: model.module: {section.module} returned a "
-                           f"{type(module).__name__}, not a torch.nn.Module")
-    return module
-
-
-def raw_inputs(section: TorchModelSection) -> tuple[RawInput, ...]:
-    """The raw tensors of the section's inputs, in order (a bag: its ids, then its lengths)."""
-    out = []
-    for i in section.inputs:
-        card = tuple(i.cardinality) if isinstance(i.cardinality, list) else i.cardinality
-        if not i.bag:
-            out.append(RawInput(i.name, tuple(i.shape), getattr(torch, i.dtype), card, i.range,
-                                tuple(i.id_columns or ())))
-            continue
-        top = i.shape[0]
-        out.append(RawInput(i.name, (top,), getattr(torch, i.dtype), card, bag=True,
-                            mean_length=i.mean_length or (1 + top) / 2,
-                            last_offset=i.include_last_offset, weighted=i.per_sample_weights))
-        out.append(RawInput(i.name + LENGTHS, (), torch.int64, top + 1, lengths_for=i.name))
-        if i.per_sample_weights:  # positive floats, padded like the ids
-            out.append(RawInput(i.name + WEIGHTS, (top,), torch.float32, range=BAG_WEIGHTS))
-    return tuple(out)
-
-
-def example_tensor(spec: RawInput, batch: int, *, device="cpu", generator=None) -> torch.Tensor:
-    """A [batch, *shape] tensor of the input's dtype, inside its cardinality or range."""
-    shape = (batch, *spec.shape)
-    if device == "meta" or (isinstance(device, torch.device) and device.type == "meta"):
-        return torch.empty(shape, dtype=spec.dtype, device="meta")
-    if spec.dtype == torch.bool:
-        return torch.rand(shape, generator=generator) < 0.5
-    if spec.lengths_for:  # a bag's lengths: 1..max_len (cardinality is max_len + 1)
-        top = spec.cardinality - 1
-        return 1 + (torch.rand(shape, generator=generator, dtype=torch.float64) * top).long()
-    if not spec.dtype.is_floating_point:
-        card = spec.cardinality
-        bound = torch.tensor(card if isinstance(card, tuple) else [card], dtype=torch.float64)
-        ids = (torch.rand(shape, generator=generator, dtype=torch.float64) * bound).long()
-        return ids.to(spec.dtype)
-    if spec.range is not None:
-        lo, hi = spec.range
-        x = lo + (hi - lo) * torch.rand(shape, generator=generator)
-    else:
-        x = torch.randn(shape, generator=generator)
-    if spec.id_columns:  # the first columns: whole-number ids below each column's bound
-        bound = torch.tensor(spec.id_columns, dtype=torch.float64)
-        ids = (torch.rand((batch, len(bound)), generator=generator, dtype=torch.float64) * bound)
-        x[:, :len(bound)] = ids.floor().float()
-    return x.to(spec.dtype)
-
-
-def resolve_loss(name: str, source: str, search_paths: Sequence[str] = ()) -> Callable:
-    if name in losses.BUILTIN:
-        return losses.BUILTIN[name]
-    fn = import_object(name, source, "model.loss", search_paths)
-    if not callable(fn):
-        raise CaptureError(f"{source}: model.loss: {name} is not callable")
-    return losses.MeanTimesBatch(fn)
-
-
 def capture(module: nn.Module, inputs: Sequence[RawInput], loss: Callable, loss_name: str, *,
             name: str, source: str = "<model>", device: str = "cpu",
             output: str | None = None) -> CapturedModel:
@@ -278,7 +88,7 @@ def capture(module: nn.Module, inputs: Sequence[RawInput], loss: Callable, loss_
     try:
         exported = torch.export.export(traced, args, dynamic_shapes=dims)
     except SystemExit as exc:
-        raise CaptureError(f"{source}: model.module: {name}.forward {_exited(exc)}") from None
+        raise CaptureError(f"{source}: model.module: {name}.forward {exited(exc)}") from None
     except Exception as exc:  # noqa: BLE001 - classify the user model's failure
         raise _capture_failure(module, inputs, exc, name, source) from None
     gm = exported.module()
@@ -337,10 +147,10 @@ def _check_loss(loss: Callable, loss_name: str, out_val: torch.Tensor, label: Ra
     try:
         value = loss(out, target)
     except SystemExit as exc:
-        raise CaptureError(f"{source}: model.loss: {loss_name} {_exited(exc)}") from None
+        raise CaptureError(f"{source}: model.loss: {loss_name} {exited(exc)}") from None
     except Exception as exc:  # noqa: BLE001 - the user's loss failed on the model's output
         raise CaptureError(f"{source}: model.loss: {loss_name} fails on the model output of "
-                           f"shape {tuple(out.shape)}: {type(exc).__name__}: {_first_line(exc)}") from None
+                           f"shape {tuple(out.shape)}: {type(exc).__name__}: {first_line(exc)}") from None
     check_scalar_with_grad(value, f"{source}: model.loss: {loss_name}", "the model output")
 
 
@@ -362,7 +172,7 @@ def _capture_failure(module: nn.Module, inputs: Sequence[RawInput], exc: Excepti
     where = _user_frame(text, module)
     shapes = ", ".join(f"{i.name}[B, {', '.join(map(str, i.shape))}]" if i.shape else
                        f"{i.name}[B]" for i in inputs)
-    message = _first_line(exc)
+    message = first_line(exc)
     if _looks_like_shape_error(text):
         return CaptureError(f"{source}: model.inputs: {name} rejects inputs {shapes}"
                             f"{where}: {message}{offsets_hint(module, inputs)}")
@@ -401,17 +211,3 @@ def _user_frame(text: str, module: nn.Module) -> str:
                 return f" in module {mod_path or '(root)'} ({type(mod).__name__}.forward, line {line})"
         return f" (at {path}:{line})"
     return ""
-
-
-def _exited(exc: SystemExit) -> str:
-    """What a user's code that called sys.exit() (or raised SystemExit) is told: the command
-    goes on to say so, instead of ending with that code and nothing produced."""
-    return (f"called sys.exit({exc.code!r}); model code must return or raise, not end the "
-            "process")
-
-
-def _first_line(exc: BaseException) -> str:
-    for line in str(exc).splitlines():
-        if line.strip():
-            return line.strip()[:300]
-    return type(exc).__name__

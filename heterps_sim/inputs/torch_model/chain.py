@@ -22,13 +22,10 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from heterps_sim.core.spec import Layer, ModelSpec
-from heterps_sim.inputs.torch_model.capture import (
-    EXAMPLE_BATCH,
-    CaptureError,
-    _first_line,
-    example_tensor,
-)
+from heterps_sim.inputs.torch_model.capture import EXAMPLE_BATCH
+from heterps_sim.inputs.torch_model.errors import CaptureError, first_line
 from heterps_sim.inputs.torch_model.layers import LOSS_LAYER, LayerChain
+from heterps_sim.inputs.torch_model.raw import example_tensor
 from heterps_sim.inputs.torch_model.segment import (
     BAG_OPS,
     EMBEDDING_OPS,
@@ -125,7 +122,7 @@ def _layer_failure(exc: Exception, name: str, cap, device) -> CaptureError:
         part = "'s backward" if backward else ""
         return NeedsRealTensors(f"{where}{part} calls {_op_named(cause)}, which cannot run "
                                 "on the meta device")
-    what = f"{type(cause).__name__}: {_first_line(cause)}"
+    what = f"{type(cause).__name__}: {first_line(cause)}"
     if backward:
         return CaptureError(
             f"{where} cannot be trained: its backward fails on an example batch ({what}); "

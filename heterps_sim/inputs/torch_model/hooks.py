@@ -18,13 +18,9 @@ from collections.abc import Callable, Sequence
 
 from torch import nn
 
-from heterps_sim.inputs.torch_model.capture import (
-    CaptureError,
-    _exited,
-    _first_line,
-    check_scalar_with_grad,
-    import_object,
-)
+from heterps_sim.inputs.torch_model.build import import_object
+from heterps_sim.inputs.torch_model.capture import check_scalar_with_grad
+from heterps_sim.inputs.torch_model.errors import CaptureError, exited, first_line
 
 
 def extra_loss(section, module: nn.Module, *, source: str,
@@ -40,10 +36,10 @@ def extra_loss(section, module: nn.Module, *, source: str,
     try:
         value = fn(module)
     except SystemExit as exc:
-        raise CaptureError(f"{source}: model.extra_loss: {name} {_exited(exc)}") from None
+        raise CaptureError(f"{source}: model.extra_loss: {name} {exited(exc)}") from None
     except Exception as exc:  # noqa: BLE001 - the user's function failed on the module
         raise CaptureError(f"{source}: model.extra_loss: {name}(module) raised "
-                           f"{type(exc).__name__}: {_first_line(exc)}") from None
+                           f"{type(exc).__name__}: {first_line(exc)}") from None
     check_scalar_with_grad(value, f"{source}: model.extra_loss: {name}(module)",
                            "the module's parameters")
     return fn

@@ -28,6 +28,7 @@ def check_runs(section, *, source: str, search_paths: Sequence[str] = ()) -> Non
 
     from heterps_sim.inputs.torch_model import capture as cap
     from heterps_sim.inputs.torch_model.bags import forward_args
+    from heterps_sim.inputs.torch_model.errors import CaptureError, exited, first_line
     shapes = cap.build_module(section, source=source, device="meta", search_paths=search_paths)
     if _values(shapes) > TRIAL_MAX_VALUES:
         return
@@ -44,17 +45,17 @@ def check_runs(section, *, source: str, search_paths: Sequence[str] = ()) -> Non
         with torch.no_grad(), torch.random.fork_rng(devices=[]):
             out = module(*forward_args(inputs, batch))  # a bag's (ids, offsets): bags.py
     except SystemExit as exc:
-        raise cap.CaptureError(f"{source}: model.module: {name}.forward "
-                               f"{cap._exited(exc)}") from None
+        raise CaptureError(f"{source}: model.module: {name}.forward "
+                               f"{exited(exc)}") from None
     except Exception as exc:  # noqa: BLE001 - the user's model failed on a real batch
-        raise cap.CaptureError(
+        raise CaptureError(
             f"{source}: model.kwargs: {name} built with model.kwargs fails on an example "
             f"batch of model.inputs ({fed}): {type(exc).__name__}: "
-            f"{cap._first_line(exc)}") from None
+            f"{first_line(exc)}") from None
     outs = out if isinstance(out, list | tuple) else [out]
     for t in outs:
         if isinstance(t, torch.Tensor) and t.is_floating_point() and not torch.isfinite(t).all():
-            raise cap.CaptureError(
+            raise CaptureError(
                 f"{source}: model.kwargs: {name} built with model.kwargs returns non-finite "
                 f"values (NaN or infinity) on an example batch of model.inputs ({fed})")
 
