@@ -73,6 +73,20 @@ class BagInputs(nn.Module):
         return self.inner(*forward_args(self.inputs, raw))
 
 
+def weights_refusal(module: nn.Module, inputs: Sequence, text: str) -> str:
+    """Why a capture that failed on per-sample weights did: an nn.EmbeddingBag whose mode is
+    not "sum" ("" if that is not it)."""
+    if "per_sample_weights" not in text or not any(getattr(i, "weighted", False) for i in inputs):
+        return ""
+    for path, m in module.named_modules():
+        if isinstance(m, nn.EmbeddingBag) and m.mode != "sum":
+            return (f"{path} is nn.EmbeddingBag(mode={m.mode!r}) and is given "
+                    "per_sample_weights, which torch pools only with mode='sum'; use "
+                    "mode='sum' (a weighted mean: divide by the weights' sum), or drop "
+                    "per_sample_weights from the bag input")
+    return ""
+
+
 def offsets_hint(module: nn.Module, inputs: Sequence) -> str:
     """Why a capture that failed may have: the module's nn.EmbeddingBag reads offsets with a
     last entry and a bag input does not declare them so, or the other way round ("" if

@@ -21,7 +21,12 @@ import torch
 from torch import fx, nn
 
 from heterps_sim.inputs.torch_model import losses
-from heterps_sim.inputs.torch_model.bags import BagInputs, has_bags, offsets_hint
+from heterps_sim.inputs.torch_model.bags import (
+    BagInputs,
+    has_bags,
+    offsets_hint,
+    weights_refusal,
+)
 from heterps_sim.inputs.torch_model.build import (  # noqa: F401 - importable from here too
     build_module,
     factory_kwargs,
@@ -173,6 +178,9 @@ def _capture_failure(module: nn.Module, inputs: Sequence[RawInput], exc: Excepti
     shapes = ", ".join(f"{i.name}[B, {', '.join(map(str, i.shape))}]" if i.shape else
                        f"{i.name}[B]" for i in inputs)
     message = first_line(exc)
+    refused = weights_refusal(module, inputs, text)
+    if refused:
+        return CaptureError(f"{source}: model.module: {name}: {refused}")
     if _looks_like_shape_error(text):
         return CaptureError(f"{source}: model.inputs: {name} rejects inputs {shapes}"
                             f"{where}: {message}{offsets_hint(module, inputs)}")

@@ -115,6 +115,16 @@ def test_a_mismatched_last_offset_is_one_line(tmp_path, capsys):
         "declare include_last_offset: true on input 'history'" in err, err
 
 
+def test_weights_on_a_bag_that_is_not_a_sum_are_refused_in_one_line(tmp_path, capsys):
+    from heterps_sim.cli import main
+    path = variant(tmp_path, kwargs={"mode": "mean"})
+    assert main(["problem", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert "model.module: WeightedBag: history is nn.EmbeddingBag(mode='mean') and is given " \
+        "per_sample_weights, which torch pools only with mode='sum'" in err, err
+
+
 def test_synthetic_data_draws_positive_weights_beside_the_ids(tmp_path):
     loaded = load_input(SCENARIO)
     plan = plan_from_dict(plan_for(list(loaded.problem.layer_names), []))
