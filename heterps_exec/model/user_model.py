@@ -134,11 +134,11 @@ def _chain(entry: dict, device: str = "meta"):
 def _meta_chain(key: str):
     import json
 
-    from heterps_sim.inputs.torch_model.chain import measure
+    from heterps_sim.inputs.torch_model import measured_section
     entry = json.loads(key)
-    chain = capture_section(_section(entry), source=entry["source"],
-                            search_paths=entry["search_paths"], device="meta")
-    return chain, measure(chain)[1]
+    chain, _, grad = measured_section(_section(entry), source=entry["source"],
+                                      search_paths=entry["search_paths"])
+    return chain, grad
 
 
 def user_stage(spec, plan, stage: int, device: torch.device, wire: str):

@@ -65,10 +65,20 @@ def section_model_spec(section, *, source: str, search_paths: Sequence[str | Pat
 
 
 def _captured_spec(section, source: str, search_paths: Sequence[str]):
+    from heterps_sim.inputs.torch_model.trial import check_runs
+    spec = measured_section(section, source=source, search_paths=search_paths)[1]
+    check_runs(section, source=source, search_paths=search_paths)  # values, not only shapes
+    return spec
+
+
+def measured_section(section, *, source: str, search_paths: Sequence[str] = ()):
+    """(LayerChain, ModelSpec, key -> carries a gradient) of a section, captured and measured
+    on the meta device, or on the CPU when an operation cannot run on meta (said once)."""
     from heterps_sim.inputs.torch_model.chain import NeedsRealTensors, measure
-    from heterps_sim.inputs.torch_model.trial import check_runs, fits_the_cpu
+    from heterps_sim.inputs.torch_model.trial import fits_the_cpu
+    chain = capture_section(section, source=source, search_paths=search_paths)
     try:
-        spec = measure(capture_section(section, source=source, search_paths=search_paths))[0]
+        return (chain, *measure(chain))
     except NeedsRealTensors as exc:  # an op with no meta kernel: measured on the CPU
         if not fits_the_cpu(section, source=source, search_paths=search_paths):
             raise NeedsRealTensors(f"{exc}; the model is too big to measure on the CPU "
@@ -76,10 +86,8 @@ def _captured_spec(section, source: str, search_paths: Sequence[str]):
                                    "(torch.library.register_fake)") from None
         from heterps_sim.inputs.torch_model.notices import say_once
         say_once(f"{exc}; measured on the CPU instead (its tables take memory)")
-        spec = measure(capture_section(section, source=source, search_paths=search_paths,
-                                       device="cpu"))[0]
-    check_runs(section, source=source, search_paths=search_paths)  # values, not only shapes
-    return spec
+    chain = capture_section(section, source=source, search_paths=search_paths, device="cpu")
+    return (chain, *measure(chain))
 
 
 def scenario_model_spec(section, source: str, path: Path | None):

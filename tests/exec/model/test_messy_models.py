@@ -137,6 +137,13 @@ def test_modules_ignoring_the_meta_device_train_like_the_eager_module(tmp_path, 
     assert_same_training(whole, stages)
 
 
+def test_an_op_with_no_meta_kernel_trains_like_the_eager_module(tmp_path):
+    """torch.bincount (messy.py:BatchFrequency) cannot run on the meta device: the run's
+    check measures the model on the CPU instead, and the stages train like the module."""
+    whole, stages = chained(scenario(tmp_path, "unused", module="BatchFrequency"), [1, 2])
+    assert_same_training(whole, stages)
+
+
 def test_a_model_returning_probabilities_trains_on_them_as_they_are(tmp_path, capsys,
                                                                    monkeypatch):
     """Detected (forward ends in a sigmoid), said once, and the built-in bce reads the output
