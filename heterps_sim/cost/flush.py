@@ -36,17 +36,17 @@ Two shared resources can pace a phase instead of the busiest unit (`contention`,
                 egress carries activations out and gradients back at once (the ingress the
                 others) beside the unit's serial compute: the pace is the largest of the
                 compute, the egress and the ingress (written as the backwards' pace)
-    PS shards   with the ps effect, the shards serve requests one at a time. A unit with one
-                forward per step prefetches its pull during the step before; once some
-                embedding stage has several forwards per unit, pulls pace the forwards. With
-                ONE embedding stage: its pulls but each unit's first (prefetched),
-                (m - min(k, m)) p (p = one microbatch's pull), less the last one's service
-                when the odt holds the PS's unloaded time (the default model's: a forward
-                waits for its pull's turn, core/ps_odt.py); its pushes follow its backwards.
-                With several, deeper stages' backwards and pushes interleave with shallower
-                stages' pulls: the step's pulls less one microbatch's,
-                B x sum sparse_bytes / num_shards x seconds_per_byte x (1 - 1/m), stand for
-                both. Pushes are not waited for otherwise (the PS cap counts them)
+    PS shards   with the ps effect, the shards serve requests one at a time, in order, and
+                no pull crosses a step end: a step reads the rows after the step before's
+                pushes are in (as the engine: its prefetch stays within a step and a step
+                ends once its pushes are acknowledged). A stage with rows pulls each unit's
+                first microbatch at the step's start, so its units start (min(k, m) - 1)
+                pulls apart (one more, and a pull between a unit's forwards, when the odt
+                leaves the service out: the paper model's); the step's pulls, less one
+                microbatch's when the odt holds the PS's unloaded time (the default model's:
+                a forward waits for its pull's turn, core/ps_odt.py), pace the forwards; and
+                its pushes drain back to back from its first backward's end (its start when
+                the odt holds the service: a push runs beside its backward) before it ends
 
 A mixed stage (units of several types) enters per step as the engine routes whole
 microbatches to its units (cost/flush_mixed.py: share "equal", microbatch mu on unit mu mod k,
@@ -198,31 +198,38 @@ def flushed_throughput(problem: Problem, plan: Plan, m: int | None = None, *,
                 nic_f[g] = 0.0
                 nic_b[g] = max(0.0, both - (1.0 - beta) * (busy[g] - w[g]))
     if ps and problem.sparse_bytes is not None:
-        # the shards serve the requests one at a time, in order. A unit with one forward per
-        # step prefetches its pull during the step before; once some embedding stage has
-        # several forwards per unit, its later pulls queue within the forwards and pace them.
-        # One embedding stage: its own pulls, less each unit's first (prefetched), up to the
-        # start of the last one's service when the odt holds the PS's unloaded time (the
-        # default model's: a forward waits for its pull's turn) or its end otherwise (its
-        # pushes follow its backwards). Several: deeper stages' pushes interleave with
-        # shallower stages' pulls, and the step's pulls less one microbatch's stand for both
+        # the shards serve the requests one at a time, in order, and no pull crosses a step
+        # end (a step reads the rows after the step before's pushes are in). Pulls: every
+        # unit of a stage holding rows pulls its first microbatch's rows at the step's start,
+        # so they queue there (the stage's own forwards start (min(k, m) - 1) pulls apart;
+        # when the odt leaves the service out, one more, and a unit's later forwards each
+        # wait for the pull it queued after its forward before), and the step's pulls, less one
+        # microbatch's when the odt holds the service (a forward waits for its pull's turn),
+        # pace the forwards. Pushes: a stage ends once its pushes are served, back to back
+        # from its first backward's end (its start when the work holds the service), which
+        # its own backwards' pace puts before its last (and, at the last stage, its units'
+        # stagger: no stage after it evens them out)
         spec = ps_traffic.problem_ps(problem)
-        pulls_s, in_step, last, with_rows, in_phase = 0.0, 0.0, math.inf, 0, False
+        holds = ps_odt.odt_holds_ps_side(problem)
+        pulls_s = 0.0
         for g, t in enumerate(terms):
             part = t.parts[0] if isinstance(t, MixedTerms) else t
             nbytes = problem.batch_size * float(sum(problem.sparse_bytes[part.first:
                                                                          part.last + 1]))
-            pulls_s += nbytes / spec.num_shards * spec.seconds_per_byte
-            with_rows += nbytes > 0
-            if nbytes > 0 and most[g] > 1:
-                in_phase = True
-                k = sum(t.counts) if isinstance(t, MixedTerms) else plan.stages[g].num_replicas
-                pull = nbytes / m / spec.num_shards * spec.seconds_per_byte
-                in_step += (m - min(k, m)) * pull
-                last = min(last, pull)
-        if in_phase:
-            pace = (in_step - (last if ps_odt.odt_holds_ps_side(problem) else 0.0)
-                    if with_rows == 1 else pulls_s * (1.0 - 1.0 / m))
+            if nbytes <= 0:
+                continue
+            k = sum(t.counts) if isinstance(t, MixedTerms) else plan.stages[g].num_replicas
+            pull = nbytes / m / spec.num_shards * spec.seconds_per_byte
+            pulls_s += m * pull
+            stagger = (min(k, m) - 1 + (0 if holds else 1)) * pull
+            own = 0.0 if holds else (most[g] - 1) * pull  # (a unit's pulls between its forwards)
+            nic_f[g] = max(nic_f[g], (1.0 - beta) * (busy[g] - w[g]) + stagger + own)
+            drain = (max(pull, m * pull - beta * (busy[g] - w[g])
+                         - (stagger if g == len(terms) - 1 else 0.0))
+                     - (beta * w[g] if holds else 0.0))
+            u[g] = max(u[g], drain - ar[g])
+        if pulls_s > 0:
+            pace = pulls_s * (1.0 - 1.0 / m) if holds else pulls_s
             nic_f = [max(x, pace) for x in nic_f]
     if not mixed:
         T = step_time(w, busy, u, ar, d_fwd, d_bwd, beta, nic_f, nic_b)

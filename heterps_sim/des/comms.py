@@ -72,29 +72,45 @@ def ring_with_interfaces(world: World, key: tuple[int, int], d: float, done: sim
 
 
 def start_pulls(world: World, rep: Replica, i: int, mu: int) -> simpy.Event:
-    """This forward's pull (unless prefetched) and, with prefetch, the next forward's; returns
-    the event of this pull's service start (what the forward waits for)."""
+    """This forward's pull, unless prefetched; returns the event the forward waits for (its
+    service start or end, ps_request)."""
     served = rep.pulls.pop(mu, None)
     if served is None:
         served = world.env.event()
         world.env.process(ps_request(world, rep, i, mu, True, served))
-    if world.ps_spec.prefetch:
-        nxt = rep.next_forward[i]
-        if nxt >= 0:
-            nmu = rep.actions[nxt][1]
-            if nmu not in rep.pulls:
-                rep.pulls[nmu] = ev = world.env.event()
-                world.env.process(ps_request(world, rep, nxt, nmu, True, ev))
     return served
+
+
+def prefetch_next(world: World, rep: Replica, i: int, inbox: list | None) -> None:
+    """After forward i computed, queue the pull of this replica's next forward of the same step
+    when its ids are here (as the engine does, runtime/stage.py): always at stage 0, past it
+    once its boundary message arrived (`inbox`: the stage's forward inbox). A step's rows are
+    read only after the step before ended, its pushes in, so no pull crosses a step end."""
+    nxt = rep.next_forward[i]
+    if nxt >= 0:
+        nmu = rep.actions[nxt][1]
+        if nmu not in rep.pulls and (inbox is None or inbox[nmu] is not None):
+            rep.pulls[nmu] = ev = world.env.event()
+            world.env.process(ps_request(world, rep, nxt, nmu, True, ev))
+
+
+def push(world: World, rep: Replica, i: int, mu: int) -> None:
+    """Backward i's gradient rows to the shards (issued as the backward starts when the work
+    holds the PS's unloaded time, as it ends otherwise); a flushed step ends only once they are in
+    (the engine waits for its pushes' acknowledgements before the step's end, ps/client.py),
+    so the event, fired at the service's end, is kept."""
+    done = world.env.event()
+    rep.pushes.append(done)
+    world.env.process(ps_request(world, rep, i, mu, False, done))
 
 
 def ps_request(world: World, rep: Replica, i: int, mu: int, pull: bool,
                served: simpy.Event | None = None):
     """Pull (or push) one microbatch's embedding rows: queue at the shards, then hold them for
-    the request's service time (cost/ps_traffic.py; x jitter). `served` fires when the
-    service starts when the replica's own work already holds the unloaded PS time (the
+    the request's service time (cost/ps_traffic.py; x jitter). A pull's `served` fires when
+    the service starts when the replica's own work already holds the unloaded PS time (the
     default model's odt), so a forward waits only for its turn at the shards; else (the
-    paper model's odt) when the service ends.
+    paper model's odt) when the service ends. A push's fires when its service ends.
 
     The request is split evenly over the shards, which all receive every request at the same
     moment and serve FIFO with equal parts: they stay in lockstep, so one Resource (`ps`)
@@ -106,10 +122,10 @@ def ps_request(world: World, rep: Replica, i: int, mu: int, pull: bool,
     with world.ps.request() as req:
         yield req
         start = env.now
-        if served is not None and rep.stage.ps_in_work:
+        if served is not None and pull and rep.stage.ps_in_work:
             served.succeed(start)
         yield env.timeout(rep.stage.ps_bytes / ps.num_shards * ps.seconds_per_byte * factor)
-    if served is not None and not served.triggered:  # paper: the service is not in the work
+    if served is not None and not served.triggered:  # (paper pulls, every push: its end)
         served.succeed(env.now)
     world.ps_ops.append((rep.id, 0, pull, mu, start, env.now))
     world.ps_ops.append((rep.id, -1, pull, mu, issued, env.now))

@@ -22,7 +22,7 @@ from __future__ import annotations
 import simpy
 
 from heterps_sim.core.lanes import B, F
-from heterps_sim.des.comms import ps_request, ring_with_interfaces, send, start_pulls
+from heterps_sim.des.comms import prefetch_next, push, ring_with_interfaces, send, start_pulls
 from heterps_sim.des.effects import delay_to
 from heterps_sim.des.world import OPTIMIZER, Replica, World
 
@@ -41,22 +41,25 @@ def replica(world: World, rep: Replica):
     next_inbox, next_waiting = world.inbox[nxt][F], world.waiting[nxt][F]
     prev_inbox, prev_waiting = world.inbox[prv][B], world.waiting[prv][B]
     ps = rep.stage.ps_bytes > 0
+    prefetch = ps and world.ps_spec.prefetch
     clock, worked = 0.0, False
     for i, (code, mu) in enumerate(rep.actions):
         if code == F:
-            if ps:
+            if ps and first:
                 pull = start_pulls(world, rep, i, mu)
             a = clock if first else inbox_f[mu]
             if a is None:
                 waiting_f[mu] = ev = event()
                 a = yield ev
-            if ps:
-                yield pull
+            if ps:  # (past stage 0 the ids arrive with the boundary message: pull then)
+                yield pull if first else start_pulls(world, rep, i, mu)
         elif code == B:
             a = clock if last else inbox_b[mu]
             if a is None:
                 waiting_b[mu] = ev = event()
                 a = yield ev
+            if ps and rep.stage.ps_in_work:  # (the work holds the push's service: it runs
+                push(world, rep, i, mu)       # beside the backward, as a pull's beside a forward)
         else:
             clock = yield from step_end(world, rep, i, mu, clock, worked)
             worked = False
@@ -79,6 +82,8 @@ def replica(world: World, rep: Replica):
         worked = True
         record((rid, code, mu, start, clock))
         if code == F:
+            if prefetch:
+                prefetch_next(world, rep, i, None if first else inbox_f)
             if last:
                 pass
             elif direct:
@@ -100,8 +105,8 @@ def replica(world: World, rep: Replica):
                     waiter.succeed(clock)
             else:
                 send(world, rep, i, g - 1, B, mu, clock)
-            if ps:
-                env.process(ps_request(world, rep, i, mu, pull=False))
+            if ps and not rep.stage.ps_in_work:
+                push(world, rep, i, mu)
 
 
 def step_end(world: World, rep: Replica, i: int, step: int, clock: float, worked: bool):
@@ -148,6 +153,13 @@ def step_end(world: World, rep: Replica, i: int, step: int, clock: float, worked
             clock = start + d
         if d > 0:
             rep.ops.append((rep.id, OPTIMIZER, step, start, clock))
+    if rep.pushes:  # the step's gradient rows are in before it ends (flushed: the next step
+        # reads them; continuous: kept, as the engine's pushes stay in flight across steps)
+        if world.flush:
+            for ev in rep.pushes:
+                end = ev.value if ev.triggered else (yield ev)
+                clock = max(clock, end)
+        rep.pushes = []
     if world.flush and len(world.by_id) > 1:  # a flush: step n + 1 starts on an empty pipeline
         done = _flush_barrier(world, step, clock)
         end = done.value if done.triggered else (yield done)

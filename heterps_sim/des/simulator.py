@@ -308,9 +308,12 @@ def _send_seconds(world: World, g: int, codes: np.ndarray, jitter: float, seed: 
 
 
 def _next_forward(codes: np.ndarray) -> list[int]:
-    """Index of the next forward after each action (-1: none), for PS prefetch."""
+    """Index of the next forward of the same step after each action (-1: none), for PS
+    prefetch: a step end stops it, as no pull crosses a step end."""
     out, nxt = [-1] * len(codes), -1
     for i in range(len(codes) - 1, -1, -1):
+        if codes[i] == STEP:
+            nxt = -1
         out[i] = nxt
         if codes[i] == F:
             nxt = i

@@ -39,6 +39,8 @@ class Replica:
     step_ends: list = field(default_factory=list)
     """Clock at the end of each step-end phase."""
     pulls: dict = field(default_factory=dict)
+    pushes: list = field(default_factory=list)
+    """This step's pushes (events: served as ps_request says); a flushed step end waits."""
     pending: list = field(default_factory=list)
     """Continuous pipelines: all-reduces not awaited yet (see step_end)."""
     ops: list = field(default_factory=list)

@@ -19,10 +19,11 @@ and prepending a stage changes each number by one add or max:
 
     D' = D + a + c,  PF' = max(PF, pf),  PB' = max(PB, pb),  Z' = max(Z - c - (PB' - PB), r)
 
-The PS pulls pace the forwards once an embedding stage has several forwards per unit: by
-S - p_least, S = sum over those stages of (m - k_h) p_h (p_h one pull's seconds; p_least the
-least of them, subtracted when the default model's odt holds the PS's unloaded time), so a
-suffix keeps S and p_least (a sum and a min).
+The PS pulls pace the forwards once any stage holds embedding rows (no pull crosses a step
+end): by the step's pulls Q, less one microbatch's when the default model's odt holds the
+PS's unloaded time, the same for every plan at one m, so a suffix keeps only whether it holds
+rows. A stage with rows also carries its units' pull stagger in pf_h and its pushes' drain in
+r_h (cost/flush.py).
 
 (T' >= T + a: a suffix's own D + max(PF, pulls) + PB + Z bounds every completion from below.)
 With Y = PB + Z, T = D + max(PF, pulls) + Y and Y' = max(Y - c, PB' + r): the final T is D

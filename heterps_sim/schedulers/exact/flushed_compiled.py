@@ -146,12 +146,13 @@ class CompiledSearch:
         return self.B / m / spec.num_shards * spec.seconds_per_byte
 
     def all_pulls(self, m: int) -> float:
-        """The pace of the step's pulls less one microbatch's (several stages with rows)."""
+        """Q at m: the step's PS pulls' pace of the forwards, every plan's (all of them, less
+        one microbatch's when the odt holds the PS side; cost/flush.py)."""
         if not self.ps:
             return 0.0
         spec = ps_traffic.problem_ps(self.p)
         return (self.B * float(self.sparse.sum()) / spec.num_shards * spec.seconds_per_byte
-                * (1.0 - 1.0 / m))
+                * ((1.0 - 1.0 / m) if self.holds else 1.0))
 
     def per_m(self, m: int) -> _PerM:
         got = self._per_m.get(m)
@@ -304,7 +305,6 @@ class CompiledSearch:
                                 resource=p.type_names[j], num_replicas=k))
             first, x = e + 1, parent
         plan = Plan(stages=tuple(stages), num_microbatches=m, schedule=self.schedule)
-        T = float(FL[best, 0] + max(FL[best, 2], kernel.pulls_pace(
-            FL[best, 8], FL[best, 10], FL[best, 14], self.all_pulls(m)))
-                  + FL[best, 3] + FL[best, 4])
+        T = float(FL[best, 0] + max(FL[best, 2], self.all_pulls(m)) + FL[best, 3]
+                  + FL[best, 4])
         return FlushedOptimum(plan, cost, min(self.B / T, self.cap), T, labels)

@@ -10,10 +10,10 @@ prefix_tables bounds on how the layers 0..i-1 before a suffix complete it, once 
 search        the label sweep under a cost ceiling, within a work budget.
 
 Labels live in flat arrays, layer after layer from the last: FL[x] = flushed_reference's
-fields (D, f, PF, PB, Z, r1, n1, s, rows, -net of the first type, pace1, w1, sa1), a score
-(beam mode: the least cost the bounds allow a plan holding it) and inph, IL[x] = (first
-type, units, last layer of the first stage, parent label or -1), UL[x] = units of each capped
-type.
+fields (D, f, PF, PB, Z, r1, n1, s, -net of the first type, w1, sa1) and a score (beam mode:
+the least cost the bounds allow a plan holding it), IL[x] = (first type, units, last layer of
+the first stage, parent label or -1), UL[x] = units of each capped type. q_all is the step's
+PS pulls' pace Q, every plan's (flushed_reference's module docstring).
 
 Every plan's price includes `fixed` USD/h (cost.reference.fixed_price_per_hour: the hosts
 every plan pays for), added before the bill as cost.reference.job_cost adds it.
@@ -27,7 +27,7 @@ from numba import njit
 from heterps_sim.cost import dominant_numba as dominant
 from heterps_sim.schedulers.exact.flushed_stages import _work
 
-NF = 15
+NF = 12
 """Float fields of a label."""
 DONE, TOO_MANY = 0, 1
 LEVELS = 64
@@ -51,17 +51,17 @@ def _dominates(FL, UL, a, b, q, pending, beta, fs):
     """flushed_reference.dominates: the same relation on flat labels (pending: 1F1B's
     interface queue under contention)."""
     if (FL[a, 1] > FL[b, 1] or FL[a, 6] > FL[b, 6] or FL[a, 7] > FL[b, 7]
-            or FL[a, 9] > FL[b, 9]):
+            or FL[a, 8] > FL[b, 8]):
         return False
     for c in range(UL.shape[1]):
         if UL[a, c] > UL[b, c]:
             return False
-    e_pf = max(0.0, FL[a, 2] - FL[b, 2], _pulls_excess(FL, a, b, q))
+    e_pf = max(0.0, FL[a, 2] - FL[b, 2])
     e_x = 0.0
     if pending:
         ca = FL[a, 6] - 1.0
         cb = FL[b, 6] - 1.0
-        wa, wb, sa, sb = FL[a, 11], FL[b, 11], FL[a, 12], FL[b, 12]
+        wa, wb, sa, sb = FL[a, 9], FL[b, 9], FL[a, 10], FL[b, 10]
         e_x = max(0.0, ca * beta * wa - cb * beta * wb,
                   ca * (fs * sa - (1.0 - beta) * wa) - cb * (fs * sb - (1.0 - beta) * wb),
                   ca * ((1.0 - fs) * sa - (1.0 - beta) * wa)
@@ -83,25 +83,6 @@ def paces(nn, w, before, after, beta, fs, contention, one_f_one_b):
         pf = max(pf, fs * (nn - 1) * max(before, after))
         pb = max(pb, (1.0 - fs) * (nn - 1) * max(before, after))
     return pf, pb
-
-
-@njit(cache=True, inline="always")
-def pulls_pace(rows, pace1, inph, q):
-    """The PS pulls' pace of the forwards of a label's plan (flushed_reference)."""
-    if inph <= 0.0:
-        return 0.0
-    return pace1 if rows == 1.0 else q
-
-
-@njit(cache=True, inline="always")
-def _pulls_excess(FL, a, b, q):
-    """flushed_reference.pulls_excess on flat labels."""
-    own = (pulls_pace(FL[a, 8], FL[a, 10], FL[a, 14], q)
-           - pulls_pace(FL[b, 8], FL[b, 10], FL[b, 14], q))
-    wa = q if (FL[a, 8] >= 1.0 and FL[a, 14] > 0.0) else 0.0
-    wb = q if (FL[b, 8] >= 1.0 and FL[b, 14] > 0.0) else 0.0
-    third = q if (FL[a, 8] >= 1.0 and FL[b, 8] == 0.0) else 0.0
-    return max(0.0, own, wa - wb, third)
 
 
 @njit(cache=True, inline="always")
@@ -362,10 +343,13 @@ def search(first, count, E, F, K, starts_at, L, M, par, m, beta, fs, allreduce,
                         ar = dominant.allreduce_time(F[s, 4], F[s, 5], k) if allreduce else 0.0
                         r = ar + u
                         pf, pb = paces(nn, w, 0.0, ser, beta, fs, contention, one_f_one_b)
-                        rows = 1.0 if F[s, 6] > 0.0 and pull_per_byte > 0.0 else 0.0
-                        inph = 1.0 if (rows > 0.0 and nn > 1) else 0.0
-                        pace1 = ((m - min(k, m)) * pull - (pull if holds else 0.0)
-                                 if inph > 0.0 else 0.0)
+                        if pull > 0.0:  # its units' first pulls queue at the step's start; pushes
+                            stagger = (min(k, m) - 1.0 + (0.0 if holds else 1.0)) * pull
+                            own = 0.0 if holds else (nn - 1) * pull
+                            pf = max(pf, (1.0 - beta) * (nn - 1) * w + stagger + own)
+                            r = max(r, max(pull, m * pull - beta * (nn - 1) * w
+                                           - (stagger if par_ < 0 else 0.0))
+                                    - (beta * w if holds else 0.0))
                         if par_ < 0:
                             D = a_fill + c_drain
                             f = price[j] * k
@@ -381,7 +365,7 @@ def search(first, count, E, F, K, starts_at, L, M, par, m, beta, fs, allreduce,
                             Z = FL[par_, 4]
                             if contention:
                                 # the boundary before the suffix's first stage: its queue
-                                x = paces(FL[par_, 6], FL[par_, 11], ser, FL[par_, 12], beta,
+                                x = paces(FL[par_, 6], FL[par_, 9], ser, FL[par_, 10], beta,
                                           fs, contention, one_f_one_b)[1]
                                 if x > PB:
                                     Z = max(Z - (x - PB), FL[par_, 5])
@@ -393,11 +377,7 @@ def search(first, count, E, F, K, starts_at, L, M, par, m, beta, fs, allreduce,
                             Z = max(Z - c_drain - (pb_new - PB), r)
                             PB = pb_new
                             st = max(FL[par_, 7], startup[j])
-                            if rows == 0.0:
-                                pace1 = FL[par_, 10]
-                            rows = min(2.0, rows + FL[par_, 8])
-                            inph = max(inph, FL[par_, 14])
-                        pace = D + max(PF, pulls_pace(rows, pace1, inph, q_all)) + PB
+                        pace = D + max(PF, q_all) + PB
                         t_lo = max(pace + Z + rest_fill, pace + rest_fd)
                         if t_lo > t_max:
                             continue
@@ -422,14 +402,11 @@ def search(first, count, E, F, K, starts_at, L, M, par, m, beta, fs, allreduce,
                         FL[pos, 5] = r if (contention and nn > 1) else 0.0
                         FL[pos, 6] = float(nn) if contention else 1.0
                         FL[pos, 7] = st
-                        FL[pos, 8] = rows
-                        FL[pos, 9] = -net[j]
-                        FL[pos, 10] = pace1
-                        FL[pos, 14] = inph
-                        FL[pos, 11] = w if contention else 0.0
-                        FL[pos, 12] = ser if contention else 0.0
+                        FL[pos, 8] = -net[j]
+                        FL[pos, 9] = w if contention else 0.0
+                        FL[pos, 10] = ser if contention else 0.0
                         if beam > 0:
-                            FL[pos, 13] = _least(f, D, t_lo, st, i, P, bp_start, bp_lev, fixed,
+                            FL[pos, 11] = _least(f, D, t_lo, st, i, P, bp_start, bp_lev, fixed,
                                                  t_max, batch, cap, samples, gran)
                         IL[pos, 0] = j
                         IL[pos, 1] = k
@@ -456,8 +433,7 @@ def search(first, count, E, F, K, starts_at, L, M, par, m, beta, fs, allreduce,
         hi[i] = pos
     best_cost = incumbent
     for x in range(lo[0], hi[0]):
-        t = (FL[x, 0] + max(FL[x, 2], pulls_pace(FL[x, 8], FL[x, 10], FL[x, 14], q_all))
-             + FL[x, 3] + FL[x, 4])
+        t = FL[x, 0] + max(FL[x, 2], q_all) + FL[x, 3] + FL[x, 4]
         if t > t_max:
             continue
         c = job_cost(FL[x, 1], fixed, FL[x, 7], t, batch, cap, samples, gran)
@@ -482,7 +458,7 @@ def _grow(FL, IL, UL):
 @njit(cache=True)
 def _truncate(FL, IL, UL, start, stop, beam):
     """Keep the `beam` labels of [start, stop) of least score, least f first again."""
-    keep = np.argsort(FL[start:stop, 13], kind="mergesort")[:beam]
+    keep = np.argsort(FL[start:stop, 11], kind="mergesort")[:beam]
     keep = keep[np.argsort(FL[start:stop, 1][keep], kind="mergesort")]
     F = FL[start:stop][keep].copy()
     G = IL[start:stop][keep].copy()

@@ -17,10 +17,10 @@ Write layer l's stage as g(l): for each layer l
 
 additive over the plan's stages. Two guesses make the rest additive too: the step T lies in
 a box [t_lo, t_hi] and PF' in [g_lo, g_hi]. In the box every stage's pf_h (and its own PS
-pull pace) is at most g_hi, the constraints use T <= t_hi and PF' >= g_lo, and a plan whose
-pulls pace the forwards with several embedding stages (the step's pulls less one
-microbatch's, q) adds max(g_lo, q), or is impossible when q > g_hi; the plan's embedding
-stages are a 6-state automaton on the path (none, one, several x in phase or not).
+pull stagger) is at most g_hi, the constraints use T <= t_hi and PF' >= g_lo; the step's PS
+pulls pace every plan's forwards alike (cost/flush.py: q, the step's pulls, less one
+microbatch's when the odt holds the PS side), so every plan adds max(g_lo, q), and the box
+is empty when q > g_hi.
 
 For multipliers mu_l >= 0 the least of
 
@@ -38,8 +38,8 @@ PF' from 0 to that.
 A box also covers a range of m's [m_lo, m_hi] (certified.py asks for every open m at once):
 each term is then its least over the range. The fills, drains and the microbatch's work w
 fall as 1 / m (taken at m_hi); a stage's paces on k units are (ceil(m / k) - 1) / m times
-their value per unit of work (least_share); the pulls' pace on k units rises with m (taken
-at m_lo) and counts only when every m of the range has several forwards per unit. So one
+their value per unit of work (least_share); the step's pulls' pace rises with m (taken at
+m_lo), a stage's pull stagger is least at an end of the range. So one
 first sweep bounds every m, and the m's are split (in halves, geometrically, before T or
 PF') only where the bound stays below the cost to beat. Measured on synthetic-64x64
 (docs/results/2026-11-27-certified-solver-incumbents.md): a range of m's is much looser than
@@ -170,20 +170,17 @@ def least_fills(first, count, E, A, L, M):
 def options(E, F, K, m_lo, m_hi, beta, fs, allreduce, contention, one_f_one_b, pull1, holds,
             A, C, W1, U, SER1, ST, stage_price, min_fill, min_drain, room, g_hi):
     """Each stage's unit counts worth trying in a box whose plans have some m in
-    [m_lo, m_hi]: (start, k, USD/h, own, flags, counts tried) with own = pb + AR + u, its
-    forward pace (pulls included) at most g_hi, the stage alone within `room` (t_hi - g_lo)
+    [m_lo, m_hi]: (start, k, USD/h, own, counts tried) with own = pb + AR + u, its forward
+    pace (its pull stagger included) at most g_hi, the stage alone within `room` (t_hi - g_lo)
     beside the least fills before it and drains after it; only counts whose own time falls
     as the price rises. Each time is its least over the m's (least_share; A and C are taken
-    at m_hi, W1 and SER1 are w and the boundary's share times m, pull1 a pull times m).
-    flags: 1 holds embedding rows, 2 and has several forwards per unit at every m (its pulls
-    pace the forwards)."""
+    at m_hi, W1 and SER1 are w and the boundary's share times m, pull1 a pull times m)."""
     n = E.shape[0]
     start = np.zeros(n + 1, np.int64)
     cap = 4 * n + 16
     OK = np.zeros(cap, np.int64)
     OP = np.zeros(cap)
     OO = np.zeros(cap)
-    OI = np.zeros(cap, np.int64)
     x = 0
     tried = 0
     for s in range(n):
@@ -192,7 +189,6 @@ def options(E, F, K, m_lo, m_hi, beta, fs, allreduce, contention, one_f_one_b, p
         if left < 0.0:
             continue
         k_lo, k_hi = K[s, 0], K[s, 1]
-        rows = F[s, 6] > 0.0 and pull1 > 0.0
         pull = pull1 * F[s, 6]
         # (nn - 1) times these: the paces at one more microbatch per unit than one
         pf1, pb1 = paces(2, W1[s], 0.0, SER1[s], beta, fs, contention, one_f_one_b)
@@ -208,9 +204,11 @@ def options(E, F, K, m_lo, m_hi, beta, fs, allreduce, contention, one_f_one_b, p
             ar = dominant.allreduce_time(F[s, 4], F[s, 5], k) if allreduce else 0.0
             pf = pf1 * share
             pb = pb1 * share
-            several = m_lo > k  # several forwards per unit at every m of the range
-            if pull > 0.0 and several:
-                pf = max(pf, (m_lo - k - (1.0 if holds else 0.0)) * pull / m_lo)
+            if pull > 0.0:  # its units' pull stagger (cost/flush.py), least over the m's
+                extra = 0.0 if holds else 1.0
+                stagger = min((min(k, m_lo) - 1.0 + extra) / m_lo,
+                              (min(k, m_hi) - 1.0 + extra) / m_hi) * pull
+                pf += stagger
             if pf > g_hi or pb + ar > left:
                 continue
             own = pb + ar + U[s]
@@ -222,86 +220,62 @@ def options(E, F, K, m_lo, m_hi, beta, fs, allreduce, contention, one_f_one_b, p
                 OK2 = np.zeros(cap, np.int64)
                 OP2 = np.zeros(cap)
                 OO2 = np.zeros(cap)
-                OI2 = np.zeros(cap, np.int64)
                 OK2[:x] = OK[:x]
                 OP2[:x] = OP[:x]
                 OO2[:x] = OO[:x]
-                OI2[:x] = OI[:x]
-                OK, OP, OO, OI = OK2, OP2, OO2, OI2
+                OK, OP, OO = OK2, OP2, OO2
             OK[x] = k
             OP[x] = stage_price[s] * k
             OO[x] = own
-            OI[x] = (1 if rows else 0) + (2 if rows and several else 0)
             x += 1
     start[n] = x
-    return start, OK[:x].copy(), OP[:x].copy(), OO[:x].copy(), OI[:x].copy(), tried
+    return start, OK[:x].copy(), OP[:x].copy(), OO[:x].copy(), tried
 
 
 @njit(cache=True)
-def _path(first, count, E, ST, L, M, A, C, ostart, OK, OP, OO, OI, mu, t_hi, g_lo, g_hi,
-          q_all, d, back, PS, PK):
+def _path(first, count, E, ST, L, M, A, C, ostart, OK, OP, OO, mu, t_hi, g_lo, g_hi, q_all, d,
+          back, PS, PK):
     """One shortest path under multipliers mu: (dual value, its constraint values per layer,
     work, its stage count); PS[:n], PK[:n] its stages and unit counts from the last stage to
-    the first. States: embedding stages so far (0, 1, several) x whether one paces the
-    pulls."""
+    the first. The step's pulls pace every plan's forwards alike (q_all), so one state per
+    layer."""
     pre = np.zeros(L + 1)
     for ell in range(L):
         pre[ell + 1] = pre[ell] + mu[ell]
     tot = pre[L]
-    d[:, :] = np.inf
-    d[0, 0] = 0.0
+    d[:] = np.inf
+    d[0] = 0.0
     work = 0
+    if q_all > g_hi:  # every plan's forwards are paced by the step's pulls (cost/flush.py)
+        return np.inf, np.zeros(L), work, 0
     for i in range(L):
-        live = False
-        for st in range(6):
-            live = live or d[i, st] < np.inf
-        if not live:
+        if d[i] == np.inf:
             continue
         for j in range(M):
             for s in range(first[i, j], first[i, j] + count[i, j]):
                 if ostart[s] == ostart[s + 1]:
                     continue
                 e = E[s]
-                base = tot * A[s] + pre[e + 1] * C[s]
+                base = d[i] + tot * A[s] + pre[e + 1] * C[s]
                 inner = pre[e + 1] - pre[i]
                 for o in range(ostart[s], ostart[s + 1]):
                     work += 1
-                    v0 = base + OP[o] + inner * OO[o]
-                    emb = OI[o] & 1
-                    inp = OI[o] >> 1
-                    for st in range(6):
-                        if d[i, st] == np.inf:
-                            continue
-                        ns = min(2, st // 2 + emb) * 2 + max(st % 2, inp)
-                        v = d[i, st] + v0
-                        if v < d[e + 1, ns]:
-                            d[e + 1, ns] = v
-                            back[e + 1, ns, 0] = s
-                            back[e + 1, ns, 1] = o
-                            back[e + 1, ns, 2] = st
-    best = np.inf
-    bs = -1
-    for st in range(6):
-        extra = g_lo
-        if st == 5:  # several embedding stages, one of them pacing: the step's pulls
-            if q_all > g_hi:
-                continue
-            extra = max(g_lo, q_all)
-        v = d[L, st] + tot * extra
-        if v < best:
-            best = v
-            bs = st
+                    v = base + OP[o] + inner * OO[o]
+                    if v < d[e + 1]:
+                        d[e + 1] = v
+                        back[e + 1, 0] = s
+                        back[e + 1, 1] = o
     g = np.zeros(L)
-    if bs < 0:
+    if d[L] == np.inf:
         return np.inf, g, work, 0
+    extra = max(g_lo, q_all)
+    best = d[L] + tot * extra
     x = L
     n = 0
-    st = bs
-    fills = g_lo if bs != 5 else max(g_lo, q_all)
+    fills = extra
     while x > 0:
-        s = back[x, st, 0]
-        o = back[x, st, 1]
-        prev = back[x, st, 2]
+        s = back[x, 0]
+        o = back[x, 1]
         i = ST[s]
         PS[n] = s
         PK[n] = OK[o]
@@ -312,21 +286,20 @@ def _path(first, count, E, ST, L, M, A, C, ostart, OK, OP, OO, OI, mu, t_hi, g_l
         for ell in range(i, E[s] + 1):
             g[ell] += OO[o]
         x = i
-        st = prev
     for ell in range(L):
         g[ell] += fills
     return best - t_hi * tot, g, work, n
 
 
 @njit(cache=True)
-def dual(first, count, E, ST, L, M, A, C, ostart, OK, OP, OO, OI, mu, t_hi, g_lo, g_hi, q_all,
+def dual(first, count, E, ST, L, M, A, C, ostart, OK, OP, OO, mu, t_hi, g_lo, g_hi, q_all,
          target, iterations):
     """(best dual value: a bound on the USD/h of every plan in the box, the multipliers it
     ends with, work, the paths: PS[x, :PN[x]] and PK[x, :PN[x]] the stages and unit counts of
     step x's shortest path, last stage first; real plans): `iterations` subgradient steps
     (Polyak towards `target`, the USD/h to prove; stops once the bound reaches it)."""
-    d = np.empty((L + 1, 6))
-    back = np.full((L + 1, 6, 3), -1, np.int64)
+    d = np.empty(L + 1)
+    back = np.full((L + 1, 2), -1, np.int64)
     PS = np.zeros((iterations, L), np.int64)
     PK = np.zeros((iterations, L), np.int64)
     PN = np.zeros(iterations, np.int64)
@@ -336,7 +309,7 @@ def dual(first, count, E, ST, L, M, A, C, ostart, OK, OP, OO, OI, mu, t_hi, g_lo
     stall = 0
     mu = mu.copy()
     for it in range(iterations):
-        val, g, w, n = _path(first, count, E, ST, L, M, A, C, ostart, OK, OP, OO, OI, mu,
+        val, g, w, n = _path(first, count, E, ST, L, M, A, C, ostart, OK, OP, OO, mu,
                              t_hi, g_lo, g_hi, q_all, d, back, PS[it], PK[it])
         PN[it] = n
         work += w
@@ -423,7 +396,7 @@ class LagrangeBound:
             goal = found["target"]
             f_target = goal / hours - s.fixed if hours > 0 else math.inf
             first, count, E, F, K = s.stages
-            ostart, OK, OP, OO, OI, tried = options(
+            ostart, OK, OP, OO, tried = options(
                 E, F, K, m_lo, m_hi, s.beta, s.fs, s.allreduce, s.contention, s.one_f_one_b,
                 s.pull_per_byte(1), s.holds, A, C, W1, U, SER1, ST, price_, fills, drains,
                 t_hi - g_lo, g_hi)
@@ -431,7 +404,7 @@ class LagrangeBound:
             if len(OP) == 0:
                 return math.inf, mu
             f_lb, mu2, w, PS, PK, PN = dual(
-                first, count, E, ST, s.L, s.M, A, C, ostart, OK, OP, OO, OI, mu, t_hi, g_lo,
+                first, count, E, ST, s.L, s.M, A, C, ostart, OK, OP, OO, mu, t_hi, g_lo,
                 g_hi, s.all_pulls(m_lo), f_target if math.isfinite(f_target) else 1e300,
                 ITERATIONS)
             work += int(w) // WORK_SCALE

@@ -13,14 +13,13 @@ any prefix can complete it; the fields, in order (NAMES):
         work and own next boundary's seconds, while its interface queue waits for the
         boundary before it (contention; zeros otherwise)
     s   slowest startup among its types
-    rows, pace1, inph   the PS pulls in the forwards (cost/flush.py): its stages holding
-        embedding rows (0, 1, 2 = two or more), the pace of the one such stage, (m - k) p - p
-        (p one microbatch's pull; the last p only when the model's odt holds the PS side) when
-        it has several forwards per unit, and whether any such stage does. The plan's pulls
-        pace its forwards by nothing when none does, by pace1 with one such stage, and by the
-        step's pulls less one microbatch's, Q = B sum sparse / shards x s/byte x (1 - 1/m),
-        with several
     use units of each capped type
+
+With the ps effect the step's PS pulls pace the forwards of every plan (cost/flush.py: no pull
+crosses a step end, and every plan holds all the rows): Q = B sum sparse / shards x s/byte,
+x (1 - 1/m) when the model's odt holds the PS side, the same for every plan at one m, so the
+labels carry nothing for it: T = D + max(PF, Q) + PB + Z. A stage with rows has its units'
+start stagger in its forward pace and its pushes' drain in its step-end phase (Option).
 
 then -net of its first type, the first type and (option, last layer, next label) are
 appended by the sweep (NET, TYPE, BACK).
@@ -41,9 +40,9 @@ from heterps_sim.cost.reference import MAX_REPLICAS, fixed_price_per_hour, job_c
 from heterps_sim.cost.terms import model_arrays, stage_terms
 from heterps_sim.schedulers.exact.flushed_common import EFFECTS, LabelLimit
 
-NAMES = ("D", "f", "PF", "PB", "Z", "r1", "n1", "s", "rows", "pace1", "inph", "w1", "sa1",
+NAMES = ("D", "f", "PF", "PB", "Z", "r1", "n1", "s", "w1", "sa1",
          "use")
-D_, F_, PF_, PB_, Z_, R1, N1, S_, ROWS, PACE1, INPH, W1, SA1, USE = range(len(NAMES))
+D_, F_, PF_, PB_, Z_, R1, N1, S_, W1, SA1, USE = range(len(NAMES))
 NET, TYPE, BACK = len(NAMES), len(NAMES) + 1, len(NAMES) + 2
 
 
@@ -64,16 +63,15 @@ class Option:
     k: int
     a: float      # forward fill
     c: float      # backward drain
-    pf: float     # forward pace (busiest unit), before the boundary terms
+    pf: float     # forward pace (busiest unit; with rows its units' pull stagger), before
+    #               the boundary terms
     pb: float     # backward pace, with its own next boundary under contention
-    r: float      # step-end phase: all-reduce + non-splitting work + fixed costs
+    r: float      # step-end phase: all-reduce + non-splitting work + fixed costs, at least
+    #               its pushes' drain when it holds rows
     price: float  # USD per hour
     n: int        # microbatches per unit per step (ceil(m / k))
     ser: float    # seconds of its next boundary's message (0: last stage)
     w: float      # one microbatch's splitting work on one unit
-    rows: int     # 1: it holds embedding rows (with the ps effect)
-    pace1: float  # its pulls' pace if it is the plan's one stage with rows (0 unless n > 1)
-    inph: bool    # it holds rows and has several forwards per unit
 
 
 class Search:
@@ -112,13 +110,14 @@ class Search:
         self.pull_per_byte = 0.0
         self.holds = False
         self.ps = "ps" in effects and problem.sparse_bytes is not None
-        self.all_pulls = 0.0  # Q: the step's pulls less one microbatch's
+        self.all_pulls = 0.0  # Q: the step's pulls (less one microbatch's when held)
         if self.ps:
             spec = ps_traffic.problem_ps(problem)
             self.pull_per_byte = self.B / m / spec.num_shards * spec.seconds_per_byte
             self.holds = ps_odt.odt_holds_ps_side(problem)
             self.all_pulls = (self.B * float(self.sparse.sum()) / spec.num_shards
-                              * spec.seconds_per_byte * (1.0 - 1.0 / m))
+                              * spec.seconds_per_byte
+                              * ((1.0 - 1.0 / m) if self.holds else 1.0))
         self.types = tuple(range(self.M)) if types is None else tuple(sorted(set(types)))
         # allowed[i]: the types a stage starting at layer i may use
         self.allowed = [self.types if stage_types is None or i not in stage_types
@@ -161,12 +160,16 @@ class Search:
                 n = -(-self.m // k)
                 ar = dominant.allreduce_time(t.bw_s, t.lat_s, k) if self.allreduce else 0.0
                 pf, pb = self.paces(n, w, 0.0, ser)
-                inph = bool(rows and n > 1)
-                pace1 = ((self.m - min(k, self.m)) * pull - (pull if self.holds else 0.0)
-                         if inph else 0.0)
+                r = ar + u
+                if rows:  # its units' first pulls queue at the step's start; its pushes drain
+                    stagger = (min(k, self.m) - 1 + (0 if self.holds else 1)) * pull
+                    own = 0.0 if self.holds else (n - 1) * pull
+                    pf = max(pf, (1.0 - self.beta) * (n - 1) * w + stagger + own)
+                    r = max(r, max(pull, self.m * pull - self.beta * (n - 1) * w
+                                   - (stagger if nj < 0 else 0.0))
+                            - (self.beta * w if self.holds else 0.0))
                 out.append(Option(k, (1.0 - self.beta) * w + d_f, self.beta * w + d_b, pf, pb,
-                                  ar + u, float(p.price_per_hour[j]) * k, n, ser, w, rows,
-                                  pace1, inph))
+                                  r, float(p.price_per_hour[j]) * k, n, ser, w))
         self._cache[key] = out
         return out
 
@@ -215,15 +218,9 @@ class Search:
         thr = min(self.B / step_s, self.cap) if step_s > 0 else self.cap
         return job_cost(self.p, per_hour, thr, startup_s) if per_hour + self.fixed > 0 else 0.0
 
-    def pulls_pace(self, lab) -> float:
-        """Seconds the step's PS pulls pace the forwards (module docstring)."""
-        if not lab[INPH]:
-            return 0.0
-        return lab[PACE1] if lab[ROWS] == 1 else self.all_pulls
-
     def step_time(self, lab) -> float:
-        """T of a complete plan's label: D + max(PF, pulls) + PB + Z."""
-        return lab[D_] + max(lab[PF_], self.pulls_pace(lab)) + lab[PB_] + lab[Z_]
+        """T of a complete plan's label: D + max(PF, Q) + PB + Z."""
+        return lab[D_] + max(lab[PF_], self.all_pulls) + lab[PB_] + lab[Z_]
 
     # ---- the sweep -----------------------------------------------------------------------
     def run(self, incumbent: float, max_labels: int):
@@ -277,8 +274,8 @@ class Search:
             if j in self.slot and o.k > self.p.available[j]:
                 return None
             return (o.a + o.c, o.price, o.pf, o.pb, o.r, first[0], first[1],
-                    float(self.starts[j]), o.rows, o.pace1, o.inph, first[2], first[3], use)
-        D, f, PF, PB, Z, r1, n1, s, rows, pace1, inph, w1, sa1, use = lab[:len(NAMES)]
+                    float(self.starts[j]), first[2], first[3], use)
+        D, f, PF, PB, Z, r1, n1, s, w1, sa1, use = lab[:len(NAMES)]
         if j in self.slot:
             used = list(use)
             used[self.slot[j]] += o.k
@@ -299,8 +296,7 @@ class Search:
         pb_new = max(PB, pb)
         Z = max(Z - o.c - (pb_new - PB), o.r)
         return (D + o.a + o.c, f + o.price, max(PF, pf), pb_new, Z, first[0], first[1],
-                max(s, float(self.starts[j])), min(2, rows + o.rows),
-                o.pace1 if o.rows else pace1, inph or o.inph, first[2], first[3], use)
+                max(s, float(self.starts[j])), first[2], first[3], use)
 
     def plan(self, lab, schedule: str) -> Plan:
         stages, first = [], 0
@@ -326,45 +322,26 @@ def dominates(a, b, search: Search) -> bool:
     """Every completion of suffix `a` costs at most the same completion of `b`.
 
     f, startup, the first stage's n, -net of its first type and the capped units must each be
-    <=. The time numbers may trade against D: the step time is T = D + max(PF, pulls) + Y
+    <=. The time numbers may trade against D: the step time is T = D + max(PF, Q) + Y
     with Y = PB + Z, and prepending stages maps PF and (Y, PB, r1, the first stage's pending
     queue x) through sums and maxima that move at most one for one, so the final T exceeds
     b's by at most excess(max(PF, pulls)) + excess(Y): with n1 <= the pending queue x exceeds
     b's by at most E_x (0 under gpipe: x = (1 - fs)(n1 - 1) x the boundary before; under 1F1B
-    the largest gap of its affine pieces, n1 - 1 times constants), and the pulls' pace by
-    pulls_excess (the largest gap over the kinds of prefix). A wider interface before a
+    the largest gap of its affine pieces, n1 - 1 times constants); Q is every plan's. A wider
+    interface before a
     (-net <=) only shrinks the prepended
-    stage's terms, its drain c by as much as its D. So D_a + excess(PF, pulls) +
+    stage's terms, its drain c by as much as its D. So D_a + excess(PF) +
     max(excess Y, PB, E_x, E_x + excess r1) <= D_b is enough (module docstring)."""
     if not (a[F_] <= b[F_] and a[N1] <= b[N1] and a[S_] <= b[S_] and a[NET] <= b[NET]
             and all(x <= y for x, y in zip(a[USE], b[USE]))):
         return False
-    e_pf = max(0.0, a[PF_] - b[PF_], pulls_excess(a[ROWS], a[PACE1], a[INPH], b[ROWS],
-                                                     b[PACE1], b[INPH], search.all_pulls))
+    e_pf = max(0.0, a[PF_] - b[PF_])
     e_x = 0.0
     if search.contention and search.one_f_one_b:
         e_x = pending_excess(a[N1], a[W1], a[SA1], b[N1], b[W1], b[SA1], search.beta, search.fs)
     excess_y = max(0.0, (a[PB_] + a[Z_]) - (b[PB_] + b[Z_]), a[PB_] - b[PB_], e_x,
                    e_x + a[R1] - b[R1])
     return a[D_] + e_pf + excess_y <= b[D_]
-
-
-def pulls_excess(rows_a, pace_a, in_a, rows_b, pace_b, in_b, q) -> float:
-    """sup over prefixes of the pulls' pace of a's plan less b's (module docstring): a prefix
-    with no rows leaves each its own pace; one whose rows have one forward per unit, or
-    two or more stages with rows, make a suffix with rows pay Q when some stage is in
-    phase; one in-phase stage with rows makes a suffix with rows pay Q and one without pay
-    that stage's pace (0..Q)."""
-    def own(rows, pace, inph):
-        return 0.0 if not inph else (pace if rows == 1 else q)
-
-    def with_rows(rows, inph):
-        return q if (rows >= 1 and inph) else 0.0
-
-    gaps = [own(rows_a, pace_a, in_a) - own(rows_b, pace_b, in_b),
-            with_rows(rows_a, in_a) - with_rows(rows_b, in_b),
-            q if (rows_a >= 1 and rows_b == 0) else 0.0]
-    return max(0.0, max(gaps))
 
 
 def pending_excess(n_a, w_a, s_a, n_b, w_b, s_b, beta, fs) -> float:

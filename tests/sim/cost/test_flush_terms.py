@@ -74,31 +74,33 @@ def simulated_step(problem, plan, effects) -> float:
 def test_ps_pace_default_model_by_hand():
     """One unit, m = 4, gpipe. P = 0.04 (compute) + 0.8 (the odt's PS side: 4 pulls and 4
     pushes of 0.1 s), alpha = 0.5: a microbatch's forward f = 0.035, backward 0.07, the
-    step-end phase u = 0.42 (long enough for the pushes to drain). The timeline:
-        pull 0 was prefetched in the step before: F0 at 0; pull 1 (issued at F0's start)
-        served 0-0.1, F1 at 0.035; pull 2 (issued at F1's start) 0.1-0.2: F2 at 0.1; pull 3
-        0.2-0.3: F3 at 0.2-0.235; B0..B3 to 0.515; u to 0.935.
-    after: pace (m - k) p - p = 0.2, T = 0.035 + 0.2 + 0.28 + 0.42 = 0.935 (the simulator's);
-    before: pace 0.4 (1 - 1/4) = 0.3, T = 1.035."""
+    step-end phase u = 0.42. No pull crosses a step end, and a forward waits for its pull's
+    turn (the work holds its service). The timeline:
+        pull 0 at the step's start, 0-0.1: F0 at 0; pull 1 (queued after F0) 0.1-0.2: F1 at
+        0.1; pull 2 0.2-0.3: F2 at 0.2; pull 3 0.3-0.4: F3 at 0.3-0.335; B0..B3 to 0.615, their
+        pushes served 0.405-0.805 (within u); u to 1.035.
+    closed form: pace m p - p = 0.3, T = 0.035 + 0.3 + 0.28 + 0.42 = 1.035 (with pulls
+    prefetched across the step end, as the simulator once did: 0.935)."""
     p = ps_problem(0.04, 0.5, 4)
     plan = chain_plan(p, [1], microbatches=4)
     closed = B / flushed_throughput(p, plan, 4, allreduce=False, transfers=False, ps=True)
-    assert closed == pytest.approx(0.935, rel=1e-12)
-    assert simulated_step(p, plan, ("bubbles", "ps")) == pytest.approx(0.935, rel=1e-12)
+    assert closed == pytest.approx(1.035, rel=1e-12)
+    assert simulated_step(p, plan, ("bubbles", "ps")) == pytest.approx(1.035, rel=1e-12)
 
 
 def test_ps_pace_when_the_work_does_not_hold_the_ps_by_hand():
     """The paper model's odt has no PS side, so a forward waits for its pull's END. One unit,
     m = 4, P = 2.0, alpha = 0.5: f = 0.25 / 3, b = 0.5 / 3, u = 1.0.
-        F0 at 0 (prefetched); pull 1 0-0.1: F1 at 0.1; pull 2 (issued at 0.1) 0.1-0.2: F2 at
-        0.2; pull 3 0.2-0.3: F3 at 0.3 - 0.3833; B0..B3 to 1.05; u to 2.05.
-    after: pace (m - k) p = 0.3: T = f + 0.3 + 4 b + u = 2.05; before: the same here
-    (pulls_s (1 - 1/m) = 0.3 for one unit)."""
+        pull 0 0-0.1: F0 at 0.1; pull 1 (queued after F0, at 0.1833) to 0.2833: F1 then;
+        pull 2 to 0.4667: F2; pull 3 to 0.65: F3 to 0.7333; B0..B3 to 1.4 (the last push
+        1.4-1.5, within u); u to 2.4.
+    closed form: the unit's forward pace 3 f + p + 3 p = 0.65 (its stagger and the pulls
+    between its forwards) over the step's pulls 0.4: T = f + 0.65 + 4 b + u = 2.4."""
     p = ps_problem(2.0, 0.5, 4, model="paper")
     plan = chain_plan(p, [1], microbatches=4)
     closed = B / flushed_throughput(p, plan, 4, allreduce=False, transfers=False, ps=True)
-    assert closed == pytest.approx(2.05, rel=1e-12)
-    assert simulated_step(p, plan, ("bubbles", "ps")) == pytest.approx(2.05, rel=1e-12)
+    assert closed == pytest.approx(2.4, rel=1e-12)
+    assert simulated_step(p, plan, ("bubbles", "ps")) == pytest.approx(2.4, rel=1e-12)
 
 
 def test_ps_pace_several_embedding_stages_is_unchanged():
@@ -117,22 +119,25 @@ def test_ps_pace_several_embedding_stages_is_unchanged():
     u = [(1 - t.alpha) * t.parallel_s for t in terms]
     pulls_s = 2 * 4 * 0.05  # each stage: 4 pulls of half the rows: 0.05 s each
     pace = pulls_s * (1 - 1 / 4)
-    want = flushed_step_time(w, [4 * x for x in w], u, [0.0, 0.0], [0.0], [0.0],
-                             BACKWARD_FRACTION, [pace, pace], [0.0, 0.0])
+    # each stage ends once its 4 pushes are in, back to back from its first backward's end
+    drain = [max(0.05, 4 * 0.05 - BACKWARD_FRACTION * 3 * x) for x in w]
+    want = flushed_step_time(w, [4 * x for x in w], [max(a, b) for a, b in zip(u, drain)],
+                             [0.0, 0.0], [0.0], [0.0], BACKWARD_FRACTION, [pace, pace],
+                             [0.0, 0.0])
     assert got == pytest.approx(want, rel=1e-12)
     assert want > 2 * pulls_s  # (above the PS cap's pulls and pushes: the pace decides)
 
 
 def test_ps_pace_two_units():
-    """Two units of one stage, m = 6: each has 3 forwards; their first pulls were prefetched,
-    so 4 pulls of the step pace the forwards: pace 4 p - p = 0.3 (before: 0.6 x 5/6 = 0.5).
+    """Two units of one stage, m = 6: each has 3 forwards; the step's 6 pulls pace them:
+    pace 6 p - p = 0.5 (the second unit's start, one pull after the first's, is below it).
     The simulator agrees within 1% (its pushes interleave)."""
     p = ps_problem(0.04, 0.3, 6)
     plan = chain_plan(p, [2], microbatches=6)
     closed = B / flushed_throughput(p, plan, 6, allreduce=False, transfers=False, ps=True)
     P = 0.04 + 1.2  # (alpha 0.3: the step-end phase 0.7 P lets the pushes drain, and the
     w = 0.3 * P / 6  # step stays above the PS cap's 12 requests x 0.1 s)
-    assert closed == pytest.approx(w / 3 + 0.3 + 2 / 3 * 3 * w + 0.7 * P, rel=1e-12)
+    assert closed == pytest.approx(w / 3 + 0.5 + 2 / 3 * 3 * w + 0.7 * P, rel=1e-12)
     assert simulated_step(p, plan, ("bubbles", "ps")) == pytest.approx(closed, rel=0.01)
 
 

@@ -155,9 +155,12 @@ def test_parameter_server_adds_only_queueing():
     p = chain_problem([0.4, 0.2], odt=0.05, sparse_bytes=[4096.0, 0.0])
     plan = chain_plan(p, [1, 1])  # stage 0 pulls and pushes 256 KiB per batch
     run = simulate(p, plan, options=DesOptions(effects="ps", num_steps=4))
-    r = run.result  # one replica: nobody to queue behind, the odt already holds the PS time
+    r = run.result  # one replica: nobody else to queue behind, the odt already holds the PS
+    # time; only its own requests queue (a pull queued after a forward waits for the one
+    # before it), a few parts in a million here
     assert r.extra["ps_time_s"] > 0
-    assert r.throughput == pytest.approx(throughput(p, plan, "none"), rel=1e-12)
+    none = throughput(p, plan, "none")
+    assert none * (1 - 1e-4) <= r.throughput <= none * (1 + 1e-12)
     tracks = {s.track for s in run.spans if s.group == "ps"}
     assert {f"ps shard {i}" for i in range(4)} <= tracks
 
