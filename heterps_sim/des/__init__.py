@@ -37,11 +37,12 @@ from heterps_sim.des.options import (
            EFFECTS,
            HOST_EFFECTS,
            DesOptions,
+           MessageCpu,
            PsOptions,
            TierOptions,
            parse_effects,
 )
 from heterps_sim.des.simulator import DesRun, simulate
 
-__all__ = ["EFFECTS", "HOST_EFFECTS", "DesOptions", "DesRun", "PsOptions", "TierOptions", "parse_effects",
+__all__ = ["EFFECTS", "HOST_EFFECTS", "DesOptions", "DesRun", "MessageCpu", "PsOptions", "TierOptions", "parse_effects",
            "simulate"]

@@ -19,7 +19,9 @@ model (see des/__init__.py). `effects` names the mechanisms switched on:
     preemption  units are preempted (Poisson), down for a restart delay, and redo lost work
     cores       (not in "all") every replica runs on ONE host with `host_cores` cores (the engine on a single
                 machine): the CPU part of each computation waits for a free core (FIFO); the
-                rest of it (an emulated slower type sleeps, `cpu_share`) does not hold one
+                rest of it (an emulated slower type sleeps, `cpu_share`) does not hold one.
+                With `message_cpu` and transfers, a boundary message's CPU (gloo's send and
+                receive) is charged on the host's cores too (des/work.py)
 """
 
 from __future__ import annotations
@@ -99,6 +101,24 @@ class PsOptions(PsSpec):
                            "current operation computes (depth 1); False: just before it.")
 
 
+class MessageCpu(_Strict):
+    """cores: what one boundary message costs the host's CPU, measured (heterps-exec profile's
+    links JSON, "message_cpu"; benchmarks/bench_message_cpu.py): seconds = per message + per
+    byte x bytes, on the sender and on the receiver."""
+
+    send_s: float = Field(ge=0, description="Sender's CPU seconds per message.")
+    send_s_per_byte: float = Field(default=0.0, ge=0, description="Sender's CPU seconds per byte.")
+    recv_s: float = Field(ge=0, description="Receiver's CPU seconds per message.")
+    recv_s_per_byte: float = Field(default=0.0, ge=0,
+                                   description="Receiver's CPU seconds per byte.")
+
+    def send(self, nbytes: float) -> float:
+        return self.send_s + self.send_s_per_byte * nbytes
+
+    def recv(self, nbytes: float) -> float:
+        return self.recv_s + self.recv_s_per_byte * nbytes
+
+
 class DesOptions(HpsOptions):
     """Knobs of one simulation; `DesOptions.with_effects("all")` switches every effect on.
 
@@ -172,6 +192,10 @@ class DesOptions(HpsOptions):
     cpu_share: tuple[float, ...] | None = Field(
         default=None, description="cores: per stage, the share of its compute that holds a "
         "core (1 / slowdown for a type emulated by dilation); None = 1 for every stage.")
+    message_cpu: MessageCpu | None = Field(
+        default=None, description="cores (with transfers): each boundary message's CPU on the "
+        "one host, added to the operation that sends it and to the one that receives it "
+        "(des/work.py); None: messages hold no core.")
     batch: bool = Field(
         default=True, description="Let a replica run ahead through operations whose inputs are "
         "already known, without a SimPy timeout each (exactly the same timeline); only used when "

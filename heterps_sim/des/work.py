@@ -43,6 +43,17 @@ S, when odt is serial) and model them explicitly instead:
                tree, options.allreduce_algorithm), after a barrier of the stage's replicas;
                k = 1 costs nothing. With `overlap`, the part that fits under one microbatch's
                backward is hidden (the engine's buckets travel during the last backward).
+    cores      with transfers and options.message_cpu: a message's CPU on the one host (gloo's
+               send and receive, measured), send(bytes) added to the operation that sends it
+               and recv(bytes) to the one that consumes it, as communication (not compute):
+
+                   stage g's forward  += recv(activations from g-1) + send(activations to g+1)
+                   stage g's backward += recv(gradients from g+1)   + send(gradients to g-1)
+
+               so it holds a core with the operation. Approximate: gloo moves a message on its
+               own thread when it arrives, not inside the consuming operation; and on a type
+               emulated by dilation the added seconds hold a core only for the stage's
+               cpu_share, like the rest of the operation (knowingly low by 1 - cpu_share).
 """
 
 from __future__ import annotations
@@ -169,7 +180,30 @@ def stage_work(problem: Problem, terms: list[StageTerms], replicas: list[int], m
             works.append(_mixed_work(parts, t.counts, m, flush))
         else:
             works.append(_one_stage(problem, g, t, k, link_bw, m, options, flush, pbytes))
+    if options.message_cpu is not None and options.on("cores") and options.on("transfers"):
+        works = _with_message_cpu(works, options.message_cpu)
     return works, notes
+
+
+def _with_message_cpu(works: list[StageWork], cpu) -> list[StageWork]:
+    """Each stage's forward and backward with its messages' CPU added (module docstring,
+    `cores`); `cpu`: the options' MessageCpu."""
+    out = []
+    for g, w in enumerate(works):
+        before, after = g > 0, g + 1 < len(works)
+        fx = ((cpu.recv(works[g - 1].send_forward_bytes) if before else 0.0)
+              + (cpu.send(w.send_forward_bytes) if after else 0.0))
+        bx = ((cpu.recv(w.send_backward_bytes) if after else 0.0)
+              + (cpu.send(works[g - 1].send_backward_bytes) if before else 0.0))
+        f, b, _ = w.replica_seconds[0] if w.replica_seconds else (w.forward_s, w.backward_s, 0)
+        shares = {"comm_forward": (f * w.comm_forward + fx) / (f + fx) if f + fx > 0 else 0.0,
+                  "comm_backward": (b * w.comm_backward + bx) / (b + bx) if b + bx > 0 else 0.0}
+        if w.replica_seconds:  # a mixed stage: each replica's own seconds (unit fields stay 1)
+            out.append(replace(w, **shares, replica_seconds=tuple(
+                (rf + fx, rb + bx, rs) for rf, rb, rs in w.replica_seconds)))
+        else:
+            out.append(replace(w, **shares, forward_s=f + fx, backward_s=b + bx))
+    return out
 
 
 def _mixed_work(parts: list[StageWork], counts: tuple[int, ...], m: int,
