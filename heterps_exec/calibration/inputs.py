@@ -38,6 +38,15 @@ class AllReduceRow(_Strict):
     seconds: float = Field(ge=0, le=MAX_SECONDS)
 
 
+class MessageCpuRow(_Strict):
+    """CPU seconds of one gloo message on each side: per message + per byte x bytes."""
+
+    send_s: float = Field(ge=0, le=MAX_SECONDS)
+    send_s_per_byte: float = Field(default=0.0, ge=0, le=1.0)
+    recv_s: float = Field(ge=0, le=MAX_SECONDS)
+    recv_s_per_byte: float = Field(default=0.0, ge=0, le=1.0)
+
+
 class LinksFile(_Strict):
     """What `heterps-exec profile` measures about the host's links (calibration/links.py)."""
 
@@ -47,6 +56,11 @@ class LinksFile(_Strict):
     """Point-to-point bandwidth."""
     allreduce: list[AllReduceRow] = []
     """Measured all-reduce times (ranks, bytes, seconds)."""
+    message_cpu: MessageCpuRow | None = None
+    """What a boundary message costs the sender's and the receiver's CPU
+    (benchmarks/bench_message_cpu.py): the simulator charges it on the host's cores."""
+    message_cpu_origin: str = ""
+    """Informational: the machine, date and command that measured message_cpu."""
     points: list[dict[str, Any]] = []
     host: str = ""
     after_compute_s: float = 0.0

@@ -13,8 +13,8 @@ Two predictors, the analytic model and the simulator, from one of two sources:
                slowdowns, gloo latency and bandwidth; under the paper model, whose terms the
                measurements fill without double counting); the simulator runs what the engine does
                on one host (calibration/validate.simulator_options: bubbles, transfers,
-               all-reduce with the measured times, every rank on this host's cores) plus the
-               run's H-PS options. The runtime's own per-step work outside the layers is not in
+               all-reduce with the measured times, every rank and each message's measured CPU
+               on this host's cores) plus the run's H-PS options. The runtime's own per-step work outside the layers is not in
                a profile (`heterps-exec validate` measures it), so both predict a little high.
     roofline   no profile of this host and model: the scenario's problem (the catalog types'
                roofline) and the simulator with the deterministic effects on. It predicts the
@@ -146,7 +146,7 @@ def _from_profile(spec: RunSpec, problem, plan: Plan, graph, csv_path: Path,
                       for r in links.get("allreduce", ())) or None
     hps, notes = _hps_fields(spec)
     base = simulator_options(plan, slow, steps=spec.steps, warmup=spec.warmup_steps,
-                             allreduce=allreduce)
+                             allreduce=allreduce, message_cpu=links.get("message_cpu"))
     options = DesOptions(**{**base.model_dump(), **hps})
     calibrated = {mode: calibrated_problem(problem, graph, plan, fit, slow, links["latency_s"],
                                            links["bytes_per_s"], for_des=mode == "des")

@@ -5,7 +5,8 @@
 Plans are drawn deterministically from the seed over stage counts (1-4), replica counts
 (at most `max_ranks` ranks), schedules (gpipe, 1f1b; async plans can be given), microbatches and the scenario's types
 (emulated by the binding). Each is predicted by the analytic model and by the simulator
-(`bubbles`, `transfers`, `allreduce`, and `cores`: every rank shares this host's cores) on a problem calibrated to this machine
+(`bubbles`, `transfers`, `allreduce`, and `cores`: every rank shares this host's cores, and
+so does each message's measured CPU) on a problem calibrated to this machine
 (calibration/calibrate.py), then run by the engine. Per plan: throughputs, step-time split (compute,
 transfer, bubble/idle) at the bottleneck stage; in total: MAPE and Kendall's tau of the
 plan ranking for each predictor.
@@ -135,14 +136,17 @@ def run_speed(measured, des, plan, overhead_s: tuple[float, float] = (0.0, 0.0))
 
 def simulator_options(plan: Plan, slowdowns: list[float], *, steps: int, warmup: int,
                       allreduce, core_sharing: Literal["fifo", "fair"] = "fifo",
-                      ) -> DesOptions:
+                      message_cpu: dict | None = None) -> DesOptions:
     """What the engine will do, as simulator options: its steps, the plan's microbatch count
     as it is (the simulator reads a plan's 1 as "unset" and picks its own default; the
     engine runs 1), every rank on this host's cores at its emulated speed (an operation
     holds a core until done, core_sharing="fifo": a 0.1-2 ms layer op mostly completes
     within one scheduler time slice; "fair" time-slices and predicted 6-rank plans worse
     here, 19.9% against 10.1% at run speed), the measured all-reduce times, and messages
-    sent as the engine sends them (isend: the sender goes on, sends_leave_work)."""
+    sent as the engine sends them (isend: the sender goes on, sends_leave_work), each
+    charging its measured CPU to the sender's and the receiver's core (`message_cpu`, the links
+    JSON's: the ranks, gloo's threads and the copies share this host's cores; None: not
+    charged)."""
     from heterps_sim.des import DesOptions
     return DesOptions(effects={"bubbles", "transfers", "allreduce", "cores"},
                       sends_leave_work=True,
@@ -150,7 +154,8 @@ def simulator_options(plan: Plan, slowdowns: list[float], *, steps: int, warmup:
                       num_microbatches=plan.num_microbatches,
                       host_cores=os.cpu_count() or 1,
                       cpu_share=tuple(1.0 / x for x in slowdowns),
-                      allreduce_measured=allreduce, core_sharing=core_sharing)
+                      allreduce_measured=allreduce, core_sharing=core_sharing,
+                      message_cpu=message_cpu)
 
 
 CALIBRATION_MICROBATCHES = (1, 8)
@@ -271,7 +276,8 @@ def validate(req: ValidateRequest, progress=None) -> dict:
                                                             binding_src, 0)]
         des_options = simulator_options(plan, slow, steps=req.steps, warmup=warmup,
                                         allreduce=measured_allreduce,
-                                        core_sharing=req.core_sharing)
+                                        core_sharing=req.core_sharing,
+                                        message_cpu=req.links.get("message_cpu"))
         problems = {mode: calibrated_problem(base, graph, plan, fit, slow, latency, bandwidth,
                                              for_des=mode == "des", step_overhead_s=overhead,
                                              microbatch_overhead_s=per_microbatch,
