@@ -170,8 +170,8 @@ class CompiledSearch:
         mf, mfd, P, PV, work = kernel.prefix_tables(
             first, count, E, F, K, self.L, self.M, self.t.par, m, self.beta, self.fs,
             self.allreduce, self.transfers, self.contention, self.one_f_one_b, ppb,
-            self.holds, float(self.p.latency_s) if self.transfers else 0.0, self.t.ext,
-            self.t.lvl, self.lev, self.bytes, self.t.price, self.t_max)
+            self.holds, self.all_pulls(m), float(self.p.latency_s) if self.transfers else 0.0,
+            self.t.ext, self.t.lvl, self.lev, self.bytes, self.t.price, self.t_max)
         start, lev = kernel.breakpoints(P)
         vstart, vlev = kernel.breakpoints(PV)
         return mf, mfd, P, start, lev, PV, vstart, vlev, ppb, int(work)

@@ -100,8 +100,8 @@ def _level(budget, t_max, slack):
 
 @njit(cache=True)
 def prefix_tables(first, count, E, F, K, L, M, par, m, beta, fs, allreduce, transfers,
-                  contention, one_f_one_b, pull_per_byte, holds, latency, ext, lvl, lev,
-                  bytes_, price, t_max):
+                  contention, one_f_one_b, pull_per_byte, holds, q_all, latency, ext, lvl,
+                  lev, bytes_, price, t_max):
     """Bounds on how the layers 0..i-1 before a suffix starting at i complete it. Each stage
     h of the prefix has a boundary after it (h is never the plan's last) on at most its own
     type's bandwidth, so its fill a_h, drain c_h, paces pf_h, pb_h and step-end phase r_h
@@ -112,9 +112,9 @@ def prefix_tables(first, count, E, F, K, L, M, par, m, beta, fs, allreduce, tran
     price[x, i]  its least USD per hour when X_p <= t_max x / LEVELS, where
                      X_p = max_h (fills of the stages before h + a_h + c_h + pf_h + pb_h
                                   + r_h + fills and drains of the stages after h)
-                 (pf_h at least the PS pulls' pace (m - k_h - 1) p_h when h holds
-                 embedding bytes and n_h > 1: the pace of one such stage, and the step's
-                 pulls less one microbatch's with several, are at least that). Taking
+                 (pf_h with the step's pulls' pace Q = q_all, every plan's, as max(pf_h, Q),
+                 and, when h holds embedding bytes, its pull stagger in pf_h and its pushes'
+                 drain in r_h: cost/flush.py). Taking
                  g = h in T, every term of X_p is in it beside the suffix's D, so
                  T >= D_suffix + X_p (the fills before h are bounded by min_fill).
     pace[x, i]   its least USD per hour when V_p <= t_max x / LEVELS, V_p = A_p + its largest
@@ -175,9 +175,15 @@ def prefix_tables(first, count, E, F, K, L, M, par, m, beta, fs, allreduce, tran
                     work += 1
                     ar = dominant.allreduce_time(F[s, 4], F[s, 5], k) if allreduce else 0.0
                     pf, pb = paces(nn, w, 0.0, ser, beta, fs, contention, one_f_one_b)
-                    if pull > 0.0 and nn > 1:
-                        pf = max(pf, (m - k - (1.0 if holds else 0.0)) * pull)
-                    own = min_fill[a] + a_fill + c_drain + pf + pb + ar + u
+                    r = ar + u
+                    if pull > 0.0:  # as search's options (h is never the plan's last stage)
+                        stagger = (min(k, m) - 1.0 + (0.0 if holds else 1.0)) * pull
+                        extra = 0.0 if holds else (nn - 1) * pull
+                        pf = max(pf, (1.0 - beta) * (nn - 1) * w + stagger + extra)
+                        r = max(r, max(pull, m * pull - beta * (nn - 1) * w)
+                                - (beta * w if holds else 0.0))
+                    pf = max(pf, q_all)
+                    own = min_fill[a] + a_fill + c_drain + pf + pb + r
                     if own > t_max * (1.0 + 1e-12):
                         continue
                     g = _level(own, t_max, 1.0 - 1e-12)
