@@ -65,11 +65,9 @@ def piped(stages, env):
     return float(loss.detach()), {k: p.grad for s in stages for k, p in s[0].named_parameters()}
 
 
-@pytest.mark.parametrize("need_weights", [False, True], ids=["sdpa", "softmax-dropout"])
-def test_stages_draw_the_eager_modules_masks_per_microbatch(tmp_path, need_weights):
-    whole, stages = stages_and_whole(scenario(tmp_path, need_weights=need_weights), [1])
-    # field dropout | attention (1 call), proj, fc: sdpa + alpha dropout
-    assert [s[0].dropouts for s in stages] == [1, 3]
+def stages_draw_as_the_eager_module(whole, stages, calls: int) -> None:
+    """Under three (seed, step, microbatch) keys the stages' loss and gradients equal the
+    eager module's, whose forward seeded `calls` random calls; another key draws otherwise."""
     env = batch_for(whole.cap, 16)
     losses = set()
     for key in [(3, 1, 0), (3, 1, 1), (3, 2, 0)]:
@@ -79,7 +77,7 @@ def test_stages_draw_the_eager_modules_masks_per_microbatch(tmp_path, need_weigh
         with microbatch(*key), EagerDropout() as eager:
             _, want = whole(env)
         want.backward()
-        assert eager.count == 4  # every random call of the eager forward was seeded
+        assert eager.count == calls  # every random call of the eager forward was seeded
         with microbatch(*key):
             got, grads = piped(stages, env)
         assert got == pytest.approx(float(want.detach()), rel=1e-6)
@@ -88,6 +86,14 @@ def test_stages_draw_the_eager_modules_masks_per_microbatch(tmp_path, need_weigh
             assert torch.allclose(g, ref[k].grad, atol=1e-6), k
         losses.add(round(got, 6))
     assert len(losses) == 3  # another microbatch or step: other masks
+
+
+@pytest.mark.parametrize("need_weights", [False, True], ids=["sdpa", "softmax-dropout"])
+def test_stages_draw_the_eager_modules_masks_per_microbatch(tmp_path, need_weights):
+    whole, stages = stages_and_whole(scenario(tmp_path, need_weights=need_weights), [1])
+    # field dropout | attention (1 call), proj, fc: sdpa + alpha dropout
+    assert [s[0].dropouts for s in stages] == [1, 3]
+    stages_draw_as_the_eager_module(whole, stages, calls=4)
 
 
 def test_seeded_masks_keep_each_ops_rules():
@@ -142,24 +148,7 @@ def test_inplace_dropout_and_draws_in_forward_match_the_eager_module(tmp_path, c
     assert load_input(DRAWS).problem.layer_names == ("embedding", "fc", "mid", "out", "loss")
     whole, stages = stages_and_whole(DRAWS, cuts)
     assert sum(s[0].dropouts for s in stages) == 5
-    env = batch_for(whole.cap, 16)
-    losses = set()
-    for key in [(3, 1, 0), (3, 1, 1), (3, 2, 0)]:
-        whole.zero_grad()
-        for s in stages:
-            s[0].zero_grad()
-        with microbatch(*key), EagerDropout() as eager:
-            _, want = whole(env)
-        want.backward()
-        assert eager.count == 5  # every random call of the eager forward was seeded
-        with microbatch(*key):
-            got, grads = piped(stages, env)
-        assert got == pytest.approx(float(want.detach()), rel=1e-6)
-        ref = dict(whole.named_parameters())
-        for k, g in grads.items():
-            assert torch.allclose(g, ref[k].grad, atol=1e-6), k
-        losses.add(round(got, 6))
-    assert len(losses) == 3
+    stages_draw_as_the_eager_module(whole, stages, calls=5)
 
 
 def test_seeded_draws_keep_torchs_distributions():
