@@ -39,6 +39,20 @@ def run_exec(*args: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+def run_three_steps_exactly(tmp_path: Path, scenario, plan: dict, *extra: str) -> dict:
+    """`heterps-exec run` of `plan` on `scenario` for 3 steps (lr 0.1, state saved), checked
+    against single-process training (assert_matches_reference); returns result.json's dict."""
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    code, out, err = run_exec("run", str(tmp_path / "plan.json"), "--scenario", str(scenario),
+                              "--out", str(tmp_path / "run"), "--rank-timeout", "90", "--json",
+                              "--steps", "3", "--lr", "0.1", "--save-state",
+                              str(tmp_path / "state.pt"), *extra)
+    assert code == 0, err
+    result = json.loads(out)
+    assert_matches_reference(tmp_path / "run", tmp_path / "state.pt", result)
+    return result
+
+
 def assert_matches_reference(run_dir: Path, state_path: Path, result: dict | None = None,
                              atol: float = 1e-5) -> None:
     """Weights (and the losses, when given) equal single-process training on the batches."""

@@ -7,7 +7,6 @@ server, and the held-out log-loss computed here."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +19,7 @@ from heterps_exec.data.synthetic import BatchStream, RawTensor, generate_dataset
 from heterps_exec.model.user_model import data_graph, run_entry
 from heterps_sim.core.plan import plan_from_dict
 from heterps_sim.inputs.load import load_input
-from tests.exec.helpers import assert_matches_reference, run_exec
+from tests.exec.helpers import run_three_steps_exactly
 from tests.exec.model.test_messy_models import (
     assert_same_training,
     chained,
@@ -119,14 +118,7 @@ RUNS = [([2], [1, 2], []), ([1], [1, 1], ["--ps-shards", "1"])]
 def test_bag_model_trains_exactly_and_scores_its_holdout(tmp_path, cuts, replicas, extra):
     plan = plan_for(list(load_input(SCENARIO).problem.layer_names), cuts, replicas)
     plan["num_microbatches"] = 4
-    (tmp_path / "plan.json").write_text(json.dumps(plan))
-    code, out, err = run_exec("run", str(tmp_path / "plan.json"), "--scenario", str(SCENARIO),
-                              "--out", str(tmp_path / "run"), "--rank-timeout", "90", "--json",
-                              "--steps", "3", "--lr", "0.1", "--save-state",
-                              str(tmp_path / "state.pt"), *extra)
-    assert code == 0, err
-    result = json.loads(out)
-    assert_matches_reference(tmp_path / "run", tmp_path / "state.pt", result)
+    result = run_three_steps_exactly(tmp_path, SCENARIO, plan, *extra)
     holdout = result["extra"]["holdout"]
     assert holdout["rows"] > 0 and holdout["log_loss"] == pytest.approx(
         direct_log_loss(tmp_path / "run", tmp_path / "state.pt"), rel=1e-9)

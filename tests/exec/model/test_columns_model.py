@@ -30,7 +30,7 @@ from heterps_exec.model.user_model import (
 from heterps_sim.core.plan import plan_from_dict
 from heterps_sim.inputs.load import load_input
 from heterps_sim.inputs.torch_model.capture import CaptureError
-from tests.exec.helpers import assert_matches_reference, run_exec
+from tests.exec.helpers import run_three_steps_exactly
 from tests.exec.model.test_messy_models import (
     assert_same_training,
     chained,
@@ -194,14 +194,7 @@ def test_columns_model_trains_exactly_and_scores_its_holdout(tmp_path, cuts, rep
     from heterps_exec.runtime.reference import train_reference
     plan = plan_for(list(load_input(SCENARIO).problem.layer_names), cuts, replicas)
     plan.update(schedule=schedule, num_microbatches=4)
-    (tmp_path / "plan.json").write_text(json.dumps(plan))
-    code, out, err = run_exec("run", str(tmp_path / "plan.json"), "--scenario", str(SCENARIO),
-                              "--out", str(tmp_path / "run"), "--rank-timeout", "90", "--json",
-                              "--steps", "3", "--lr", "0.1", "--save-state",
-                              str(tmp_path / "state.pt"), *extra)
-    assert code == 0, err
-    result = json.loads(out)
-    assert_matches_reference(tmp_path / "run", tmp_path / "state.pt", result)
+    result = run_three_steps_exactly(tmp_path, SCENARIO, plan, *extra)
     holdout = result["extra"]["holdout"]
     assert holdout["output"] == "probabilities" and holdout["rows"] > 0
     assert holdout["log_loss"] == pytest.approx(

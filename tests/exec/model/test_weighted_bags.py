@@ -6,7 +6,6 @@ with single-process training's weights (1e-5)."""
 
 from __future__ import annotations
 
-import json
 import types
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from heterps_sim.inputs.load import load_input
 from heterps_sim.inputs.torch_model.bags import forward_args
 from heterps_sim.inputs.torch_model.capture import raw_inputs
 from heterps_sim.inputs.torch_model.section import TorchModelSection
-from tests.exec.helpers import assert_matches_reference, run_exec
+from tests.exec.helpers import run_three_steps_exactly
 from tests.exec.model.test_messy_models import (
     assert_same_training,
     batch_for,
@@ -196,13 +195,7 @@ def test_weighted_bag_trains_exactly(tmp_path, cuts, replicas, extra):
     server), 4 microbatches: the run ends with single-process training's weights."""
     plan = plan_for(list(load_input(SCENARIO).problem.layer_names), cuts, replicas)
     plan["num_microbatches"] = 4
-    (tmp_path / "plan.json").write_text(json.dumps(plan))
-    code, out, err = run_exec("run", str(tmp_path / "plan.json"), "--scenario", str(SCENARIO),
-                              "--out", str(tmp_path / "run"), "--rank-timeout", "90", "--json",
-                              "--steps", "3", "--lr", "0.1", "--save-state",
-                              str(tmp_path / "state.pt"), *extra)
-    assert code == 0, err
-    assert_matches_reference(tmp_path / "run", tmp_path / "state.pt", json.loads(out))
+    run_three_steps_exactly(tmp_path, SCENARIO, plan, *extra)
 
 
 @pytest.mark.slow

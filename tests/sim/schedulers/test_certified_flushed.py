@@ -206,6 +206,7 @@ answer still claims only the proofs it has)."""
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # (50 problems, each again at 13x the budget: tens of minutes)
 def test_default_budget_answers_never_claim_a_missing_proof():
     """50 random problems 12x12..32x32, every m 2..64, at the default budget: an answer that
     says proven is the optimum a 13x larger budget finds (and proves), no bound exceeds the
