@@ -97,8 +97,9 @@ class PsOptions(PsSpec):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    prefetch: bool = Field(default=True, description="Queue the next forward's pull while the "
-                           "current operation computes (depth 1); False: just before it.")
+    prefetch: bool = Field(default=True, description="Queue the next forward's pull of the "
+                           "same step once this forward has computed (depth 1, as the engine); "
+                           "False: as that forward starts.")
 
 
 class MessageCpu(_Strict):
