@@ -24,7 +24,7 @@ from heterps_exec.model.dropout import (
 from heterps_exec.model.user_model import run_entry, user_stage, whole_model
 from heterps_sim.core.plan import plan_from_dict
 from heterps_sim.inputs.load import load_input
-from tests.exec.helpers import assert_matches_reference, run_exec
+from tests.exec.helpers import run_three_steps_exactly
 from tests.exec.model.test_messy_models import batch_for, plan_for
 
 SCENARIO = Path(__file__).resolve().parents[2] / "fixtures" / "ctr_models" / "random_ops.yaml"
@@ -128,13 +128,7 @@ def test_random_ops_train_like_one_process(tmp_path, cuts, replicas, schedule, n
     path = scenario(tmp_path, need_weights=need_weights)
     plan = plan_for(list(load_input(path).problem.layer_names), cuts, replicas)
     plan.update(schedule=schedule, num_microbatches=4)
-    (tmp_path / "plan.json").write_text(json.dumps(plan))
-    code, out, err = run_exec("run", str(tmp_path / "plan.json"), "--scenario", str(path),
-                              "--out", str(tmp_path / "run"), "--rank-timeout", "90", "--json",
-                              "--steps", "3", "--lr", "0.1", "--save-state",
-                              str(tmp_path / "state.pt"))
-    assert code == 0, err
-    assert_matches_reference(tmp_path / "run", tmp_path / "state.pt", json.loads(out))
+    run_three_steps_exactly(tmp_path, path, plan)
 
 
 DRAWS = SCENARIO.with_name("random_draws.yaml")
@@ -200,10 +194,4 @@ def test_an_unseeded_draw_is_refused_in_one_line_naming_module_and_line(tmp_path
 def test_inplace_dropout_and_draws_train_like_one_process(tmp_path):
     plan = plan_for(list(load_input(DRAWS).problem.layer_names), [1, 3], [1, 2, 1])
     plan.update(schedule="1f1b", num_microbatches=4)
-    (tmp_path / "plan.json").write_text(json.dumps(plan))
-    code, out, err = run_exec("run", str(tmp_path / "plan.json"), "--scenario", str(DRAWS),
-                              "--out", str(tmp_path / "run"), "--rank-timeout", "90", "--json",
-                              "--steps", "3", "--lr", "0.1", "--save-state",
-                              str(tmp_path / "state.pt"))
-    assert code == 0, err
-    assert_matches_reference(tmp_path / "run", tmp_path / "state.pt", json.loads(out))
+    run_three_steps_exactly(tmp_path, DRAWS, plan)
