@@ -72,7 +72,7 @@ from heterps_sim.core import ps_odt
 from heterps_sim.core.lanes import default_microbatches
 from heterps_sim.core.plan import Plan
 from heterps_sim.core.problem import Problem
-from heterps_sim.cost import dominant, flush_mixed, ps_traffic
+from heterps_sim.cost import dominant, flush_mixed, ps_stage, ps_traffic
 from heterps_sim.cost.reference import MixedTerms, plan_stages, ps_cap, stage_type_indices
 
 FLUSHED = ("gpipe", "1f1b")
@@ -221,12 +221,9 @@ def flushed_throughput(problem: Problem, plan: Plan, m: int | None = None, *,
             k = sum(t.counts) if isinstance(t, MixedTerms) else plan.stages[g].num_replicas
             pull = nbytes / m / spec.num_shards * spec.seconds_per_byte
             pulls_s += m * pull
-            stagger = (min(k, m) - 1 + (0 if holds else 1)) * pull
-            own = 0.0 if holds else (most[g] - 1) * pull  # (a unit's pulls between its forwards)
-            nic_f[g] = max(nic_f[g], (1.0 - beta) * (busy[g] - w[g]) + stagger + own)
-            drain = (max(pull, m * pull - beta * (busy[g] - w[g])
-                         - (stagger if g == len(terms) - 1 else 0.0))
-                     - (beta * w[g] if holds else 0.0))
+            pace, drain = ps_stage.stage_terms(pull, k, m, most[g], busy[g] - w[g], w[g], beta,
+                                               holds, g == len(terms) - 1)
+            nic_f[g] = max(nic_f[g], pace)
             u[g] = max(u[g], drain - ar[g])
         if pulls_s > 0:
             pace = pulls_s * (1.0 - 1.0 / m) if holds else pulls_s

@@ -25,6 +25,7 @@ import numpy as np
 from numba import njit
 
 from heterps_sim.cost import dominant_numba as dominant
+from heterps_sim.cost import ps_stage_numba as ps_stage
 from heterps_sim.schedulers.exact.flushed_stages import _work
 
 NF = 12
@@ -177,11 +178,10 @@ def prefix_tables(first, count, E, F, K, L, M, par, m, beta, fs, allreduce, tran
                     pf, pb = paces(nn, w, 0.0, ser, beta, fs, contention, one_f_one_b)
                     r = ar + u
                     if pull > 0.0:  # as search's options (h is never the plan's last stage)
-                        stagger = (min(k, m) - 1.0 + (0.0 if holds else 1.0)) * pull
-                        extra = 0.0 if holds else (nn - 1) * pull
-                        pf = max(pf, (1.0 - beta) * (nn - 1) * w + stagger + extra)
-                        r = max(r, max(pull, m * pull - beta * (nn - 1) * w)
-                                - (beta * w if holds else 0.0))
+                        pace_h, drain = ps_stage.stage_terms(pull, k, m, nn, (nn - 1) * w, w,
+                                                             beta, holds, False)
+                        pf = max(pf, pace_h)
+                        r = max(r, drain)
                     pf = max(pf, q_all)
                     own = min_fill[a] + a_fill + c_drain + pf + pb + r
                     if own > t_max * (1.0 + 1e-12):
@@ -349,13 +349,11 @@ def search(first, count, E, F, K, starts_at, L, M, par, m, beta, fs, allreduce,
                         ar = dominant.allreduce_time(F[s, 4], F[s, 5], k) if allreduce else 0.0
                         r = ar + u
                         pf, pb = paces(nn, w, 0.0, ser, beta, fs, contention, one_f_one_b)
-                        if pull > 0.0:  # its units' first pulls queue at the step's start; pushes
-                            stagger = (min(k, m) - 1.0 + (0.0 if holds else 1.0)) * pull
-                            own = 0.0 if holds else (nn - 1) * pull
-                            pf = max(pf, (1.0 - beta) * (nn - 1) * w + stagger + own)
-                            r = max(r, max(pull, m * pull - beta * (nn - 1) * w
-                                           - (stagger if par_ < 0 else 0.0))
-                                    - (beta * w if holds else 0.0))
+                        if pull > 0.0:  # its units' pull stagger and its pushes' drain
+                            pace_h, drain = ps_stage.stage_terms(
+                                pull, k, m, nn, (nn - 1) * w, w, beta, holds, par_ < 0)
+                            pf = max(pf, pace_h)
+                            r = max(r, drain)
                         if par_ < 0:
                             D = a_fill + c_drain
                             f = price[j] * k

@@ -35,7 +35,7 @@ import numpy as np
 from heterps_sim.core import ps_odt
 from heterps_sim.core.plan import Plan, Stage
 from heterps_sim.core.problem import Problem
-from heterps_sim.cost import dominant, ps_traffic
+from heterps_sim.cost import dominant, ps_stage, ps_traffic
 from heterps_sim.cost.reference import MAX_REPLICAS, fixed_price_per_hour, job_cost, ps_cap
 from heterps_sim.cost.terms import model_arrays, stage_terms
 from heterps_sim.schedulers.exact.flushed_common import EFFECTS, LabelLimit
@@ -161,13 +161,11 @@ class Search:
                 ar = dominant.allreduce_time(t.bw_s, t.lat_s, k) if self.allreduce else 0.0
                 pf, pb = self.paces(n, w, 0.0, ser)
                 r = ar + u
-                if rows:  # its units' first pulls queue at the step's start; its pushes drain
-                    stagger = (min(k, self.m) - 1 + (0 if self.holds else 1)) * pull
-                    own = 0.0 if self.holds else (n - 1) * pull
-                    pf = max(pf, (1.0 - self.beta) * (n - 1) * w + stagger + own)
-                    r = max(r, max(pull, self.m * pull - self.beta * (n - 1) * w
-                                   - (stagger if nj < 0 else 0.0))
-                            - (self.beta * w if self.holds else 0.0))
+                if rows:  # its units' pull stagger and its pushes' drain
+                    pace, drain = ps_stage.stage_terms(pull, k, self.m, n, (n - 1) * w, w,
+                                                       self.beta, self.holds, nj < 0)
+                    pf = max(pf, pace)
+                    r = max(r, drain)
                 out.append(Option(k, (1.0 - self.beta) * w + d_f, self.beta * w + d_b, pf, pb,
                                   r, float(p.price_per_hour[j]) * k, n, ser, w))
         self._cache[key] = out
