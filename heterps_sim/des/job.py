@@ -1,0 +1,243 @@
+"""A whole training job on units that can be reclaimed: the step-level simulator's steps,
+checkpoints, preemptions, replacements and the bill, in SimPy.
+
+The step-level simulator (simulator.py) runs a few steps of a plan; a job runs tens of
+thousands, over hours, and spot units are reclaimed at rates per hour. So the job advances by
+checkpoint segments whose step durations are drawn from the step-level simulator's (jitter and
+stragglers included), and the preemptions interrupt it:
+
+    job         launch (startup_s, billed) -> segments of `checkpoint_every` steps, each followed
+                by a checkpoint write (checkpoint_s) except the last -> the last step's end
+    reclaims    a Poisson process per unit (its type's rate per hour while it is held) and per
+                zone (an outage reclaims every unit of the zone at once); a replacement is
+                requested at once and is ready restart_s later (provisioning + loading the
+                checkpoint); the job is down until every replacement is ready, so a reclaim
+                while it is down moves its end to restart_s after that one
+    lost work   the steps since the last checkpoint, unless the notice (the warning a cloud
+                gives before it reclaims: 120 s on AWS) fits an emergency checkpoint: then only
+                the step in progress is lost, and the job resumes once the write and the
+                replacement are done
+    the bill    every unit is billed from its launch to its reclaim (notice included: the old
+                unit runs until the reclaim, the replacement from its request) or the job's end,
+                each lease rounded up to the billing granule, at its price (a spot price trace:
+                the price in force at each moment); hosts that are never reclaimed (the priced
+                PS) are billed for the whole job
+
+Why this is exact for the test's oracle: with one reclaim rate L (the units' rates summed; a
+replacement has its predecessor's rate, so L never changes), a segment of W seconds (its steps
+and its checkpoint) completes after e^(L R) (e^(L W) - 1) / L seconds on average (R: restart_s),
+Daly's formula for a restart that starts over when a failure hits it (here: the job waits
+restart_s after the LAST reclaim), tests/sim/des/test_job.py checks the mean of many seeds
+against it. Left out: a reclaim during the launch, capacity that is not there when a replacement
+is requested, and a slower replacement type.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import simpy
+
+from heterps_sim.cost.dominant import billed_hours
+
+
+@dataclass(frozen=True, slots=True)
+class PriceTrace:
+    """A piecewise-constant price (USD per hour) from each of `times_s` (seconds since the job's
+    launch, increasing, the first 0) until the next."""
+
+    times_s: tuple[float, ...]
+    usd_per_hour: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if not self.times_s or self.times_s[0] != 0.0 or len(self.times_s) != len(self.usd_per_hour):
+            raise ValueError("a price trace starts at 0 s with one price per time")
+        if any(b <= a for a, b in zip(self.times_s, self.times_s[1:])):
+            raise ValueError("a price trace's times must increase")
+        if any(not math.isfinite(p) or p < 0.0 for p in self.usd_per_hour):
+            raise ValueError("a price trace's prices must be finite and >= 0")
+
+    def cost(self, start_s: float, end_s: float) -> float:
+        """USD of one unit held from start_s to end_s."""
+        total = 0.0
+        edges = list(self.times_s[1:]) + [math.inf]
+        for t0, t1, price in zip(self.times_s, edges, self.usd_per_hour):
+            lo, hi = max(start_s, t0), min(end_s, t1)
+            if hi > lo:
+                total += price * (hi - lo) / 3600.0
+        return total
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """`count` units of one type rented one way (on demand: no reclaims)."""
+
+    name: str
+    count: int
+    price_per_hour: float
+    """USD per hour per unit (the spot price for spot units)."""
+    reclaims_per_hour: float = 0.0
+    """Per unit, while held."""
+    zone: str = ""
+    """Units of one zone fall together in its outages ("": none)."""
+    prices: PriceTrace | None = None
+    """When set, the price in force at each moment instead of price_per_hour."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    steps: int
+    step_s: np.ndarray
+    """Step durations to draw from (the step-level simulator's, seconds, > 0)."""
+    leases: tuple[Lease, ...]
+    startup_s: float
+    restart_s: float
+    checkpoint_every: int
+    """Steps per checkpoint (0: none; a reclaim loses every step done)."""
+    checkpoint_s: float
+    notice_s: float = 0.0
+    zone_outages_per_hour: dict[str, float] = field(default_factory=dict)
+    granularity_s: float = 0.0
+    fixed_per_hour: float = 0.0
+    """USD per hour of hosts billed for the whole job and never reclaimed (the priced PS)."""
+
+    def __post_init__(self) -> None:
+        if self.steps < 1 or len(self.step_s) == 0 or np.any(~(np.asarray(self.step_s) > 0)):
+            raise ValueError("a job needs steps >= 1 and positive step durations")
+        for name in ("startup_s", "restart_s", "checkpoint_s", "notice_s", "granularity_s",
+                     "fixed_per_hour"):
+            v = getattr(self, name)
+            if not math.isfinite(v) or v < 0.0:
+                raise ValueError(f"{name} must be finite and >= 0, got {v}")
+        if self.checkpoint_every < 0:
+            raise ValueError("checkpoint_every must be >= 0")
+
+
+@dataclass(frozen=True, slots=True)
+class JobOutcome:
+    wall_s: float
+    """From the launch to the last step's end."""
+    run_s: float
+    """wall_s less the launch: what the throughput floor reads (as the plan's own bill)."""
+    cost_usd: float
+    reclaims: int
+    """Reclaim events (a zone outage counts once)."""
+    lost_steps: int
+    checkpoints: int
+
+    def throughput(self, batch_size: int, steps: int) -> float:
+        return batch_size * steps / self.run_s
+
+
+class _Bill:
+    """Each unit's leases: open at launch or at its replacement's request, closed at its
+    reclaim or the job's end."""
+
+    def __init__(self, spec: JobSpec) -> None:
+        self.spec = spec
+        self.open = [[0.0] * lease.count for lease in spec.leases]
+        self.usd = 0.0
+
+    def close(self, i: int, unit: int, end_s: float, reopen_s: float | None) -> None:
+        lease = self.spec.leases[i]
+        start = self.open[i][unit]
+        held = billed_hours(end_s - start, self.spec.granularity_s) * 3600.0
+        self.usd += (lease.prices.cost(start, start + held) if lease.prices is not None
+                     else lease.price_per_hour * held / 3600.0)
+        if reopen_s is not None:
+            self.open[i][unit] = reopen_s
+
+    def finish(self, end_s: float) -> float:
+        for i, units in enumerate(self.open):
+            for unit in range(len(units)):
+                self.close(i, unit, end_s, None)
+        return self.usd + self.spec.fixed_per_hour * billed_hours(
+            end_s, self.spec.granularity_s)
+
+
+def simulate_job(spec: JobSpec, seed: int) -> JobOutcome:
+    """One episode of the job (deterministic in `seed`)."""
+    rng = np.random.default_rng([seed, 0x10B])
+    env = simpy.Environment()
+    bill = _Bill(spec)
+    # the reclaim sources: each unit held on a reclaimable lease, then each zone's outages
+    zones = [(rate, z) for z, rate in sorted(spec.zone_outages_per_hour.items())
+             if rate > 0.0 and any(lease.zone == z for lease in spec.leases)]
+    outage_zones = {z for _, z in zones}
+    units = [(i, u) for i, lease in enumerate(spec.leases) for u in range(lease.count)
+             if lease.reclaims_per_hour > 0.0 or lease.zone in outage_zones]
+    rates = np.array([spec.leases[i].reclaims_per_hour for i, _ in units]
+                     + [r for r, _ in zones], dtype=float) / 3600.0
+    total = float(rates.sum())
+    counts = {"reclaims": 0, "lost": 0, "checkpoints": 0}
+    steps = np.asarray(spec.step_s, dtype=float)
+
+    def reclaim(now: float, pick: int) -> None:
+        """Close the reclaimed units' leases at the reclaim (the notice after now) and open
+        their replacements' at now."""
+        if pick < len(units):
+            hit = [units[pick]]
+        else:  # a zone outage: every unit of the zone
+            zone = zones[pick - len(units)][1]
+            hit = [(i, u) for i, u in units if spec.leases[i].zone == zone]
+        for i, u in hit:
+            bill.close(i, u, now + spec.notice_s, now)
+
+    def job():
+        yield env.timeout(spec.startup_s)
+        reclaimer = env.process(reclaims(env.active_process)) if total > 0.0 else None
+        safe = 0
+        every = spec.checkpoint_every or spec.steps
+        while safe < spec.steps:
+            n = min(every, spec.steps - safe)
+            durations = rng.choice(steps, size=n)
+            ends = np.cumsum(durations)
+            writes = safe + n < spec.steps and spec.checkpoint_every > 0
+            start = env.now
+            try:
+                yield env.timeout(float(ends[-1]) + (spec.checkpoint_s if writes else 0.0))
+                safe += n
+                counts["checkpoints"] += writes
+                continue
+            except simpy.Interrupt:
+                pass
+            done = int(np.searchsorted(ends, env.now - start, side="right"))
+            saved = spec.notice_s >= spec.checkpoint_s and done > 0
+            if saved:  # an emergency checkpoint inside the notice keeps the finished steps
+                safe += done
+                counts["checkpoints"] += 1
+            else:
+                counts["lost"] += min(done, n)
+            ready = env.now + max(spec.restart_s, spec.checkpoint_s if saved else 0.0)
+            while env.now < ready:  # down until every replacement is ready
+                try:
+                    yield env.timeout(ready - env.now)
+                except simpy.Interrupt:
+                    ready = max(ready, env.now + spec.restart_s)
+        if reclaimer is not None:
+            reclaimer.interrupt()
+        return env.now
+
+    def reclaims(target):
+        while True:
+            try:
+                yield env.timeout(float(rng.exponential(1.0 / total)))
+            except simpy.Interrupt:
+                return
+            pick = int(rng.choice(len(rates), p=rates / total))
+            counts["reclaims"] += 1
+            reclaim(env.now, pick)
+            if target.is_alive:
+                target.interrupt()
+
+    proc = env.process(job())
+    env.run(until=proc)
+    wall = float(proc.value)
+    return JobOutcome(wall_s=wall, run_s=wall - spec.startup_s, cost_usd=bill.finish(wall),
+                      reclaims=counts["reclaims"], lost_steps=counts["lost"],
+                      checkpoints=counts["checkpoints"])
+
+
+__all__ = ["JobOutcome", "JobSpec", "Lease", "PriceTrace", "simulate_job"]
