@@ -1,0 +1,112 @@
+"""A market file: how a plan's units are rented when some of them are spot units.
+
+    # market.yaml
+    spot:                                 # the types rented on spot (the rest on demand)
+      h100-80gb-sxm: {price_per_hour: 3.90, reclaims_per_hour: 0.02}
+      r6i-16xlarge: {price_per_hour: 1.20, reclaims_per_hour: 0.01}
+    zone_outages_per_hour: 0.0            # all spot units reclaimed at once (one zone)
+    notice_s: 120                         # warning before a reclaim (AWS: two minutes)
+    restart_s: 300                        # a replacement ready (default: its type's startup_s)
+    checkpoint:
+      write_s: 45                         # writing one checkpoint (the job pauses)
+      every_s: 1800                       # default: Young's interval sqrt(2 write_s / rate)
+    probability: 0.9                      # the throughput floor must hold this often
+
+Prices are USD per hour per unit (one GPU, or one VM), as the catalog's; rates are per unit-hour
+held. A market says how units are rented, not what a plan is: `heterps-sim episodes` prices
+any plan under one (planner/episodes.py). Bad input is one line naming the file and field.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from heterps_sim.core.files import UserFileError, read_mapping, validation_message
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SpotTerms(_Strict):
+    price_per_hour: float = Field(gt=0, allow_inf_nan=False,
+                                  description="USD per hour per unit on spot.")
+    reclaims_per_hour: float = Field(ge=0, allow_inf_nan=False,
+                                     description="Reclaims per unit-hour held.")
+
+
+class CheckpointTerms(_Strict):
+    write_s: float = Field(ge=0, allow_inf_nan=False,
+                           description="Seconds to write one checkpoint (training pauses).")
+    every_s: float | None = Field(default=None, gt=0, allow_inf_nan=False,
+                                  description="Seconds of training between checkpoints "
+                                              "(default: Young's interval).")
+
+
+class MarketFile(_Strict):
+    spot: dict[str, SpotTerms] = Field(default_factory=dict)
+    zone_outages_per_hour: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    notice_s: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    restart_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    checkpoint: CheckpointTerms
+    probability: float = Field(default=0.9, gt=0, le=1, allow_inf_nan=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Market:
+    """A market file, resolved (planner/episodes.py reads it)."""
+
+    spot: dict[str, SpotTerms] = field(default_factory=dict)
+    zone_outages_per_hour: float = 0.0
+    notice_s: float = 0.0
+    restart_s: float | None = None
+    checkpoint_write_s: float = 0.0
+    checkpoint_every_s: float | None = None
+    probability: float = 0.9
+    source: str = "<market>"
+
+    def on_demand(self) -> Market:
+        """The same terms with every unit on demand (the reference a spot plan is held to)."""
+        return Market(zone_outages_per_hour=0.0, notice_s=self.notice_s,
+                      restart_s=self.restart_s, checkpoint_write_s=self.checkpoint_write_s,
+                      checkpoint_every_s=self.checkpoint_every_s,
+                      probability=self.probability, source=self.source)
+
+    def checkpoint_interval_s(self, reclaims_per_hour: float) -> float:
+        """every_s, else Young's interval sqrt(2 C / rate) for a job reclaimed `rate` times an
+        hour (inf without reclaims: no checkpoint is needed)."""
+        if self.checkpoint_every_s is not None:
+            return self.checkpoint_every_s
+        if reclaims_per_hour <= 0.0:
+            return math.inf
+        return math.sqrt(2.0 * max(self.checkpoint_write_s, 1e-3) * 3600.0 / reclaims_per_hour)
+
+
+def parse_market(data: dict, source: str, types: list[str] | None = None) -> Market:
+    """A market mapping -> Market; `types`: the scenario's type names, which every spot type
+    must be among."""
+    try:
+        m = MarketFile.model_validate(data)
+    except ValidationError as exc:
+        raise UserFileError(validation_message(source, exc)) from None
+    if types is not None:
+        unknown = sorted(set(m.spot) - set(types))
+        if unknown:
+            raise UserFileError(f"{source}: spot.{unknown[0]}: not a type of the scenario "
+                                f"({', '.join(sorted(types)[:6])}{', ...' if len(types) > 6 else ''})")
+    return Market(spot=dict(m.spot), zone_outages_per_hour=m.zone_outages_per_hour,
+                  notice_s=m.notice_s, restart_s=m.restart_s,
+                  checkpoint_write_s=m.checkpoint.write_s, checkpoint_every_s=m.checkpoint.every_s,
+                  probability=m.probability, source=source)
+
+
+def load_market(path: str | Path, types: list[str] | None = None) -> Market:
+    path = Path(path)
+    return parse_market(read_mapping(path), str(path), types)
+
+
+__all__ = ["Market", "MarketFile", "load_market", "parse_market"]

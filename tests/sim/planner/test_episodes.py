@@ -1,0 +1,121 @@
+"""A plan over whole jobs with spot units (planner/episodes.py): bills against the plan's own
+job cost, the floor's share against the step times, spot against on demand seed by seed, and
+the market file's bad input."""
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from heterps_sim.core.files import UserFileError
+from heterps_sim.cost import reference as model
+from heterps_sim.cost.dominant import billed_hours
+from heterps_sim.inputs.load import load_input
+from heterps_sim.inputs.market import parse_market
+from heterps_sim.planner import Planner
+from heterps_sim.planner.episodes import rental_episodes, share_interval, step_times
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    problem = load_input("scenarios/exec-tiny.yaml").problem
+    answer = Planner(search="exact").plan(problem)
+    return answer.problem, answer.plan
+
+
+def _market(spot=None, **kw):
+    data = {"spot": spot or {}, "checkpoint": {"write_s": 30.0}, **kw}
+    return parse_market(data, "<market>")
+
+
+def _units(plan):
+    return [(name, n) for s in plan.stages for name, n in s.groups]
+
+
+def test_on_demand_jobs_cost_what_the_plan_bills_at_their_step_time(tiny):
+    problem, plan = tiny
+    step_s = np.array([2.0e-3, 2.5e-3, 3.0e-3])
+    out = rental_episodes(problem, plan, _market(), seeds=3, step_s=step_s)
+    steps = math.ceil(problem.num_samples / problem.batch_size)
+    names = list(problem.type_names)
+    per_hour = sum(float(problem.price_per_hour[names.index(t)]) * n for t, n in _units(plan))
+    startup = model.plan_startup_s(problem, model.plan_stages(problem, plan))
+    for s, cost, run in zip(step_s, out.cost_usd, out.run_s):
+        assert run == pytest.approx(steps * s)  # no reclaim, no checkpoint
+        assert cost == pytest.approx((per_hour + model.fixed_price_per_hour(problem))
+                                     * billed_hours(startup + steps * s,
+                                                    problem.unit_costs.billing_granularity_s))
+    assert out.reference is None and out.reclaims.sum() == 0
+
+
+def test_spot_that_is_never_reclaimed_bills_the_spot_price_for_the_same_run(tiny):
+    problem, plan = tiny
+    (name, n), = _units(plan)
+    step_s = np.array([2.0e-3, 4.0e-3])
+    out = rental_episodes(problem, plan, _market({name: {"price_per_hour": 0.1,
+                                                          "reclaims_per_hour": 0.0}}),
+                          seeds=2, step_s=step_s)
+    assert np.allclose(out.run_s, out.reference.run_s)
+    od = float(problem.price_per_hour[list(problem.type_names).index(name)])
+    assert out.savings() == pytest.approx(1.0 - 0.1 / od)
+    assert out.spot_units == {name: n}
+
+
+def test_the_floors_share_is_the_jobs_whose_step_meets_it(tiny):
+    problem, plan = tiny
+    step_s = np.array([1.0, 2.0, 3.0, 4.0, 5.0]) * 1e-3
+    limit = problem.batch_size / 3.5e-3  # steps of 1-3 ms meet it, 4-5 ms do not
+    out = rental_episodes(replace(problem, throughput_limit=limit), plan, _market(), seeds=5,
+                          step_s=step_s)
+    assert out.meet.mean == pytest.approx(3 / 5)
+    assert out.meet.low < 0.6 < out.meet.high
+
+
+def test_reclaims_only_lengthen_each_job_and_youngs_interval_is_used(tiny):
+    problem, plan = tiny
+    (name, n), = _units(plan)
+    problem = replace(problem, num_samples=problem.batch_size * 200_000)  # hours, not seconds
+    step_s = np.full(12, 0.2)
+    rate = 3.0
+    out = rental_episodes(problem, plan, _market({name: {"price_per_hour": 0.1,
+                                                          "reclaims_per_hour": rate}}),
+                          seeds=12, step_s=step_s)
+    assert np.all(out.run_s >= out.reference.run_s)
+    assert out.reclaims.sum() > 0 and out.lost_steps.sum() > 0
+    young = math.sqrt(2 * 30.0 * 3600.0 / (n * rate))
+    assert out.checkpoint_every_steps == round(young / 0.2)
+
+
+def test_step_times_are_the_simulators_at_each_seed(tiny):
+    from heterps_sim.des import simulate
+    from heterps_sim.planner.check import DETERMINISTIC_EFFECTS, VerifySettings
+    problem, plan = tiny
+    got = step_times(problem, plan, 3)
+    effects = DETERMINISTIC_EFFECTS + ("jitter", "stragglers")
+    for seed in range(3):
+        r = simulate(problem, plan, seed=seed, record_spans=False,
+                     options=VerifySettings(effects=effects, seed=seed).options()).result
+        assert got[seed] == pytest.approx(problem.batch_size / r.throughput)
+    assert len(set(got.tolist())) > 1  # the jitter draws per seed
+
+
+def test_wilson_interval_holds_the_share():
+    iv = share_interval(0, 20)
+    assert (iv.mean, iv.low) == (0.0, 0.0) and 0.1 < iv.high < 0.2
+
+
+@pytest.mark.parametrize("data, words", [
+    ({"checkpoint": {"write_s": 1}, "spot": {"t9": {"price_per_hour": 1, "reclaims_per_hour": 0}}},
+     "spot.t9: not a type"),
+    ({"checkpoint": {"write_s": 1}, "spot": {"t4": {"price_per_hour": 1,
+                                                    "reclaims_per_hour": -1}}},
+     "spot.t4.reclaims_per_hour"),
+    ({"spot": {}}, "checkpoint"),
+    ({"checkpoint": {"write_s": 1}, "probability": 1.5}, "probability"),
+    ({"checkpoint": {"write_s": 1}, "bid": 3}, "bid"),
+])
+def test_bad_markets_are_one_line_naming_the_field(data, words):
+    with pytest.raises(UserFileError, match=words) as exc:
+        parse_market(data, "m.yaml", ["t4", "xeon-icelake-16vcpu"])
+    assert str(exc.value).startswith("m.yaml: ") and "\n" not in str(exc.value)
