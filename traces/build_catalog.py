@@ -43,6 +43,14 @@ heterps_sim/inputs/data/resource_catalog_aws.csv after a check that nothing the 
 is blank. They are not among the 64 reference types (a scenario's `types: all`): a scenario
 names them or a glob that matches them.
 
+Spot prices: traces/aws_spot_prices.csv holds, per AWS instance type, the SpotPrice of every
+availability zone of the row's region as listed in a pinned SkyPilot AWS catalog (blank where the
+source lists none), with its source and the day it was read. Both written catalogs gain three
+columns: spot_price_per_hour_usd = the median over the region's AZs that list a spot price, divided
+by units_per_instance; spot_price_date; spot_price_source. They stay blank for non-AWS rows and for
+AWS rows the side file does not cover. traces/aws_spot_summary.csv (written with the shipped pair)
+keeps each instance's min / median / max. No spot number changes a price the cost model reads.
+
 Left blank on purpose (the cost model does not use them): host_link_gbps and
 gpu_interconnect_gbps of CPU rows (not applicable: a CPU's data is already in its RAM), tdp_w of
 the Graviton4 rows (not published), vcpus_per_unit / host_mem_gb_per_unit / region /
@@ -65,6 +73,11 @@ DEFAULT_OUT = REPO / "heterps_sim" / "inputs" / "data" / "resource_catalog.csv"
 AWS_SOURCE = REPO / "traces" / "aws_instances.csv"
 AWS_OUT = REPO / "heterps_sim" / "inputs" / "data" / "resource_catalog_aws.csv"
 AWS_EXTRA_COLUMNS = ("price_date", "price_source")
+SPOT_SOURCE = REPO / "traces" / "aws_spot_prices.csv"
+SPOT_SUMMARY = REPO / "traces" / "aws_spot_summary.csv"
+SPOT_COLUMNS = ("spot_price_per_hour_usd", "spot_price_date", "spot_price_source")
+SUMMARY_COLUMNS = ("instance_type", "region", "on_demand_usd", "azs_listed", "azs_with_spot",
+                   "spot_min_usd", "spot_median_usd", "spot_max_usd", "source", "date")
 
 FP32, FP16, NET = "peak_fp32_tflops", "peak_fp16_or_bf16_tensor_tflops", "network_gbps"
 GAUDI1_BF16_TFLOPS = 150.0
@@ -136,23 +149,70 @@ def fill_network(rows: list[dict[str, str]]) -> None:
             raise ValueError(f"{row['name']}: no rule fills a blank {NET}")
 
 
-def build(source: Path, out: Path) -> list[dict[str, str]]:
-    """Read `source`, fill blanks by rule, write `out`; returns the written rows."""
-    columns, rows = read_rows(source)
-    fill_gaudi_compute(rows)
-    fill_network(rows)
+def spot_quotes(path: Path = SPOT_SOURCE) -> dict[tuple[str, str], list[dict[str, str]]]:
+    """The side file's per-AZ rows, keyed by (instance_type, region), in file order."""
+    quotes: dict[tuple[str, str], list[dict[str, str]]] = {}
+    for row in read_rows(path)[1]:
+        quotes.setdefault((row["instance_type"], row["region"]), []).append(row)
+    return quotes
+
+
+def spot_summary(rows: list[dict[str, str]]) -> dict[str, str]:
+    """One instance's AZ statistics (USD per instance-hour); blank spot cells are skipped."""
+    prices = [float(r["spot_usd"]) for r in rows if r["spot_usd"].strip()]
+    for column in ("on_demand_usd", "source", "date"):
+        if len({r[column] for r in rows}) != 1:
+            raise ValueError(f"{SPOT_SOURCE}: {rows[0]['instance_type']}: {column} differs by AZ")
+    first = rows[0]
+    stats = (min(prices), statistics.median(prices), max(prices)) if prices else ("", "", "")
+    return {"instance_type": first["instance_type"], "region": first["region"],
+            "on_demand_usd": first["on_demand_usd"], "azs_listed": str(len({r["az"] for r in rows})),
+            "azs_with_spot": str(len(prices)),
+            **dict(zip(SUMMARY_COLUMNS[5:8], (fmt_spot(v) if v != "" else "" for v in stats))),
+            "source": first["source"], "date": first["date"]}
+
+
+def fmt_spot(value: float) -> str:
+    """A spot price as the CSVs write it: 6 significant digits (the source quotes 4 decimals)."""
+    return f"{value:.6g}"
+
+
+def add_spot(rows: list[dict[str, str]], quotes: dict[tuple[str, str], list[dict[str, str]]]) -> None:
+    """Append SPOT_COLUMNS to every row: the per-unit median spot price of the row's AWS instance
+    in its region, with date and source; blank where the row is not AWS or has no quote."""
+    for row in rows:
+        key = (row["instance_type"].strip(), row["region"].strip())
+        summary = spot_summary(quotes[key]) if row["cloud"].strip() == "AWS" and key in quotes else None
+        if summary is None or not summary["spot_median_usd"]:
+            row.update(dict.fromkeys(SPOT_COLUMNS, ""))
+            continue
+        units = float(row["units_per_instance"])
+        row.update(zip(SPOT_COLUMNS, (fmt_spot(float(summary["spot_median_usd"]) / units),
+                                      summary["date"], summary["source"])))
+
+
+def write_rows(out: Path, columns: list[str], rows: list[dict[str, str]]) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=columns, lineterminator="\n")
         writer.writeheader()
         writer.writerows(rows)
+
+
+def build(source: Path, out: Path) -> list[dict[str, str]]:
+    """Read `source`, fill blanks by rule, add the spot columns, write `out`; returns the rows."""
+    columns, rows = read_rows(source)
+    fill_gaudi_compute(rows)
+    fill_network(rows)
+    add_spot(rows, spot_quotes())
+    write_rows(out, [*columns, *SPOT_COLUMNS], rows)
     return rows
 
 
 def build_aws(source: Path, out: Path, reference_columns: list[str]) -> list[dict[str, str]]:
     """Copy the instance-named AWS rows (traces/aws_instances.csv: every cell sourced or
     marked, no blank the cost model needs) after checking they have the reference catalog's
-    columns plus price_date and price_source, each filled."""
+    columns plus price_date and price_source, each filled; the spot columns are appended."""
     columns, rows = read_rows(source)
     want = [*reference_columns, *AWS_EXTRA_COLUMNS]
     if columns != want:
@@ -162,11 +222,15 @@ def build_aws(source: Path, out: Path, reference_columns: list[str]) -> list[dic
         for column in (NET, FP32, FP16, "price_per_hour_usd", *AWS_EXTRA_COLUMNS):
             if not row[column].strip():
                 raise ValueError(f"{source}: {row['name']}: {column} is blank")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=columns, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
+    add_spot(rows, spot_quotes())
+    write_rows(out, [*columns, *SPOT_COLUMNS], rows)
+    return rows
+
+
+def build_spot_summary(out: Path = SPOT_SUMMARY) -> list[dict[str, str]]:
+    """Write each side-file instance's min / median / max spot price (USD per instance-hour)."""
+    rows = [spot_summary(quotes) for quotes in spot_quotes().values()]
+    write_rows(out, list(SUMMARY_COLUMNS), rows)
     return rows
 
 
@@ -188,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out == DEFAULT_OUT:  # the shipped pair; a --out trial leaves the AWS rows alone
         aws = build_aws(AWS_SOURCE, AWS_OUT, read_rows(args.source)[0])
         print(f"wrote {len(aws)} instance-named AWS types to {AWS_OUT}")
+        print(f"wrote {len(build_spot_summary())} spot summaries to {SPOT_SUMMARY}")
     return 0
 
 

@@ -11,7 +11,8 @@ sourced data; traces/README.md documents its columns and fill rules) and returns
   about 7% conservative; AWS VM RAM (GiB) is treated the same way;
 - mem_bw_gbps and host_link_gbps are GB/s (gigaBYTES) x 1e9 -> bytes/s;
 - network_gbps is Gbit/s per unit x 1e9 / 8 -> bytes/s;
-- price_per_hour_usd is USD per unit-hour, as is.
+- price_per_hour_usd is USD per unit-hour, as is; so is spot_price_per_hour_usd, which
+  `load_spot_prices()` returns with its date and source (AWS rows only; traces/README.md).
 
 `estimated_fields` holds `ResourceType` attribute names (peak_flops_fp32, network_bytes_per_s,
 ...) for the cost-model figures, and the CSV column name for the others (tdp_w, ...); the notes
@@ -26,6 +27,7 @@ import csv
 import fnmatch
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
@@ -60,6 +62,21 @@ REQUIRED_COLUMNS = ("name", "kind", "vendor", "generation_arch", "year", *NUMERI
                     "estimated_fields", "source_urls")
 SYNTHETIC = "synthetic"
 """First entry of a synthetic variant's `estimated_fields`."""
+SPOT_COLUMNS = ("spot_price_per_hour_usd", "spot_price_date", "spot_price_source")
+"""A row's spot price per unit-hour (USD), the day it was read and where (all three or none)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SpotPrice:
+    """One type's spot price, as a pinned snapshot of AWS's spot market quoted it."""
+
+    price_per_hour: float
+    """USD per unit-hour: the median over the region's availability zones of the instance's
+    spot price, divided by the units per instance (traces/aws_spot_summary.csv keeps min/max)."""
+    date: str
+    """The day the price was read from `source` (ISO date); not when AWS quoted it."""
+    source: str
+    """Pinned URL of the snapshot the price was read from."""
 
 
 class CatalogError(UserFileError):
@@ -155,6 +172,36 @@ def load_catalog(path: str | Path | None = None) -> tuple[ResourceType, ...]:
 def load_pool() -> tuple[ResourceType, ...]:
     """The 64 reference types, then the instance-named AWS rows: what scenarios pick from."""
     return load_catalog() + load_catalog(AWS_CATALOG_PATH)
+
+
+def load_spot_prices(path: str | Path | None = None) -> dict[str, SpotPrice]:
+    """The spot prices of a catalog CSV's rows that carry one (default: the shipped CATALOG_PATH),
+    by type name. A file without the spot columns has none; a row filling only some of them, or a
+    price that is not a positive number, raises CatalogError."""
+    path = Path(path) if path is not None else CATALOG_PATH
+    try:
+        with path.open(newline="", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        reason = getattr(exc, "strerror", None) or exc
+        raise CatalogError(f"{path}: cannot read the catalog ({reason})") from exc
+    prices = {}
+    for number, row in enumerate(rows, start=1):
+        cells = [_cell(row, c) for c in SPOT_COLUMNS]
+        if not any(cells):
+            continue
+        where = f"{path}: row {_cell(row, 'name')!r} (data row {number})"
+        if not all(cells):
+            blank = [c for c, v in zip(SPOT_COLUMNS, cells) if not v]
+            raise CatalogError(f"{where}: a spot price needs {', '.join(SPOT_COLUMNS)}; blank {blank}")
+        price = _number(row, SPOT_COLUMNS[0], where)
+        prices[_cell(row, "name")] = SpotPrice(price_per_hour=price, date=cells[1], source=cells[2])
+    return prices
+
+
+def spot_prices() -> dict[str, SpotPrice]:
+    """Spot prices of the shipped types (the 64 reference types, then the AWS rows), by name."""
+    return load_spot_prices() | load_spot_prices(AWS_CATALOG_PATH)
 
 
 def memory_optimised_names() -> frozenset[str]:
