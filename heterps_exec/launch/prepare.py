@@ -85,9 +85,15 @@ def prepare(req: RunRequest) -> tuple[RunSpec, object]:
 
 def _user_model(req: RunRequest, scn, plan: Plan) -> dict:
     """The run spec's entry for a user's PyTorch module, checked against the plan."""
+    from heterps_exec.model.norm_rules import refusal
     from heterps_exec.model.user_model import run_entry
-    return run_entry(scn.model, req.scenario, plan, table_scale=req.table_scale,
-                     ps_shards=req.ps_shards)
+    entry = run_entry(scn.model, req.scenario, plan, table_scale=req.table_scale,
+                      ps_shards=req.ps_shards)
+    why = refusal(scn.model.batchnorm, entry.get("norm_stages", {}), plan, req.share) \
+        if entry else ""
+    if why:
+        raise ExecError(f"{req.scenario}: {why}")
+    return entry
 
 
 def _load(req: RunRequest) -> tuple[object, object, Plan]:

@@ -27,9 +27,10 @@ num_batches_tracked += m): the running statistics are single-process training's 
 replica, so the saved state (replica 0's) holds them, whatever the layout, schedule order or
 speed-aware sharing. A stage with one replica needs none of this (its forwards run in order).
 
-Not DDP's rule (broadcast replica 0's buffers at each forward): that keeps only replica 0's
-microbatches, so the saved statistics would depend on the layout (and on timing under
-speed-aware sharing) and no layout-free oracle could give them.
+This is the `exact` rule, the default of the scenario's model.batchnorm. DDP's rule
+(replica 0's buffers at each step: `broadcast`) keeps only replica 0's microbatches, so its
+saved statistics depend on the layout; SyncBatchNorm's (`sync`) normalises over several
+microbatches. Both are offered as options (model/norm_rules.py).
 """
 
 from __future__ import annotations
@@ -42,6 +43,17 @@ import torch.distributed as dist
 from torch import nn
 
 BATCH_NORM_OPS = (torch.ops.aten.batch_norm.default,)
+
+
+def training_norm_nodes(gm):
+    """(node, owner module path) of each BatchNorm of a captured graph that trains with
+    running statistics (in graph order)."""
+    for n in gm.graph.nodes:
+        if n.op != "call_function" or n.target not in BATCH_NORM_OPS:
+            continue
+        mean, training = n.args[3], n.args[5]
+        if training and mean is not None:
+            yield n, mean.target.rpartition(".")[0]
 
 
 @dataclass
@@ -68,17 +80,12 @@ class RunningStats:
         if segment is None:
             return None
         norms = []
-        for n in segment.gm.graph.nodes:
-            if n.op != "call_function" or n.target not in BATCH_NORM_OPS:
-                continue
-            _, _, _, mean, var, training, momentum, *_ = n.args
-            if not training or mean is None:
-                continue
+        for n, owner in training_norm_nodes(segment.gm):
+            _, _, _, mean, var, _, momentum, *_ = n.args
             if not isinstance(momentum, float):
-                raise ValueError(f"BatchNorm at {mean.target.rpartition('.')[0]!r} has "
+                raise ValueError(f"BatchNorm at {owner!r} has "
                                  "momentum=None (a cumulative average): a replicated stage "
                                  "cannot sum its running statistics; set a momentum")
-            owner = mean.target.rpartition(".")[0]
             count = f"{owner}.num_batches_tracked" if owner else "num_batches_tracked"
             buffers = dict(module.named_buffers())
             norms.append(_Norm(buffers[mean.target], buffers[var.target], momentum,

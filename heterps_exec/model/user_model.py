@@ -67,6 +67,10 @@ def run_entry(section, scenario: str, plan, *, table_scale: float = 1.0,
                                f"{sorted(stages)}; keep the layers that read it in one stage")
     if chain.captured.extra_loss is not None:
         _check_extra_loss(entry, chain, stage_of, plan, scenario)
+    if section.batchnorm != "exact":  # which stage each BatchNorm runs in (the oracle's)
+        entry["norm_stages"] = {t.rpartition(".")[0]: stage_of[i]
+                                for i in range(len(chain.names)) for t in chain.params_of(i)
+                                if t.rpartition(".")[2] == "running_mean"}
     # what the ranks need without capturing on meta again: which values carry a gradient
     # across a cut, and the label's per-sample shape and dtype
     from heterps_sim.inputs.torch_model.segment import find_tables

@@ -8,4 +8,5 @@
     timeline.py   measured spans of one rank, per category
     measure.py    rank measurements -> RunResult(source="exec"), trace spans
     reference.py  single-process training on the same batches: the correctness oracle
+    reference_norms.py  the oracle's BatchNorm under model.batchnorm broadcast and sync
 """

@@ -6,8 +6,10 @@ microbatches in order, one forward and backward each, gradients summed, then one
 what the engine does, with the stages glued back together. That is the meaning of "single
 process" for what depends on the microbatch: BatchNorm normalises each microbatch by its own
 statistics and takes m running-statistics updates per step, in microbatch order (the engine
-sums a replicated stage's updates to the same values, model/batchnorm.py); dropout draws
-microbatch i's masks of step t from (seed, t, i, layer) (model/dropout.py), as every rank does.
+sums a replicated stage's updates to the same values, model/batchnorm.py; the scenario's
+model.batchnorm broadcast and sync have oracles of their own, runtime/reference_norms.py);
+dropout draws microbatch i's masks of step t from (seed, t, i, layer) (model/dropout.py), as
+every rank does.
 
 An async plan trains with stale gradients by a fixed rule (heterps_sim.core.asynchrony):
 step t's gradient is taken at W(max(0, t - D)) and updates W(t). The oracle applies that rule
@@ -28,6 +30,7 @@ from heterps_exec.model.dropout import EagerDropout, microbatch
 from heterps_exec.model.spec_graph import graph_for
 from heterps_exec.model.swap import parameter_slots, swapped
 from heterps_exec.runtime.layout import RunSpec, microbatch_bounds
+from heterps_exec.runtime.reference_norms import replica_zero_only, replicated_norms, sync_step
 from heterps_exec.runtime.worker import make_optimizer
 from heterps_sim.core.asynchrony import staleness, version_of
 
@@ -67,17 +70,23 @@ def train_reference(spec: RunSpec, steps: int | None = None, *,
     losses = []
     bounds = microbatch_bounds(spec.batch_size, plan.num_microbatches)
     masks = EagerDropout if spec.user_model else nullcontext  # (the zoo has no dropout)
+    rule = (spec.user_model or {}).get("section", {}).get("batchnorm", "exact")
+    norms = replicated_norms(spec, model) if rule != "exact" else {}
     for step in range(spec.steps if steps is None else steps):
         batch = {k: torch.from_numpy(v) for k, v in stream.batch(step).items()}
         read = (None if d == 0 else
                 {n: t.detach().requires_grad_() for n, t in kept[version_of(step, d)].items()})
         loss_sum = 0.0
-        for i, (lo, hi) in enumerate(bounds):
-            part = {k: v[lo:hi] for k, v in batch.items()}
-            with microbatch(spec.seed, step, i), masks(), reading(model, read):
-                _, loss = model(part)
-            (loss / spec.batch_size).backward()
-            loss_sum += float(loss.detach())
+        if rule == "sync":  # the whole batch at once (refused under async: no `read`)
+            loss_sum = sync_step(model, norms, batch, spec.seed, step, bounds, spec.batch_size)
+        else:
+            for i, (lo, hi) in enumerate(bounds):
+                part = {k: v[lo:hi] for k, v in batch.items()}
+                with microbatch(spec.seed, step, i), masks(), reading(model, read), \
+                        replica_zero_only(norms, step * len(bounds) + i):  # (broadcast)
+                    _, loss = model(part)
+                (loss / spec.batch_size).backward()
+                loss_sum += float(loss.detach())
         if spec.user_model:  # model.extra_loss: its gradient once per step (model/extra_loss.py)
             with reading(model, read):  # (async: at the version the step reads)
                 model.extra_loss(read)

@@ -28,6 +28,7 @@ import torch.distributed as dist
 from heterps_exec.hps import quantize
 from heterps_exec.hps.auto_quantize import AutoLinks
 from heterps_exec.hps.overlap import GradReducer
+from heterps_exec.model import norm_rules
 from heterps_exec.model.batchnorm import RunningStats
 from heterps_exec.model.dropout import microbatch
 from heterps_exec.model.partition import Boundary
@@ -103,10 +104,18 @@ class StageRunner:
         self.dropouts = getattr(module, "dropouts", 0)
         """Dropout calls in the stage: each draws its mask by (seed, step, microbatch,
         layer), model/dropout.py (none: no RNG work at all)."""
-        self.running = RunningStats.of(module, self.m) if ctx.group is not None else None
+        rule = norm_rules.rule_of(ctx.spec) if ctx.group is not None else None
+        self.running = RunningStats.of(module, self.m) if rule == "exact" else None
         """A replicated stage's BatchNorm running statistics, summed over its replicas at
-        each step end as one process updates them (model/batchnorm.py; async: in each
-        step's gradient all-reduce, versions.py); None otherwise."""
+        each step end as one process updates them (model.batchnorm: exact,
+        model/batchnorm.py; async: in each step's gradient all-reduce, versions.py); None
+        otherwise."""
+        self.broadcast = (norm_rules.BroadcastBuffers.of(module, ctx.group)
+                          if rule == "broadcast" else None)
+        """model.batchnorm: broadcast: replica 0's BatchNorm buffers, sent to the stage's
+        replicas at each step start (DDP's broadcast_buffers); None otherwise."""
+        if rule == "sync":  # the stage's BatchNorms normalise over each round of k forwards
+            norm_rules.use_sync_batch_norm(module, ctx.group)
         self.ps_steps = None
         """Async with tables on the parameter server: the PSSteps that keeps the rows each
         step pulls at its version (async_steps.py); None otherwise."""
@@ -130,7 +139,11 @@ class StageRunner:
 
     def begin_step(self) -> None:
         """Before the step's first backward: the extra loss's gradient, once per step (the
-        stage all-reduce then sums it with the replicas' data gradients)."""
+        stage all-reduce then sums it with the replicas' data gradients); model.batchnorm:
+        broadcast: replica 0's BatchNorm buffers to every replica of the stage."""
+        if self.broadcast is not None:
+            with self.ctx.recorder.span("broadcast buffers", "allreduce"):
+                self.broadcast()
         if self.extra_loss is not None:
             with self.ctx.recorder.span("extra loss", "compute"):
                 self.extra_loss()

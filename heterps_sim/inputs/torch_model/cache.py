@@ -126,7 +126,8 @@ def entry_key(section, source: str, search_paths: Sequence[str]) -> str | None:
         return None
     digest = hashlib.sha256()
     for part in (CAPTURE_FORMAT, f"{sys.version_info[0]}.{sys.version_info[1]}",
-                 torch_version(), section.model_dump_json(), source):
+                 torch_version(), section.model_dump_json(exclude={"batchnorm"}),
+                 source):  # (batchnorm: a training rule, the chain is the same)
         digest.update(str(part).encode() + b"\0")
     for name in sorted(PACKAGE.glob("*.py")):
         digest.update(name.name.encode() + b"\0" + name.read_bytes())

@@ -10,6 +10,7 @@
       layers: grouped                            # or leaf, or [submodule names] (coarser layers)
       split_points: []                           # or submodule names that start a new layer
       extra_loss: my_models.deepfm:l2            # fn(module) -> scalar, added once per step
+      batchnorm: exact                           # or broadcast, sync: a replicated stage's BN
 
 `columns` (instead of, or as well as, `inputs`) lists feature columns: the factory receives
 them as objects (columns.FeatureColumn, or what `column_factory` makes of each), and without
@@ -214,6 +215,13 @@ class TorchModelSection(_Strict):
     probabilities (forward ends in a sigmoid, as most public CTR code does: bce then takes
     the log of them directly). Unset: probabilities when the captured graph ends in a
     sigmoid, else logits. The held-out log-loss and AUC read the output the same way."""
+    batchnorm: Literal["exact", "broadcast", "sync"] = "exact"
+    """BatchNorm in a stage the plan replicates (heterps_exec/model/norm_rules.py): exact
+    (its running statistics are single-process training's, whatever the layout), broadcast
+    (DistributedDataParallel's broadcast_buffers: replica 0's buffers at every step start, so
+    the statistics follow replica 0's microbatches), or sync (torch.nn.SyncBatchNorm's: the
+    replicas normalise each round of k microbatches by the round's statistics). Training
+    only: planning and the capture do not read it."""
     layers: Literal["grouped", "leaf"] | list[str] = "grouped"
     """Where layers begin and end: each Linear, Embedding or interaction block with the
     activation, norm and dropout after it ("grouped"), every leaf module ("leaf"), or these
