@@ -51,6 +51,11 @@ COMMANDS = {
     "convert-plan": ("heterps_sim.cli.schedule", "rewrite a plan.json in the current format "
                      "(format 2: mixed-type stages)",
                      "heterps-sim convert-plan scenarios/plans/exec-tiny-pipeline.json -o plan.json"),
+    "episodes": ("heterps_sim.cli.episodes",
+                 "a plan over whole jobs with spot units: expected cost, how often it meets "
+                 "the floor, beside on demand",
+                 "heterps-sim episodes scenarios/exec-tiny.yaml --market "
+                 "scenarios/markets/exec-tiny-spot.yaml"),
     "effects": ("heterps_sim.cli.des",
                 "what the analytic model misses: each simulator effect alone",
                 "heterps-sim effects scenarios/dlrm-64types.yaml --schedule 1f1b"),

@@ -42,6 +42,15 @@ import simpy
 
 from heterps_sim.cost.dominant import billed_hours
 
+MAX_SLOWDOWN = 1000.0
+"""A job whose wall time passes this many times its uninterrupted time is stopped: its reclaims
+outpace its restarts (Daly's expected time grows as e^(rate x restart_s)), and no answer would
+come in any useful time."""
+
+
+class JobTooLong(ValueError):
+    """The job would not finish: reclaims outpace restarts."""
+
 
 @dataclass(frozen=True, slots=True)
 class PriceTrace:
@@ -157,6 +166,37 @@ class _Bill:
             end_s, self.spec.granularity_s)
 
 
+def reclaims_per_second(spec: JobSpec) -> float:
+    """The job's reclaim rate: its reclaimable units' rates and its zones' outages (a unit of
+    a zone with outages is reclaimable even at a per-unit rate of 0)."""
+    zones = {z: r for z, r in spec.zone_outages_per_hour.items()
+             if r > 0.0 and any(lease.zone == z for lease in spec.leases)}
+    return (sum(lease.count * lease.reclaims_per_hour for lease in spec.leases)
+            + sum(zones.values())) / 3600.0
+
+
+def expected_run_s(spec: JobSpec) -> float:
+    """Daly's expected run (launch excluded) at the longest step time, without a notice:
+    every segment e^(L R) (e^(L W) - 1) / L (module docstring); the longest step and no
+    emergency checkpoint make it an upper bound on the mean of simulate_job's runs."""
+    rate = reclaims_per_second(spec)
+    step = float(np.max(spec.step_s))
+    every = spec.checkpoint_every or spec.steps
+    full, rest = divmod(spec.steps, every)
+    segments = [every * step + spec.checkpoint_s] * full + ([rest * step] if rest else [])
+    if not spec.checkpoint_every:
+        segments = [spec.steps * step]
+    elif not rest:  # the last full segment writes no checkpoint
+        segments[-1] -= spec.checkpoint_s
+    if rate <= 0.0:
+        return float(sum(segments))
+    try:
+        return float(sum(math.exp(rate * spec.restart_s) * math.expm1(rate * w) / rate
+                         for w in segments))
+    except OverflowError:
+        return math.inf
+
+
 def simulate_job(spec: JobSpec, seed: int) -> JobOutcome:
     """One episode of the job (deterministic in `seed`)."""
     rng = np.random.default_rng([seed, 0x10B])
@@ -185,21 +225,30 @@ def simulate_job(spec: JobSpec, seed: int) -> JobOutcome:
         for i, u in hit:
             bill.close(i, u, now + spec.notice_s, now)
 
+    every = spec.checkpoint_every or spec.steps
+    writes = max(0, math.ceil(spec.steps / every) - 1) if spec.checkpoint_every else 0
+    plain = spec.steps * float(steps.max()) + writes * spec.checkpoint_s
+    if total > 0.0 and expected_run_s(spec) > MAX_SLOWDOWN * plain:
+        raise JobTooLong(f"the job would take over {MAX_SLOWDOWN:g} times its uninterrupted "
+                         f"time ({plain / 3600:,.3g} h) on average: its reclaims outpace its "
+                         "restarts (lower the reclaim rates, the restart time or the "
+                         "checkpoint interval)")
+    give_up = spec.startup_s + MAX_SLOWDOWN * (plain + spec.restart_s)
+
     def job():
         yield env.timeout(spec.startup_s)
         reclaimer = env.process(reclaims(env.active_process)) if total > 0.0 else None
         safe = 0
-        every = spec.checkpoint_every or spec.steps
         while safe < spec.steps:
             n = min(every, spec.steps - safe)
             durations = rng.choice(steps, size=n)
             ends = np.cumsum(durations)
-            writes = safe + n < spec.steps and spec.checkpoint_every > 0
+            write = safe + n < spec.steps and spec.checkpoint_every > 0
             start = env.now
             try:
-                yield env.timeout(float(ends[-1]) + (spec.checkpoint_s if writes else 0.0))
+                yield env.timeout(float(ends[-1]) + (spec.checkpoint_s if write else 0.0))
                 safe += n
-                counts["checkpoints"] += writes
+                counts["checkpoints"] += write
                 continue
             except simpy.Interrupt:
                 pass
@@ -212,6 +261,11 @@ def simulate_job(spec: JobSpec, seed: int) -> JobOutcome:
                 counts["lost"] += min(done, n)
             ready = env.now + max(spec.restart_s, spec.checkpoint_s if saved else 0.0)
             while env.now < ready:  # down until every replacement is ready
+                if ready > give_up:
+                    raise JobTooLong(
+                        f"the job passed {MAX_SLOWDOWN:g} times its uninterrupted time "
+                        f"with {counts['reclaims']:,} reclaims: they outpace its restarts "
+                        "(lower the reclaim rates or the restart time)")
                 try:
                     yield env.timeout(ready - env.now)
                 except simpy.Interrupt:
@@ -240,4 +294,5 @@ def simulate_job(spec: JobSpec, seed: int) -> JobOutcome:
                       checkpoints=counts["checkpoints"])
 
 
-__all__ = ["JobOutcome", "JobSpec", "Lease", "PriceTrace", "simulate_job"]
+__all__ = ["JobOutcome", "JobSpec", "JobTooLong", "Lease", "PriceTrace", "expected_run_s",
+           "reclaims_per_second", "simulate_job"]

@@ -2,8 +2,8 @@
 
     # market.yaml
     spot:                                 # the types rented on spot (the rest on demand)
-      h100-80gb-sxm: {price_per_hour: 3.90, reclaims_per_hour: 0.02}
-      r6i-16xlarge: {price_per_hour: 1.20, reclaims_per_hour: 0.01}
+      h100-80gb-sxm: {reclaims_per_hour: 2.0e-5}    # price: the catalog's spot price
+      l4: {price_per_hour: 0.45, reclaims_per_hour: 7.0e-5}
     zone_outages_per_hour: 0.0            # all spot units reclaimed at once (one zone)
     notice_s: 120                         # warning before a reclaim (AWS: two minutes)
     restart_s: 300                        # a replacement ready (default: its type's startup_s)
@@ -33,10 +33,21 @@ class _Strict(BaseModel):
 
 
 class SpotTerms(_Strict):
-    price_per_hour: float = Field(gt=0, allow_inf_nan=False,
-                                  description="USD per hour per unit on spot.")
+    price_per_hour: float | None = Field(
+        default=None, gt=0, allow_inf_nan=False,
+        description="USD per hour per unit on spot (default: the catalog's spot price).")
     reclaims_per_hour: float = Field(ge=0, allow_inf_nan=False,
                                      description="Reclaims per unit-hour held.")
+
+
+@dataclass(frozen=True, slots=True)
+class SpotType:
+    """One type's spot terms, resolved."""
+
+    price_per_hour: float
+    reclaims_per_hour: float
+    price_source: str
+    """Where the price comes from: the market file, or the catalog's snapshot (date, URL)."""
 
 
 class CheckpointTerms(_Strict):
@@ -60,7 +71,7 @@ class MarketFile(_Strict):
 class Market:
     """A market file, resolved (planner/episodes.py reads it)."""
 
-    spot: dict[str, SpotTerms] = field(default_factory=dict)
+    spot: dict[str, SpotType] = field(default_factory=dict)
     zone_outages_per_hour: float = 0.0
     notice_s: float = 0.0
     restart_s: float | None = None
@@ -86,9 +97,11 @@ class Market:
         return math.sqrt(2.0 * max(self.checkpoint_write_s, 1e-3) * 3600.0 / reclaims_per_hour)
 
 
-def parse_market(data: dict, source: str, types: list[str] | None = None) -> Market:
+def parse_market(data: dict, source: str, types: list[str] | None = None,
+                 catalog: dict | None = None) -> Market:
     """A market mapping -> Market; `types`: the scenario's type names, which every spot type
-    must be among."""
+    must be among; `catalog`: spot prices by type name (inputs.catalog.spot_prices()) for the
+    types the file gives no price."""
     try:
         m = MarketFile.model_validate(data)
     except ValidationError as exc:
@@ -98,15 +111,28 @@ def parse_market(data: dict, source: str, types: list[str] | None = None) -> Mar
         if unknown:
             raise UserFileError(f"{source}: spot.{unknown[0]}: not a type of the scenario "
                                 f"({', '.join(sorted(types)[:6])}{', ...' if len(types) > 6 else ''})")
-    return Market(spot=dict(m.spot), zone_outages_per_hour=m.zone_outages_per_hour,
+    spot = {}
+    for name, terms in m.spot.items():
+        if terms.price_per_hour is not None:
+            spot[name] = SpotType(terms.price_per_hour, terms.reclaims_per_hour, source)
+            continue
+        known = (catalog or {}).get(name)
+        if known is None:
+            raise UserFileError(f"{source}: spot.{name}.price_per_hour: the catalog has no spot "
+                                f"price for {name}; give one (USD per unit-hour)")
+        spot[name] = SpotType(known.price_per_hour, terms.reclaims_per_hour,
+                              f"catalog, read {known.date} from {known.source}")
+    return Market(spot=spot, zone_outages_per_hour=m.zone_outages_per_hour,
                   notice_s=m.notice_s, restart_s=m.restart_s,
                   checkpoint_write_s=m.checkpoint.write_s, checkpoint_every_s=m.checkpoint.every_s,
                   probability=m.probability, source=source)
 
 
 def load_market(path: str | Path, types: list[str] | None = None) -> Market:
+    """A market file, spot prices it leaves out taken from the shipped catalog."""
+    from heterps_sim.inputs.catalog import spot_prices
     path = Path(path)
-    return parse_market(read_mapping(path), str(path), types)
+    return parse_market(read_mapping(path), str(path), types, spot_prices())
 
 
-__all__ = ["Market", "MarketFile", "load_market", "parse_market"]
+__all__ = ["Market", "MarketFile", "SpotType", "load_market", "parse_market"]

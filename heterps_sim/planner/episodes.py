@@ -31,14 +31,22 @@ STEP_EFFECTS_VARIABLE = ("jitter", "stragglers")
 CONFIDENCE = 0.95
 
 
+def money(x: float) -> str:
+    """USD as printed: cents from 100 up, else 4 significant digits."""
+    return f"{x:,.2f}" if abs(x) >= 100 else f"{x:.4g}"
+
+
 @dataclass(frozen=True, slots=True)
 class Interval:
     mean: float
     low: float
     high: float
 
-    def text(self, fmt: str = "{:,.2f}") -> str:
-        return f"{fmt.format(self.mean)} ({fmt.format(self.low)} to {fmt.format(self.high)})"
+    def text(self, fmt: str | None = None) -> str:
+        """'mean (low to high)'; by default money: cents from 100 up, else 4 digits."""
+        def one(x: float) -> str:
+            return fmt.format(x) if fmt else money(x)
+        return f"{one(self.mean)} ({one(self.low)} to {one(self.high)})"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,6 +60,9 @@ class RentalOutcome:
     reclaims: np.ndarray
     lost_steps: np.ndarray
     checkpoint_every_steps: int
+    """Steps between checkpoints (0: none; >= steps: the job is shorter than the interval)."""
+    steps: int
+    """Steps of one job."""
     throughput_limit: float
     cost: Interval
     meet: Interval
@@ -192,6 +203,7 @@ def rental_episodes(problem: Problem, plan: Plan, market: Market, *, seeds: int 
         reclaims=np.array([j.reclaims for j in jobs]),
         lost_steps=np.array([j.lost_steps for j in jobs]),
         checkpoint_every_steps=specs[0].checkpoint_every,
+        steps=steps,
         throughput_limit=problem.throughput_limit, cost=mean_interval(cost),
         meet=share_interval(hits, seeds), spot_units=spot_units,
         reference=(rental_episodes(problem, replace(plan, ps=None), market.on_demand(),
@@ -199,5 +211,5 @@ def rental_episodes(problem: Problem, plan: Plan, market: Market, *, seeds: int 
                    if reference and market.spot else None))
 
 
-__all__ = ["Interval", "RentalOutcome", "job_specs", "mean_interval", "rental_episodes",
+__all__ = ["Interval", "RentalOutcome", "job_specs", "mean_interval", "money", "rental_episodes",
            "share_interval", "step_times"]

@@ -5,12 +5,25 @@ from __future__ import annotations
 
 import numpy as np
 
+from heterps_sim.planner.episodes import money
+
+COLUMNS = (10, 34, 22, 9, 9, 11)
+"""Widths of the jobs table: label, cost, floor held, run hours, reclaims, lost steps."""
+
+
+def _share(o) -> str:
+    return f"{100 * o.meet.mean:.0f}% ({100 * o.meet.low:.0f}% to {100 * o.meet.high:.0f}%)"
+
+
+def _cells(*cells) -> str:
+    first, *rest = cells
+    return "  " + f"{first:<{COLUMNS[0]}}" + "".join(
+        f" {c:>{w}}" for c, w in zip(rest, COLUMNS[1:]))
+
 
 def _row(label: str, o) -> str:
-    return (f"  {label:10} {o.cost.text():>30}   {100 * o.meet.mean:4.0f}% "
-            f"({100 * o.meet.low:.0f}% to {100 * o.meet.high:.0f}%)   "
-            f"{o.run_s.mean() / 3600:7.3g}   {o.reclaims.mean():8.2f}   "
-            f"{o.lost_steps.mean():10,.0f}")
+    return _cells(label, o.cost.text(), _share(o), f"{o.run_s.mean() / 3600:.3g}",
+                  f"{o.reclaims.mean():.2f}", f"{o.lost_steps.mean():,.0f}")
 
 
 def _units(plan) -> str:
@@ -27,19 +40,22 @@ def episode_lines(problem, plan, outcome) -> list[str]:
         f"{float(problem.price_per_hour[names.index(name)]):,.2f}), "
         f"{m.spot[name].reclaims_per_hour:g} reclaims per unit-hour"
         for name, n in outcome.spot_units.items()) or "none of the plan's types"
-    every = (f"every {outcome.checkpoint_every_steps:,} steps"
-             + (" (Young's interval)" if m.checkpoint_every_s is None else "")
-             if outcome.checkpoint_every_steps else "none")
+    young = " (Young's interval)" if m.checkpoint_every_s is None else ""
+    every = ("none" if not outcome.checkpoint_every_steps else
+             f"none: the job's {outcome.steps:,} steps are shorter than the interval{young}"
+             if outcome.checkpoint_every_steps >= outcome.steps else
+             f"every {outcome.checkpoint_every_steps:,} steps{young}")
     lines = [
         f"plan: {_units(plan)}",
         f"jobs: {outcome.seeds} of {problem.num_samples:,.0f} samples, one per seed "
         "(step times from the simulator with jitter and stragglers on)",
         f"spot: {spot}",
+        *[f"spot price of {name}: {m.spot[name].price_source}" for name in outcome.spot_units],
         f"market {m.source}: zone outages {m.zone_outages_per_hour:g}/h, notice "
-        f"{m.notice_s:g} s, checkpoint write {m.checkpoint_write_s:g} s, {every}",
+        f"{m.notice_s:g} s, checkpoint write {m.checkpoint_write_s:g} s, checkpoints {every}",
         "",
-        f"  {'':10} {'cost USD (95% interval)':>30}   meets {problem.throughput_limit:,.0f} "
-        "samples/s   run h   reclaims   lost steps",
+        f"floor: {problem.throughput_limit:,.0f} samples/s over each job's run",
+        _cells("", "cost USD (95% interval)", "floor held", "run h", "reclaims", "lost steps"),
         _row("spot" if outcome.spot_units else "as given", outcome)]
     if outcome.reference is not None:
         lines.append(_row("on demand", outcome.reference))
@@ -54,4 +70,24 @@ def episode_lines(problem, plan, outcome) -> list[str]:
     need = problem.batch_size / problem.throughput_limit
     lines.append(f"step time per job: median {1e3 * float(np.median(outcome.step_s)):.1f} ms "
                  f"({1e3 * need:.1f} ms meets the floor with no reclaim)")
+    return lines
+
+
+def sweep_lines(problem, market, sweep) -> list[str]:
+    """The baselines on mean times, each scored by the same jobs (planner/robust.py)."""
+    lines = [f"plans on mean times, scored by the same jobs (floor {problem.throughput_limit:,.0f} "
+             f"samples/s in {100 * market.probability:.0f}% of them):",
+             f"  {'':20} {'planned USD':>12} {'jobs: cost USD (95% interval)':>34} "
+             f"{'floor held':>22}"]
+    for c in sweep.candidates:
+        if c.plan is None or c.outcome is None:
+            lines.append(f"  {c.label:20} {'no plan':>12}")
+            continue
+        o = c.outcome
+        lines.append(f"  {c.label:20} {money(c.planned_cost_usd):>12} {o.cost.text():>34} "
+                     f"{_share(o):>22}")
+    best = sweep.best
+    lines.append(f"cheapest holding the floor: {best.label}, {money(best.outcome.cost.mean)} USD "
+                 "per job on average" if best is not None else
+                 "none of these plans holds the floor as often as the market asks")
     return lines

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from heterps_sim.des.job import JobSpec, Lease, PriceTrace, simulate_job
+from heterps_sim.des.job import JobSpec, Lease, PriceTrace, expected_run_s, simulate_job
 
 
 def _daly(rate_per_s: float, restart_s: float, work_s: float) -> float:
@@ -37,6 +37,7 @@ def test_the_mean_run_is_dalys_expected_time_per_segment():
     runs = [simulate_job(spec, seed).run_s for seed in range(1500)]
     rate = 4 * 0.5 / 3600.0
     expected = 9 * _daly(rate, 1800.0, 100 * 10.0 + 30.0) + _daly(rate, 1800.0, 100 * 10.0)
+    assert expected_run_s(spec) == pytest.approx(expected)  # the module's own, same law
     mean, se = _mean_and_se(runs)
     assert abs(mean - expected) < 4 * se, (mean, expected, se)
     assert 4 * se < 0.05 * expected
@@ -119,3 +120,10 @@ def test_bad_price_traces_are_refused():
         PriceTrace((0.0, 10.0, 10.0), (1.0, 2.0, 3.0))
     with pytest.raises(ValueError, match="finite"):
         PriceTrace((0.0,), (-1.0,))
+
+
+def test_a_job_whose_reclaims_outpace_its_restarts_is_stopped_with_a_reason():
+    from heterps_sim.des.job import JobTooLong
+    spec = _spec(leases=(Lease("gpu", 4, 2.0, reclaims_per_hour=500.0),), restart_s=600.0)
+    with pytest.raises(JobTooLong, match="outpace"):  # refused before it runs (Daly)
+        simulate_job(spec, 0)

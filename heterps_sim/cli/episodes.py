@@ -1,0 +1,132 @@
+"""`heterps-sim episodes`: a plan over whole jobs with spot units (planner/episodes.py): its
+expected cost with a confidence interval, how often it meets the throughput floor, beside the
+same plan on demand.
+
+Exit 0 when the floor holds in at least the market's `probability` of the jobs, 1 when it does
+not (or no plan meets the limit), 2 on bad input.
+"""
+
+from __future__ import annotations
+
+from heterps_sim.cli.common import (
+    EXIT_INFEASIBLE,
+    add_input,
+    dump,
+    load,
+    pipeline_setting,
+    run_scheduler,
+    schedule_settings,
+)
+from heterps_sim.core.files import UserFileError
+from heterps_sim.core.flags import number
+
+MAX_SEEDS = 10_000
+"""Jobs per run: each runs the step-level simulator once (about 0.1 s on a 64-type plan)."""
+
+
+def add_episodes(p) -> None:
+    add_input(p, required=True)
+    p.add_argument("--market", required=True, metavar="MARKET.yaml",
+                   help="how units are rented: spot types, prices, reclaims, checkpoints "
+                        "(docs: the spot capacity guide)")
+    p.add_argument("--plan", help="plan.json (default: the planner's answer for the scenario)")
+    p.add_argument("--seeds", type=number(int, 2, MAX_SEEDS), default=50,
+                   help="jobs simulated, one per seed (default 50)")
+    p.add_argument("--sweep", type=_headrooms, metavar="H1,H2,...",
+                   help="also plan at floors raised by each headroom (e.g. 0,0.1,0.2: +0%%, "
+                        "+10%%, +20%%) and by the planner's repair, score each by the same jobs "
+                        "and keep the cheapest that holds the floor often enough")
+
+
+def _headrooms(text: str) -> tuple[float, ...]:
+    """argparse `type=` of --sweep: a comma list of headrooms in [0, 10]."""
+    import argparse
+    import math
+    try:
+        values = tuple(float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected numbers like 0,0.1,0.2") from None
+    if not values or any(not math.isfinite(v) or not 0 <= v <= 10 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: each headroom must be in [0, 10]")
+    return values
+
+
+def _plan(args, loaded):
+    """The plan to rent and its problem: the given plan.json priced as `evaluate` prices it,
+    else the planner's answer."""
+    if args.plan:
+        from heterps_sim.inputs.load import load_plan
+        from heterps_sim.planner import Pricing
+        try:
+            plan = load_plan(args.plan)
+            pricing = Pricing.of(loaded.problem, schedule=plan.schedule)
+            plan, result = pricing.price(loaded.problem, plan)
+        except UserFileError as exc:
+            msg = str(exc)
+            raise UserFileError(msg if msg.startswith(str(args.plan))
+                                else f"{args.plan}: {msg}") from None
+        return plan, result
+    from argparse import Namespace
+    name, mode, seed, options = schedule_settings(
+        Namespace(scheduler=None, mode=None, seed=None, set=None), loaded)
+    answer = run_scheduler(loaded.problem, name, mode, seed, options,
+                           pipeline=pipeline_setting(None, loaded))
+    return answer.plan, answer.result
+
+
+def cmd_episodes(args) -> int:
+    from heterps_sim.inputs.market import load_market
+    from heterps_sim.planner.episodes import rental_episodes
+    loaded = load(args.input, args.model)
+    market = load_market(args.market, list(loaded.problem.type_names))
+    plan, result = _plan(args, loaded)
+    if plan is None or result is None or not result.feasible:
+        why = result.reason if result is not None else "no plan"
+        print(f"no plan meets the limit to rent: {why}")
+        return EXIT_INFEASIBLE
+    try:
+        outcome = rental_episodes(loaded.problem, plan, market, seeds=args.seeds)
+    except ValueError as exc:
+        raise UserFileError(f"{args.market}: {exc}") from None
+    sweep = _sweep(args, loaded, market) if args.sweep else None
+    if args.json:
+        print(dump({"plan": plan.to_json_dict(), **outcome.to_json_dict(),
+                    **({"sweep": sweep_json(sweep)} if sweep is not None else {})}))
+    else:
+        from heterps_sim.plots.episodes import episode_lines, sweep_lines
+        print("\n".join(episode_lines(loaded.problem, plan, outcome)))
+        if sweep is not None:
+            print("\n" + "\n".join(sweep_lines(loaded.problem, market, sweep)))
+    held = outcome.meets_probability or (sweep is not None and sweep.best is not None)
+    return 0 if held else EXIT_INFEASIBLE
+
+
+def _sweep(args, loaded, market):
+    """The baselines on mean times: the planner's answer repaired, then at each raised floor."""
+    from argparse import Namespace
+
+    from heterps_sim.cli.common import make_planner
+    from heterps_sim.planner.robust import Sweep, headroom_sweep, repaired_on_means
+    name, mode, seed, options = schedule_settings(
+        Namespace(scheduler=None, mode=None, seed=None, set=None), loaded)
+    planner = make_planner(name, mode, seed, options, pipeline_setting(None, loaded))
+    try:
+        repaired = repaired_on_means(loaded.problem, market, planner, seeds=args.seeds)
+        raised = headroom_sweep(loaded.problem, market, planner, headrooms=args.sweep,
+                                seeds=args.seeds)
+    except ValueError as exc:
+        raise UserFileError(f"{args.market}: {exc}") from None
+    return Sweep((repaired, *raised.candidates))
+
+
+def sweep_json(sweep) -> dict:
+    best = sweep.best
+    return {"best": best.label if best is not None else None,
+            "candidates": [{"label": c.label, "headroom": c.headroom,
+                            "planned_cost_usd": c.planned_cost_usd if c.plan is not None else None,
+                            "plan": c.plan.to_json_dict() if c.plan is not None else None,
+                            "jobs": c.outcome.to_json_dict() if c.outcome is not None else None}
+                           for c in sweep.candidates]}
+
+
+HANDLERS = {"episodes": (add_episodes, cmd_episodes)}

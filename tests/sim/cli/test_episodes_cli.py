@@ -1,0 +1,68 @@
+"""`heterps-sim episodes`: the shipped market on exec-tiny, its exit codes and bad input."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+CLI = [sys.executable, "-m", "heterps_sim.cli"]
+TINY = "scenarios/exec-tiny.yaml"
+MARKET = "scenarios/markets/exec-tiny-spot.yaml"
+
+
+def _run(*args, cwd=None):
+    return subprocess.run([*CLI, "episodes", *args], capture_output=True, text=True,
+                          timeout=600, cwd=cwd)
+
+
+def test_the_shipped_market_prices_exec_tinys_answer_on_spot_and_on_demand():
+    proc = _run(TINY, "--market", MARKET, "--seeds", "8", "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["spot_units"] == {"xeon-icelake-16vcpu": 1}
+    assert out["meets_probability"] and out["meet"]["mean"] == 1.0
+    # the catalog's spot price (0.2964 USD/h) against 0.68 on demand, the same runs
+    assert 0.5 < out["savings"] < 0.6
+    assert out["on_demand"]["mean_run_hours"] == pytest.approx(out["mean_run_hours"])
+    again = json.loads(_run(TINY, "--market", MARKET, "--seeds", "8", "--json").stdout)
+    assert again == out  # deterministic
+
+
+def test_a_market_whose_jobs_miss_the_floor_exits_1(tmp_path):
+    market = tmp_path / "m.yaml"
+    # a reclaim every ~36 s of a ~9 s job, each costing a 120 s restart: most jobs miss
+    market.write_text("spot: {xeon-icelake-16vcpu: {reclaims_per_hour: 100}}\n"
+                      "checkpoint: {write_s: 0.003}\n")
+    proc = _run(TINY, "--market", str(market), "--seeds", "10")
+    assert proc.returncode == 1, proc.stderr
+    assert "misses the 90% the market asks" in proc.stdout
+
+
+@pytest.mark.parametrize("market, words", [
+    ("spot: {h100-80gb-sxm: {reclaims_per_hour: 0.1}}\ncheckpoint: {write_s: 1}\n",
+     "spot.h100-80gb-sxm: not a type of the scenario"),
+    ("spot: {t4: {reclaims_per_hour: -1}}\ncheckpoint: {write_s: 1}\n",
+     "spot.t4.reclaims_per_hour"),
+    ("spot: {}\n", "checkpoint"),
+    ("spot: {xeon-icelake-16vcpu: {reclaims_per_hour: 1.0e6}}\ncheckpoint: {write_s: 1}\n",
+     "outpace"),
+])
+def test_bad_markets_are_one_line_and_exit_2(tmp_path, market, words):
+    path = tmp_path / "m.yaml"
+    path.write_text(market)
+    proc = _run(TINY, "--market", str(path), "--seeds", "2")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert words in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert str(path) in proc.stderr
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--market", "nope.yaml"], "nope.yaml: no such file"),
+    (["--market", MARKET, "--seeds", "1"], "--seeds"),
+    (["--market", MARKET, "--sweep", "0,-1"], "--sweep"),
+])
+def test_bad_flags_are_one_line_and_exit_2(args, words):
+    proc = _run(TINY, *args)
+    assert proc.returncode == 2
+    assert words in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
