@@ -41,6 +41,7 @@ import numpy as np
 import simpy
 
 from heterps_sim.cost.dominant import billed_hours
+from heterps_sim.des.availability import Availability
 
 MAX_SLOWDOWN = 1000.0
 """A job whose wall time passes this many times its uninterrupted time is stopped: its reclaims
@@ -93,6 +94,11 @@ class Lease:
     """Units of one zone fall together in its outages ("": none)."""
     prices: PriceTrace | None = None
     """When set, the price in force at each moment instead of price_per_hour."""
+    availability: Availability | None = None
+    """When set, reclaims replay this trace instead of the Poisson rate: the lease is short
+    while fewer than `count` units are available (des/availability.py)."""
+    trace_offset_s: float | None = None
+    """Where in the trace's window the job launches (None: drawn per seed, uniformly)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,17 +152,23 @@ class _Bill:
 
     def __init__(self, spec: JobSpec) -> None:
         self.spec = spec
-        self.open = [[0.0] * lease.count for lease in spec.leases]
+        self.open: list[list[float | None]] = [[0.0] * lease.count for lease in spec.leases]
         self.usd = 0.0
 
     def close(self, i: int, unit: int, end_s: float, reopen_s: float | None) -> None:
+        """End a unit's lease at end_s; its replacement's opens at reopen_s (None: later,
+        by reopen())."""
         lease = self.spec.leases[i]
         start = self.open[i][unit]
+        if start is None:  # not held (waiting for capacity)
+            return
         held = billed_hours(end_s - start, self.spec.granularity_s) * 3600.0
         self.usd += (lease.prices.cost(start, start + held) if lease.prices is not None
                      else lease.price_per_hour * held / 3600.0)
-        if reopen_s is not None:
-            self.open[i][unit] = reopen_s
+        self.open[i][unit] = reopen_s
+
+    def reopen(self, i: int, unit: int, start_s: float) -> None:
+        self.open[i][unit] = start_s
 
     def finish(self, end_s: float) -> float:
         for i, units in enumerate(self.open):
@@ -207,7 +219,19 @@ def simulate_job(spec: JobSpec, seed: int) -> JobOutcome:
              if rate > 0.0 and any(lease.zone == z for lease in spec.leases)]
     outage_zones = {z for _, z in zones}
     units = [(i, u) for i, lease in enumerate(spec.leases) for u in range(lease.count)
-             if lease.reclaims_per_hour > 0.0 or lease.zone in outage_zones]
+             if lease.availability is None
+             and (lease.reclaims_per_hour > 0.0 or lease.zone in outage_zones)]
+    traced = [i for i, lease in enumerate(spec.leases) if lease.availability is not None]
+    for i in traced:
+        lease = spec.leases[i]
+        if max(lease.availability.units) < lease.count:
+            raise JobTooLong(f"{lease.name}: the availability trace never has the plan's "
+                             f"{lease.count} units (at most {max(lease.availability.units)})")
+    offsets = {i: (float(rng.uniform(0.0, spec.leases[i].availability.period_s))
+                   if spec.leases[i].trace_offset_s is None else spec.leases[i].trace_offset_s)
+               for i in traced}
+    short: set[int] = set()
+    """Traced leases with fewer units available than they need."""
     rates = np.array([spec.leases[i].reclaims_per_hour for i, _ in units]
                      + [r for r, _ in zones], dtype=float) / 3600.0
     total = float(rates.sum())
@@ -235,9 +259,27 @@ def simulate_job(spec: JobSpec, seed: int) -> JobOutcome:
                          "checkpoint interval)")
     give_up = spec.startup_s + MAX_SLOWDOWN * (plain + spec.restart_s)
 
+    def down(ready: float):
+        """Wait until every lease has its units again and the replacements are ready."""
+        while short or env.now < ready:
+            if ready > give_up:
+                raise JobTooLong(
+                    f"the job passed {MAX_SLOWDOWN:g} times its uninterrupted time "
+                    f"with {counts['reclaims']:,} reclaims: they outpace its restarts "
+                    "(lower the reclaim rates or the restart time)")
+            try:
+                yield env.timeout(give_up if short else ready - env.now)
+            except simpy.Interrupt:  # another reclaim, or capacity back: restart after it
+                ready = max(ready, env.now + spec.restart_s)
+
     def job():
         yield env.timeout(spec.startup_s)
-        reclaimer = env.process(reclaims(env.active_process)) if total > 0.0 else None
+        me = env.active_process
+        helpers = ([env.process(reclaims(me))] if total > 0.0 else []) + [
+            env.process(replay(i, me)) for i in traced]
+        yield env.timeout(0.0)  # the replays see their launch level first
+        if short:  # launched short of capacity: wait for it
+            yield from down(env.now)
         safe = 0
         while safe < spec.steps:
             n = min(every, spec.steps - safe)
@@ -259,20 +301,42 @@ def simulate_job(spec: JobSpec, seed: int) -> JobOutcome:
                 counts["checkpoints"] += 1
             else:
                 counts["lost"] += min(done, n)
-            ready = env.now + max(spec.restart_s, spec.checkpoint_s if saved else 0.0)
-            while env.now < ready:  # down until every replacement is ready
-                if ready > give_up:
-                    raise JobTooLong(
-                        f"the job passed {MAX_SLOWDOWN:g} times its uninterrupted time "
-                        f"with {counts['reclaims']:,} reclaims: they outpace its restarts "
-                        "(lower the reclaim rates or the restart time)")
-                try:
-                    yield env.timeout(ready - env.now)
-                except simpy.Interrupt:
-                    ready = max(ready, env.now + spec.restart_s)
-        if reclaimer is not None:
-            reclaimer.interrupt()
+            yield from down(env.now + max(spec.restart_s, spec.checkpoint_s if saved else 0.0))
+        for h in helpers:
+            if h.is_alive:
+                h.interrupt()
         return env.now
+
+    def replay(i: int, target):
+        """Lease i's availability trace, from its offset: short while below its count."""
+        lease = spec.leases[i]
+        trace = lease.availability
+        lost: list[int] = []
+
+        def level(units: int, launch: bool = False) -> None:
+            if units < lease.count and i not in short:
+                short.add(i)
+                counts["reclaims"] += not launch
+                lost[:] = list(range(units, lease.count))
+                for u in lost:  # (at launch: never held)
+                    bill.close(i, u, env.now + (0.0 if launch else spec.notice_s), None)
+                if target.is_alive and not launch:
+                    target.interrupt("down")
+            elif units >= lease.count and i in short:
+                short.discard(i)
+                for u in lost:
+                    bill.reopen(i, u, env.now)
+                if target.is_alive:
+                    target.interrupt("up")
+
+        begin = env.now
+        level(trace.at(offsets[i] + begin), launch=True)
+        try:
+            for t, units in trace.changes(offsets[i] + begin, give_up):
+                yield env.timeout(begin + t - env.now)
+                level(units)
+        except simpy.Interrupt:
+            return
 
     def reclaims(target):
         while True:

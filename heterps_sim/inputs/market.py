@@ -36,8 +36,14 @@ class SpotTerms(_Strict):
     price_per_hour: float | None = Field(
         default=None, gt=0, allow_inf_nan=False,
         description="USD per hour per unit on spot (default: the catalog's spot price).")
-    reclaims_per_hour: float = Field(ge=0, allow_inf_nan=False,
-                                     description="Reclaims per unit-hour held.")
+    reclaims_per_hour: float | None = Field(
+        default=None, ge=0, allow_inf_nan=False,
+        description="Reclaims per unit-hour held (required unless `trace` is given).")
+    trace: str | None = Field(default=None, description="An availability trace to replay "
+                              "instead (seconds,units CSV; path relative to the market file).")
+    trace_period_s: float | None = Field(default=None, gt=0, allow_inf_nan=False,
+                                         description="The trace's window (default: its last "
+                                                     "row's time).")
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +54,8 @@ class SpotType:
     reclaims_per_hour: float
     price_source: str
     """Where the price comes from: the market file, or the catalog's snapshot (date, URL)."""
+    availability: object = None
+    """des.availability.Availability to replay instead of the rate (None: the rate)."""
 
 
 class CheckpointTerms(_Strict):
@@ -79,6 +87,8 @@ class Market:
     checkpoint_every_s: float | None = None
     probability: float = 0.9
     source: str = "<market>"
+    restart_extra_s: float = 0.0
+    """Added to every restart (a fitted model's mean wait for capacity, planner.episodes)."""
 
     def on_demand(self) -> Market:
         """The same terms with every unit on demand (the reference a spot plan is held to)."""
@@ -98,10 +108,10 @@ class Market:
 
 
 def parse_market(data: dict, source: str, types: list[str] | None = None,
-                 catalog: dict | None = None) -> Market:
+                 catalog: dict | None = None, base: Path | None = None) -> Market:
     """A market mapping -> Market; `types`: the scenario's type names, which every spot type
     must be among; `catalog`: spot prices by type name (inputs.catalog.spot_prices()) for the
-    types the file gives no price."""
+    types the file gives no price; `base`: the folder a trace's relative path starts from."""
     try:
         m = MarketFile.model_validate(data)
     except ValidationError as exc:
@@ -113,15 +123,28 @@ def parse_market(data: dict, source: str, types: list[str] | None = None,
                                 f"({', '.join(sorted(types)[:6])}{', ...' if len(types) > 6 else ''})")
     spot = {}
     for name, terms in m.spot.items():
+        if terms.reclaims_per_hour is None and terms.trace is None:
+            raise UserFileError(f"{source}: spot.{name}: give reclaims_per_hour or a trace")
+        trace = None
+        if terms.trace is not None:
+            from heterps_sim.des.availability import load_availability
+            path = Path(terms.trace)
+            if not path.is_absolute() and base is not None:
+                path = base / path
+            try:
+                trace = load_availability(path, terms.trace_period_s)
+            except ValueError as exc:
+                raise UserFileError(f"{source}: spot.{name}.trace: {exc}") from None
+        rate = terms.reclaims_per_hour or 0.0
         if terms.price_per_hour is not None:
-            spot[name] = SpotType(terms.price_per_hour, terms.reclaims_per_hour, source)
+            spot[name] = SpotType(terms.price_per_hour, rate, source, trace)
             continue
         known = (catalog or {}).get(name)
         if known is None:
             raise UserFileError(f"{source}: spot.{name}.price_per_hour: the catalog has no spot "
                                 f"price for {name}; give one (USD per unit-hour)")
-        spot[name] = SpotType(known.price_per_hour, terms.reclaims_per_hour,
-                              f"catalog, read {known.date} from {known.source}")
+        spot[name] = SpotType(known.price_per_hour, rate,
+                              f"catalog, read {known.date} from {known.source}", trace)
     return Market(spot=spot, zone_outages_per_hour=m.zone_outages_per_hour,
                   notice_s=m.notice_s, restart_s=m.restart_s,
                   checkpoint_write_s=m.checkpoint.write_s, checkpoint_every_s=m.checkpoint.every_s,
@@ -132,7 +155,7 @@ def load_market(path: str | Path, types: list[str] | None = None) -> Market:
     """A market file, spot prices it leaves out taken from the shipped catalog."""
     from heterps_sim.inputs.catalog import spot_prices
     path = Path(path)
-    return parse_market(read_mapping(path), str(path), types, spot_prices())
+    return parse_market(read_mapping(path), str(path), types, spot_prices(), path.parent)
 
 
 __all__ = ["Market", "MarketFile", "SpotType", "load_market", "parse_market"]

@@ -68,6 +68,9 @@ class RentalOutcome:
     meet: Interval
     reference: RentalOutcome | None = None
     spot_units: dict[str, int] = field(default_factory=dict)
+    predicted: RentalOutcome | None = None
+    """With a replayed trace: the same jobs under the Poisson model fitted to it
+    (fitted_market), what a rate-only model predicts for the replay."""
 
     @property
     def meets_probability(self) -> bool:
@@ -94,6 +97,8 @@ class RentalOutcome:
         if self.reference is not None:
             out["on_demand"] = self.reference.to_json_dict()
             out["savings"] = self.savings()
+        if self.predicted is not None:
+            out["predicted_by_fitted_rates"] = self.predicted.to_json_dict()
         return out
 
 
@@ -151,13 +156,16 @@ def job_specs(problem: Problem, plan: Plan, market: Market, step_s: np.ndarray) 
                 leases.append(Lease(name, int(count), float(problem.price_per_hour[names.index(name)])))
             else:
                 leases.append(Lease(name, int(count), terms.price_per_hour,
-                                    reclaims_per_hour=terms.reclaims_per_hour, zone=zone))
-                rate += count * terms.reclaims_per_hour
+                                    reclaims_per_hour=terms.reclaims_per_hour, zone=zone,
+                                    availability=terms.availability))
+                rate += count * (terms.reclaims_per_hour if terms.availability is None
+                                 else min(terms.availability.fit(int(count))[0], 1e6))
     rate += market.zone_outages_per_hour if zone else 0.0
     startup = plan_startup_s(problem, plan_stages(problem, plan))
     spot_starts = [float(problem.unit_costs.startup_s[names.index(n)]) for n in market.spot
                    if n in names]
-    restart = market.restart_s if market.restart_s is not None else max(spot_starts or [startup])
+    restart = (market.restart_s if market.restart_s is not None
+               else max(spot_starts or [startup])) + market.restart_extra_s
     steps = math.ceil(problem.num_samples / problem.batch_size)
     every_s = market.checkpoint_interval_s(rate)
     specs = []
@@ -171,6 +179,27 @@ def job_specs(problem: Problem, plan: Plan, market: Market, step_s: np.ndarray) 
             granularity_s=float(problem.unit_costs.billing_granularity_s),
             fixed_per_hour=fixed_price_per_hour(problem)))
     return specs
+
+
+def fitted_market(market: Market, plan: Plan) -> Market:
+    """The market with each replayed trace replaced by the Poisson model fitted to it for the
+    plan's units of that type (des.availability.Availability.fit): its reclaims per unit-hour,
+    and the longest mean wait for capacity added to the restart. What a planner that only
+    knows rates would predict for the replay."""
+    from dataclasses import replace as with_
+    counts: dict[str, int] = {}
+    for st in plan.stages:
+        for name, n in st.groups:
+            counts[name] = counts.get(name, 0) + int(n)
+    spot, wait = {}, 0.0
+    for name, terms in market.spot.items():
+        if terms.availability is None or name not in counts:
+            spot[name] = terms
+            continue
+        rate, mean_wait = terms.availability.fit(counts[name])
+        spot[name] = with_(terms, reclaims_per_hour=rate, availability=None)
+        wait = max(wait, mean_wait)
+    return with_(market, spot=spot, restart_extra_s=market.restart_extra_s + wait)
 
 
 def rental_episodes(problem: Problem, plan: Plan, market: Market, *, seeds: int = 50,
@@ -208,8 +237,13 @@ def rental_episodes(problem: Problem, plan: Plan, market: Market, *, seeds: int 
         meet=share_interval(hits, seeds), spot_units=spot_units,
         reference=(rental_episodes(problem, replace(plan, ps=None), market.on_demand(),
                                    seeds=seeds, reference=False, step_s=step_s)
-                   if reference and market.spot else None))
+                   if reference and market.spot else None),
+        predicted=(rental_episodes(problem, replace(plan, ps=None), fitted_market(market, plan),
+                                   seeds=seeds, reference=False, step_s=step_s)
+                   if reference and any(t.availability is not None
+                                        for n, t in market.spot.items() if n in spot_units)
+                   else None))
 
 
-__all__ = ["Interval", "RentalOutcome", "job_specs", "mean_interval", "money", "rental_episodes",
+__all__ = ["Interval", "RentalOutcome", "fitted_market", "job_specs", "mean_interval", "money", "rental_episodes",
            "share_interval", "step_times"]

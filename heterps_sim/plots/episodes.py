@@ -37,8 +37,8 @@ def episode_lines(problem, plan, outcome) -> list[str]:
     names = list(problem.type_names)
     spot = ", ".join(
         f"{name} x{n} at {m.spot[name].price_per_hour:,.2f} USD/h (on demand "
-        f"{float(problem.price_per_hour[names.index(name)]):,.2f}), "
-        f"{m.spot[name].reclaims_per_hour:g} reclaims per unit-hour"
+        f"{float(problem.price_per_hour[names.index(name)]):,.2f}), " + (f"{m.spot[name].reclaims_per_hour:g} reclaims per unit-hour"
+           if m.spot[name].availability is None else "reclaims replayed")
         for name, n in outcome.spot_units.items()) or "none of the plan's types"
     young = " (Young's interval)" if m.checkpoint_every_s is None else ""
     every = ("none" if not outcome.checkpoint_every_steps else
@@ -50,6 +50,9 @@ def episode_lines(problem, plan, outcome) -> list[str]:
         f"jobs: {outcome.seeds} of {problem.num_samples:,.0f} samples, one per seed "
         "(step times from the simulator with jitter and stragglers on)",
         f"spot: {spot}",
+        *[f"reclaims of {name}: replayed from {m.spot[name].availability.source}, launched at a "
+          "point of its window drawn per job" for name in outcome.spot_units
+          if m.spot[name].availability is not None],
         *[f"spot price of {name}: {m.spot[name].price_source}" for name in outcome.spot_units],
         f"market {m.source}: zone outages {m.zone_outages_per_hour:g}/h, notice "
         f"{m.notice_s:g} s, checkpoint write {m.checkpoint_write_s:g} s, checkpoints {every}",
@@ -59,11 +62,18 @@ def episode_lines(problem, plan, outcome) -> list[str]:
         _row("spot" if outcome.spot_units else "as given", outcome)]
     if outcome.reference is not None:
         lines.append(_row("on demand", outcome.reference))
+    if outcome.predicted is not None:
+        lines.append(_row("fitted", outcome.predicted))
     lines.append("")
     saved = outcome.savings()
     if saved is not None:
         lines.append(f"spot: {100 * abs(saved):.1f}% {'cheaper' if saved >= 0 else 'dearer'} "
                      "than on demand (mean cost)")
+    if outcome.predicted is not None and outcome.cost.mean > 0:
+        off = outcome.predicted.cost.mean / outcome.cost.mean - 1.0
+        lines.append(f"fitted: the Poisson model fitted to the trace predicts the replay's mean "
+                     f"cost {100 * off:+.1f}% off (its rate per unit-hour and mean wait for "
+                     "capacity, per type)")
     verdict = "meets" if outcome.meets_probability else "misses"
     lines.append(f"the floor holds in {100 * outcome.meet.mean:.0f}% of the jobs: {verdict} "
                  f"the {100 * m.probability:.0f}% the market asks")

@@ -119,3 +119,28 @@ def test_bad_markets_are_one_line_naming_the_field(data, words):
     with pytest.raises(UserFileError, match=words) as exc:
         parse_market(data, "m.yaml", ["t4", "xeon-icelake-16vcpu"])
     assert str(exc.value).startswith("m.yaml: ") and "\n" not in str(exc.value)
+
+
+def test_a_market_trace_is_replayed_and_its_fitted_model_is_printed_beside(tiny, tmp_path):
+    from heterps_sim.planner.episodes import fitted_market
+    problem, plan = tiny
+    (name, n), = _units(plan)
+    trace = tmp_path / "t.csv"
+    trace.write_text("0,3\n1000,0\n1500,3\n")  # a dip every 4,000 s
+    market = parse_market({"spot": {name: {"price_per_hour": 0.1, "trace": "t.csv",
+                                           "trace_period_s": 4000}},
+                           "checkpoint": {"write_s": 1.0}}, "<m>", base=tmp_path)
+    problem = replace(problem, num_samples=problem.batch_size * 4_000_000)  # ~2.5 h jobs
+    out = rental_episodes(problem, plan, market, seeds=6, step_s=np.full(6, 2.2e-3))
+    assert out.reclaims.sum() > 0 and out.predicted is not None
+    fitted = fitted_market(market, plan).spot[name]
+    up_hours = 3500 / 3600
+    assert fitted.availability is None
+    assert fitted.reclaims_per_hour == pytest.approx(1 / up_hours / n)
+    assert fitted_market(market, plan).restart_extra_s == pytest.approx(500.0)
+
+
+def test_a_market_type_needs_a_rate_or_a_trace():
+    with pytest.raises(UserFileError, match="spot.t4: give reclaims_per_hour or a trace"):
+        parse_market({"spot": {"t4": {"price_per_hour": 1}}, "checkpoint": {"write_s": 1}},
+                     "m.yaml")

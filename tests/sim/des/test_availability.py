@@ -1,0 +1,85 @@
+"""Availability traces (des/availability.py) and their replay in the job-level simulator:
+hand timelines of a dip and of a short launch, the fitted rate and wait, the shipped trace."""
+
+import numpy as np
+import pytest
+
+from heterps_sim.core.files import UserFileError
+from heterps_sim.des.availability import Availability, load_availability
+from heterps_sim.des.job import JobSpec, JobTooLong, Lease, simulate_job
+
+BAMBOO = "traces/spot/bamboo-g4dn-xlarge-us-east-1c-2020-11-20.csv"
+
+
+def _job(trace, **kw) -> JobSpec:
+    lease = Lease("gpu", 2, 3.6, availability=trace, trace_offset_s=0.0)
+    base = dict(steps=200, step_s=np.array([10.0]), startup_s=100.0, restart_s=300.0,
+                checkpoint_every=0, checkpoint_s=5.0, leases=(lease,))
+    base.update(kw)
+    return JobSpec(**base)
+
+
+def test_a_dip_below_the_plans_units_loses_the_work_and_waits_for_capacity():
+    # 2 units until 1,000 s, 1 until 1,500 s, 2 after: the job (launched at 100 s) loses its
+    # 90 steps at 1,000 s, is ready 300 s after capacity returns, and runs its 200 steps again
+    trace = Availability((0.0, 1000.0, 1500.0), (2, 1, 2), 1.0e6)
+    o = simulate_job(_job(trace), 0)
+    assert (o.reclaims, o.lost_steps) == (1, 90)
+    assert o.wall_s == pytest.approx(1800.0 + 2000.0)
+    # unit 0 held throughout; unit 1 until the dip and again from capacity's return
+    assert o.cost_usd == pytest.approx(3.6 * (3800.0 + 1000.0 + (3800.0 - 1500.0)) / 3600.0)
+
+
+def test_a_launch_short_of_capacity_waits_for_it_without_a_reclaim():
+    trace = Availability((0.0, 500.0), (0, 2), 1.0e6)
+    o = simulate_job(_job(trace), 0)
+    assert (o.reclaims, o.lost_steps) == (0, 0)
+    assert o.wall_s == pytest.approx(500.0 + 300.0 + 2000.0)
+    # both units billed for the launch (0-100 s), then from capacity's return
+    assert o.cost_usd == pytest.approx(3.6 * 2 * (100.0 + 2800.0 - 500.0) / 3600.0)
+
+
+def test_a_notice_that_fits_the_write_keeps_the_steps_done_before_the_dip():
+    trace = Availability((0.0, 1000.0, 1500.0), (2, 1, 2), 1.0e6)
+    o = simulate_job(_job(trace, notice_s=120.0), 0)
+    assert o.lost_steps == 0
+    assert o.wall_s == pytest.approx(1800.0 + (200 - 90) * 10.0)
+
+
+def test_a_trace_that_never_has_the_units_is_refused():
+    with pytest.raises(JobTooLong, match="never has the plan's 2 units"):
+        simulate_job(_job(Availability((0.0,), (1,), 100.0)), 0)
+
+
+def test_the_fit_counts_falls_per_hour_up_and_the_mean_wait():
+    # one hour at 3, 600 s at 1, one hour at 3, 1,200 s at 0, then 3 to the end (period 3 h)
+    trace = Availability((0.0, 3600.0, 4200.0, 7800.0, 9000.0), (3, 1, 3, 0, 3), 10800.0)
+    rate, wait = trace.fit(2)
+    up_hours = (3600 + 3600 + 1800) / 3600.0
+    assert rate == pytest.approx(2 / up_hours / 2)
+    assert wait == pytest.approx((600.0 + 1200.0) / 2)
+    assert trace.fit(1) == (pytest.approx(1 / ((10800 - 1200) / 3600.0)), pytest.approx(1200.0))
+    assert trace.fit(4)[0] == float("inf")
+
+
+def test_replays_wrap_around_the_window():
+    trace = Availability((0.0, 50.0), (1, 0), 100.0)
+    assert list(trace.changes(75.0, 200.0)) == [(25.0, 1), (75.0, 0), (125.0, 1), (175.0, 0)]
+    assert trace.at(130.0) == 1 and trace.at(160.0) == 0
+
+
+def test_the_shipped_bamboo_trace_loads_as_its_readme_reads_it():
+    trace = load_availability(BAMBOO, period_s=95400.0)
+    assert trace.units[0] == 0 and max(trace.units) == 12
+    assert trace.times_s[1] == 21529.0 and trace.units[1] == 4  # the 0 -> 4 row pair kept as 4
+    assert trace.at(90000.0) == 7  # the last level runs to the window's end
+
+
+@pytest.mark.parametrize("text, words", [
+    ("0,1\n10,x\n", "row 2"), ("0,1\n5,2\n3,1\n", "before the row above"),
+    ("0,1,2\n", "row 1"), ("", "rows")])
+def test_bad_trace_files_are_one_line_naming_the_row(tmp_path, text, words):
+    path = tmp_path / "t.csv"
+    path.write_text(text)
+    with pytest.raises(UserFileError, match=words):
+        load_availability(path)
