@@ -10,9 +10,9 @@ floor raised by the shortfall the flushed closed form predicts:
 
 (flushed_k: the closed form of round k's plan at the simulator's microbatches; where it does
 not apply, an unflushed schedule, or where it already meets the limit that the simulator
-misses, the simulated throughput stands in). (Where it applies, studies/replan_flushed.py
-first tries the cheapest plan under the flushed closed form itself, exactly, and runs these
-rounds only when that plan is not found within its budget or misses in the simulator.) Each re-planned plan keeps the units the
+misses, the simulated throughput stands in). Under the flushed pricing the search is already
+exact under the closed form, so a first round is what a shortfall of the closed form needs.
+Each re-planned plan keeps the units the
 scheduler gave it for its raised target and is simulated against the real limit; the rounds
 stop at the first plan the simulator finds meeting the limit (the targets only rise, so the
 first is the cheapest found), when the scheduler finds no plan at the raised target, or after
