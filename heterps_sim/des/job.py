@@ -179,12 +179,13 @@ class _Bill:
 
 
 def reclaims_per_second(spec: JobSpec) -> float:
-    """The job's reclaim rate: its reclaimable units' rates and its zones' outages (a unit of
-    a zone with outages is reclaimable even at a per-unit rate of 0)."""
+    """The job's Poisson reclaim rate: its reclaimable units' rates and its zones' outages (a
+    unit of a zone with outages is reclaimable even at a per-unit rate of 0); leases that
+    replay a trace are left out (their reclaims are the trace's)."""
     zones = {z: r for z, r in spec.zone_outages_per_hour.items()
              if r > 0.0 and any(lease.zone == z for lease in spec.leases)}
-    return (sum(lease.count * lease.reclaims_per_hour for lease in spec.leases)
-            + sum(zones.values())) / 3600.0
+    return (sum(lease.count * lease.reclaims_per_hour for lease in spec.leases
+                if lease.availability is None) + sum(zones.values())) / 3600.0
 
 
 def expected_run_s(spec: JobSpec) -> float:
@@ -262,7 +263,7 @@ def simulate_job(spec: JobSpec, seed: int) -> JobOutcome:
     def down(ready: float):
         """Wait until every lease has its units again and the replacements are ready."""
         while short or env.now < ready:
-            if ready > give_up:
+            if ready > give_up or env.now > give_up:
                 raise JobTooLong(
                     f"the job passed {MAX_SLOWDOWN:g} times its uninterrupted time "
                     f"with {counts['reclaims']:,} reclaims: they outpace its restarts "

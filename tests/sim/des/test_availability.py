@@ -83,3 +83,10 @@ def test_bad_trace_files_are_one_line_naming_the_row(tmp_path, text, words):
     path.write_text(text)
     with pytest.raises(UserFileError, match=words):
         load_availability(path)
+
+
+def test_a_job_that_cannot_finish_within_its_trace_is_stopped():
+    # capacity for 10 s of every 10,000: a 2,000 s job never gets through
+    trace = Availability((0.0, 10.0), (2, 0), 10000.0)
+    with pytest.raises(JobTooLong, match="outpace"):
+        simulate_job(_job(trace, restart_s=1.0), 0)
