@@ -7,7 +7,9 @@ Prints, for the shipped DLRM market and plan: seconds per episode in the step-le
 and in the job-level one, and the simulated training samples per second of wall time; then,
 for job-level runs at reclaim rates that matter, the mean run against Daly's formula (with its
 standard error); then a recorded availability trace replayed against the Poisson model
-fitted to it (what a rate-only prediction misses).
+fitted to it (what a rate-only prediction misses), and the same on a held-out half of the
+trace; then the DLRM plans planned on on-demand and on spot prices at raised floors, scored
+by the same jobs.
 """
 
 from __future__ import annotations
@@ -100,12 +102,108 @@ def replay(jobs: int) -> None:
               f"{statistics.fmean(o.run_s for o in b) / 3600:13.2f}")
 
 
+def heldout(jobs: int) -> None:
+    """The Bamboo trace cut in two: a Poisson model fitted on the first half predicts the
+    replay of the second (held out), and the spot job is held to the same job on demand."""
+    from heterps_sim.des.availability import load_availability
+    from heterps_sim.planner.episodes import mean_interval
+    whole = load_availability(ROOT / "traces/spot/bamboo-g4dn-xlarge-us-east-1c-2020-11-20.csv",
+                              period_s=95400.0)
+    half = whole.period_s / 2
+    fit_on, held = whole.window(0.0, half), whole.window(half, whole.period_s)
+    on_demand = 0.526  # g4dn.xlarge in us-east-1, the catalog's on-demand price (1 T4)
+    print(f"\nthe same trace cut in two: rates fitted on its first {half / 3600:.2f} h, the "
+          f"jobs replayed on the last {half / 3600:.2f} h ({jobs} jobs); a job of 10 h of 1 s "
+          "steps as above, T4 at 0.3462 USD/h spot against 0.526 on demand")
+    print("  units  fit/unit-h  fit wait s   held-out replay USD (95%)   predicted USD (95%)     "
+          "  off   on demand USD  cheaper  run h (replay)  throughput loss")
+    for k in (1, 4, 8):
+        rate, wait = fit_on.fit(k)
+        base = dict(steps=36000, step_s=np.array([1.0]), startup_s=300.0, restart_s=300.0,
+                    checkpoint_every=1800, checkpoint_s=30.0, notice_s=120.0)
+        played = JobSpec(leases=(Lease("t4", k, 0.3462, availability=held),), **base)
+        fitted = JobSpec(leases=(Lease("t4", k, 0.3462, reclaims_per_hour=rate),),
+                         **{**base, "restart_s": 300.0 + (wait if math.isfinite(wait) else 0)})
+        plain = JobSpec(leases=(Lease("t4", k, on_demand),), **base)
+        a = [simulate_job(played, s) for s in range(jobs)]
+        b = [simulate_job(fitted, s) for s in range(jobs)] if math.isfinite(rate) else []
+        ref = simulate_job(plain, 0)
+        ca = mean_interval(np.array([o.cost_usd for o in a]))
+        cb = (mean_interval(np.array([o.cost_usd for o in b])).text() if b else "no fit")
+        off = (f"{100 * (statistics.fmean(o.cost_usd for o in b) / ca.mean - 1):+6.1f}%"
+               if b else "   -  ")
+        run = statistics.fmean(o.run_s for o in a)
+        print(f"  {k:5} {rate:11.4f} {wait:11.0f}   {ca.text():27} {cb:24} {off}  "
+              f"{ref.cost_usd:13.4g}  {ref.cost_usd / ca.mean:6.2f}x {run / 3600:15.2f} "
+              f"{100 * (1 - ref.run_s / run):15.1f}%")
+
+
+def spotplan(seeds: int) -> None:
+    """DLRM with every type that has a spot price on spot, its PS hosts too: the planner's
+    answers planned on on-demand prices against those planned on spot prices, at raised
+    floors, each scored by the same jobs; and each beside its plan rented on demand."""
+    from argparse import Namespace
+
+    from heterps_sim.cli.common import make_planner, pipeline_setting, schedule_settings
+    from heterps_sim.planner.robust import headroom_sweep, unit_repair
+    from heterps_sim.planner.spot import spot_priced
+    loaded = load_input(SCENARIO)
+    problem = loaded.problem
+    market = load_market(ROOT / "scenarios/markets/dlrm-criteo1tb-aws-all-spot.yaml",
+                         list(problem.type_names))
+    name, mode, seed, options = schedule_settings(  # the commands' planner
+        Namespace(scheduler=None, mode=None, seed=None, set=None), loaded)
+    planner = make_planner(name, mode, seed, options, pipeline_setting(None, loaded))
+    heads = (0.0, 0.2, 0.4, 0.6, 0.8)
+    t0 = time.perf_counter()
+    fams = [("on-demand prices", headroom_sweep(problem, market, planner, headrooms=heads,
+                                                seeds=seeds)),
+            ("spot prices", headroom_sweep(problem, market, planner, headrooms=heads,
+                                           seeds=seeds, plan_on=spot_priced(problem, market)))]
+    wall = time.perf_counter() - t0
+    print(f"\nDLRM (dlrm-criteo1tb-aws) with every type that has a spot price on spot, the PS "
+          f"hosts included (dlrm-criteo1tb-aws-all-spot.yaml), {seeds} jobs per plan, the "
+          f"floor in {100 * market.probability:.0f}% of them ({wall:.0f} s)")
+    print(f"  {'planned on':18} {'plan':>16} {'planned USD':>12} {'jobs on spot USD (95%)':>28} "
+          f"{'floor held':>10} {'on demand USD':>20} {'held':>10}  spot units")
+    on_demand = []  # (cost, label) of each plan whose jobs hold the floor all on demand
+    best = {}
+    for fam, sweep in fams:
+        start = sweep.candidates[0]
+        grown = unit_repair(problem, start, market, seeds=seeds,
+                            plan_on=None if fam.startswith("on-demand") else spot_priced(
+                                problem, market))
+        for c in (*sweep.candidates, grown):
+            if c.plan is None:
+                print(f"  {fam:18} {c.label:>16} {'no plan':>12}")
+                continue
+            o = rental_episodes(problem, c.plan, market, seeds=seeds)
+            ref = o.reference
+            if ref.meets_probability:
+                on_demand.append((ref.cost.mean, f"{fam}, {c.label}"))
+            if o.meets_probability and (fam not in best or o.cost.mean < best[fam][0]):
+                best[fam] = (o.cost.mean, c.label, o)
+            units = ", ".join(f"{n} x{k}" for n, k in sorted(o.spot_units.items()))
+            print(f"  {fam:18} {c.label:>16} {c.planned_cost_usd:12.2f} "
+                  f"{o.cost.text():>28} {100 * o.meet.mean:9.0f}% {ref.cost.mean:20.2f} "
+                  f"{100 * ref.meet.mean:9.0f}%  {units}")
+    for fam, (cost, label, o) in best.items():
+        print(f"  cheapest holding the floor on spot, planned on {fam}: {label}, {cost:.2f} USD, "
+              f"{o.reclaims.mean():.3f} reclaims a job, mean run {o.run_s.mean() / 3600:.3f} h")
+    if on_demand:
+        cost, label = min(on_demand)
+        print(f"  cheapest holding the floor all on demand: {label}, {cost:.2f} USD")
+        if best:
+            spot_cost = min(b[0] for b in best.values())
+            print(f"  spot-aware against all on demand: {cost / spot_cost:.2f}x cheaper")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=50)
     ap.add_argument("--jobs", type=int, default=400)
-    ap.add_argument("--sections", default="speed,daly,replay",
-                    help="comma list of speed, daly, replay")
+    ap.add_argument("--sections", default="speed,daly,replay,heldout,spotplan",
+                    help="comma list of speed, daly, replay, heldout, spotplan")
     args = ap.parse_args()
     sections = set(args.sections.split(","))
     if "speed" in sections:
@@ -114,6 +212,10 @@ def main() -> None:
         daly(args.jobs)
     if "replay" in sections:
         replay(args.jobs)
+    if "heldout" in sections:
+        heldout(args.jobs)
+    if "spotplan" in sections:
+        spotplan(args.seeds)
 
 
 if __name__ == "__main__":

@@ -34,8 +34,9 @@ def add_episodes(p) -> None:
                    help="jobs simulated, one per seed (default 50)")
     p.add_argument("--sweep", type=_headrooms, metavar="H1,H2,...",
                    help="also plan at floors raised by each headroom (e.g. 0,0.1,0.2: +0%%, "
-                        "+10%%, +20%%) and by the planner's repair, score each by the same jobs "
-                        "and keep the cheapest that holds the floor often enough")
+                        "+10%%, +20%%) and by the planner's repair, on on-demand and on spot "
+                        "prices, then add units where the jobs say they pay; score each by the "
+                        "same jobs and keep the cheapest that holds the floor often enough")
 
 
 def _headrooms(text: str) -> tuple[float, ...]:
@@ -102,11 +103,15 @@ def cmd_episodes(args) -> int:
 
 
 def _sweep(args, loaded, market):
-    """The baselines on mean times: the planner's answer repaired, then at each raised floor."""
+    """The baselines on mean times: the planner's answer repaired, then at each raised floor
+    planned on on-demand prices, then planned on spot prices (planner/spot.py); then, from the
+    repaired answer and the spot-priced one at the lowest headroom (when they miss the floor),
+    units added one at a time where the jobs say they pay (robust.unit_repair)."""
     from argparse import Namespace
 
     from heterps_sim.cli.common import make_planner
-    from heterps_sim.planner.robust import Sweep, headroom_sweep, repaired_on_means
+    from heterps_sim.planner.robust import Sweep, headroom_sweep, repaired_on_means, unit_repair
+    from heterps_sim.planner.spot import spot_priced
     name, mode, seed, options = schedule_settings(
         Namespace(scheduler=None, mode=None, seed=None, set=None), loaded)
     planner = make_planner(name, mode, seed, options, pipeline_setting(None, loaded))
@@ -114,9 +119,19 @@ def _sweep(args, loaded, market):
         repaired = repaired_on_means(loaded.problem, market, planner, seeds=args.seeds)
         raised = headroom_sweep(loaded.problem, market, planner, headrooms=args.sweep,
                                 seeds=args.seeds)
+        spot = (headroom_sweep(loaded.problem, market, planner, headrooms=args.sweep,
+                               seeds=args.seeds, plan_on=spot_priced(loaded.problem, market),
+                               label="spot prices")
+                if market.spot else Sweep(()))
+        # units added where the jobs say they pay, from the cheapest plan of each family
+        grown = [unit_repair(loaded.problem, c, market, seeds=args.seeds, plan_on=on)
+                 for c, on in ((repaired, None),
+                               (spot.candidates[0] if spot.candidates else None,
+                                spot_priced(loaded.problem, market)))
+                 if c is not None and c.plan is not None and not c.holds]
     except ValueError as exc:
         raise UserFileError(f"{args.market}: {exc}") from None
-    return Sweep((repaired, *raised.candidates))
+    return Sweep((repaired, *raised.candidates, *spot.candidates, *grown))
 
 
 def sweep_json(sweep) -> dict:

@@ -69,6 +69,21 @@ class Availability:
                     yield at, u
             base += self.period_s
 
+    def window(self, start_s: float, end_s: float) -> Availability:
+        """The part of the trace from start_s to end_s (seconds into this window), as a trace
+        of its own that starts at 0 and wraps after end_s - start_s: to fit a model on one part
+        of a recording and replay another (a held-out window)."""
+        if not 0.0 <= start_s < end_s <= self.period_s:
+            raise ValueError(f"a trace window must lie within 0 to {self.period_s:g} s and end "
+                             f"after it starts (got {start_s:g} to {end_s:g})")
+        times, units = [0.0], [self.at(start_s)]
+        for t, u in zip(self.times_s, self.units):
+            if start_s < t < end_s and u != units[-1]:
+                times.append(t - start_s)
+                units.append(u)
+        return Availability(tuple(times), tuple(units), end_s - start_s,
+                            f"{self.source} [{start_s:g} s, {end_s:g} s)")
+
     def fit(self, k: int) -> tuple[float, float]:
         """(reclaims per unit-hour, mean wait s) of a job holding k units, over one window:
         the times the level falls below k per hour it is at least k, shared by the k units,

@@ -44,6 +44,9 @@ class SpotTerms(_Strict):
     trace_period_s: float | None = Field(default=None, gt=0, allow_inf_nan=False,
                                          description="The trace's window (default: its last "
                                                      "row's time).")
+    trace_window_s: tuple[float, float] | None = Field(
+        default=None, description="Replay only this part of the trace, [from_s, to_s] into "
+        "its window (e.g. a part held out from the one a rate was fitted on).")
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +138,13 @@ def parse_market(data: dict, source: str, types: list[str] | None = None,
                 trace = load_availability(path, terms.trace_period_s)
             except ValueError as exc:
                 raise UserFileError(f"{source}: spot.{name}.trace: {exc}") from None
+            if terms.trace_window_s is not None:
+                try:
+                    trace = trace.window(*terms.trace_window_s)
+                except ValueError as exc:
+                    raise UserFileError(f"{source}: spot.{name}.trace_window_s: {exc}") from None
+        elif terms.trace_window_s is not None:
+            raise UserFileError(f"{source}: spot.{name}.trace_window_s: needs a trace")
         rate = terms.reclaims_per_hour or 0.0
         if terms.price_per_hour is not None:
             spot[name] = SpotType(terms.price_per_hour, rate, source, trace)

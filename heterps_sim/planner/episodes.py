@@ -160,6 +160,17 @@ def job_specs(problem: Problem, plan: Plan, market: Market, step_s: np.ndarray) 
                                     availability=terms.availability))
                 rate += count * (terms.reclaims_per_hour if terms.availability is None
                                  else min(terms.availability.fit(int(count))[0], 1e6))
+    fixed = fixed_price_per_hour(problem)
+    host = _ps_host(problem)
+    if host is not None and host[0] in market.spot:  # the PS's hosts on spot: a lease too
+        name, shards = host
+        terms = market.spot[name]
+        leases.append(Lease(name, shards, terms.price_per_hour,
+                            reclaims_per_hour=terms.reclaims_per_hour, zone=zone,
+                            availability=terms.availability))
+        rate += shards * (terms.reclaims_per_hour if terms.availability is None
+                          else min(terms.availability.fit(shards)[0], 1e6))
+        fixed = 0.0
     rate += market.zone_outages_per_hour if zone else 0.0
     startup = plan_startup_s(problem, plan_stages(problem, plan))
     spot_starts = [float(problem.unit_costs.startup_s[names.index(n)]) for n in market.spot
@@ -177,11 +188,21 @@ def job_specs(problem: Problem, plan: Plan, market: Market, step_s: np.ndarray) 
             notice_s=market.notice_s,
             zone_outages_per_hour={zone: market.zone_outages_per_hour} if zone else {},
             granularity_s=float(problem.unit_costs.billing_granularity_s),
-            fixed_per_hour=fixed_price_per_hour(problem)))
+            fixed_per_hour=fixed))
     return specs
 
 
-def fitted_market(market: Market, plan: Plan) -> Market:
+def _ps_host(problem: Problem) -> tuple[str, int] | None:
+    """(host type, shards) of a priced parameter server (None: a free one or the paper
+    model's, which bills none)."""
+    from heterps_sim.cost.reference import fixed_price_per_hour
+    ps = getattr(problem, "ps", None)
+    if ps is None or not ps.host_type or fixed_price_per_hour(problem) <= 0.0:
+        return None
+    return ps.host_type, int(ps.num_shards)
+
+
+def fitted_market(market: Market, plan: Plan, problem: Problem | None = None) -> Market:
     """The market with each replayed trace replaced by the Poisson model fitted to it for the
     plan's units of that type (des.availability.Availability.fit): its reclaims per unit-hour,
     and the longest mean wait for capacity added to the restart. What a planner that only
@@ -191,6 +212,9 @@ def fitted_market(market: Market, plan: Plan) -> Market:
     for st in plan.stages:
         for name, n in st.groups:
             counts[name] = counts.get(name, 0) + int(n)
+    host = _ps_host(problem) if problem is not None else None
+    if host is not None:  # the PS's shards are units of their type too
+        counts[host[0]] = counts.get(host[0], 0) + host[1]
     spot, wait = {}, 0.0
     for name, terms in market.spot.items():
         if terms.availability is None or name not in counts:
@@ -227,6 +251,9 @@ def rental_episodes(problem: Problem, plan: Plan, market: Market, *, seeds: int 
         for name, n in st.groups:
             if name in market.spot:
                 spot_units[name] = spot_units.get(name, 0) + int(n)
+    host = _ps_host(problem)
+    if host is not None and host[0] in market.spot:
+        spot_units[host[0]] = spot_units.get(host[0], 0) + host[1]
     return RentalOutcome(
         market=market, seeds=seeds, step_s=step_s, cost_usd=cost, run_s=run,
         reclaims=np.array([j.reclaims for j in jobs]),
@@ -238,7 +265,8 @@ def rental_episodes(problem: Problem, plan: Plan, market: Market, *, seeds: int 
         reference=(rental_episodes(problem, replace(plan, ps=None), market.on_demand(),
                                    seeds=seeds, reference=False, step_s=step_s)
                    if reference and market.spot else None),
-        predicted=(rental_episodes(problem, replace(plan, ps=None), fitted_market(market, plan),
+        predicted=(rental_episodes(problem, replace(plan, ps=None),
+                                   fitted_market(market, plan, problem),
                                    seeds=seeds, reference=False, step_s=step_s)
                    if reference and any(t.availability is not None
                                         for n, t in market.spot.items() if n in spot_units)

@@ -7,8 +7,10 @@ learned scheduler has to beat, each scored by the same simulated jobs (planner/e
     sweep.best                                                 # by each headroom; the
                                                                # cheapest that holds the floor
                                                                # as often as the market asks
+    spot = headroom_sweep(problem, market, planner,            # the same, planned on spot
+                          plan_on=spot_priced(problem, market))  # prices (planner/spot.py)
 
-Both plan on mean times (the deterministic closed form and the check's deterministic effects);
+All plan on mean times (the deterministic closed form and the check's deterministic effects);
 the jobs they are scored by draw jitter, stragglers and reclaims, seed by seed, the same seeds
 for every plan (common random numbers: two plans' difference is not the draws').
 """
@@ -68,19 +70,112 @@ def repaired_on_means(problem: Problem, market: Market, planner: Planner, *,
 
 
 def headroom_sweep(problem: Problem, market: Market, planner: Planner, *,
-                   headrooms=HEADROOMS, seeds: int = 50) -> Sweep:
+                   headrooms=HEADROOMS, seeds: int = 50, plan_on: Problem | None = None,
+                   label: str = "headroom") -> Sweep:
     """The planner's answer at floors raised by each headroom, each scored by the jobs at the
-    problem's own floor."""
+    problem's own floor. `plan_on`: the problem the planner sees instead (the same layers,
+    types and floor at other prices: planner.spot.spot_priced); the jobs rent the plan as
+    `market` says either way."""
+    seen = problem if plan_on is None else plan_on
     out = []
     for h in headrooms:
-        raised = replace(problem, throughput_limit=problem.throughput_limit * (1.0 + h))
+        raised = replace(seen, throughput_limit=seen.throughput_limit * (1.0 + h))
         answer = planner.plan(raised)
         plan = answer.plan if answer.feasible else None
         outcome = (rental_episodes(problem, plan, market, seeds=seeds, reference=False)
                    if plan is not None else None)
-        out.append(Candidate(f"headroom {100 * h:.0f}%", h, plan,
+        out.append(Candidate(f"{label} {100 * h:.0f}%", h, plan,
                              answer.cost_usd if plan is not None else float("nan"), outcome))
     return Sweep(tuple(out))
 
 
-__all__ = ["HEADROOMS", "Candidate", "Sweep", "headroom_sweep", "repaired_on_means"]
+MAX_ADDED_UNITS = 32
+"""unit_repair adds at most this many units (each addition simulates one job set per stage)."""
+
+
+def floor_quantile(problem: Problem, outcome: RentalOutcome) -> float:
+    """The throughput (samples/s over the run) that the market's share of the jobs reach: the
+    floor holds as often as the market asks when this is at least the limit."""
+    import numpy as np
+    thr = problem.batch_size * outcome.steps / outcome.run_s
+    return float(np.quantile(thr, 1.0 - outcome.market.probability, method="lower"))
+
+
+def with_unit_added(plan, g: int):
+    """The plan with one more unit in stage g (of a mixed stage, of its first type)."""
+    stage = plan.stages[g]
+    if stage.replicas:
+        (name, n), *rest = stage.replicas
+        stage = replace(stage, replicas=((name, n + 1), *rest),
+                        num_replicas=stage.num_replicas + 1)
+    else:
+        stage = replace(stage, num_replicas=stage.num_replicas + 1)
+    return replace(plan, stages=tuple(stage if i == g else s
+                                      for i, s in enumerate(plan.stages)))
+
+
+def growth_moves(plan, problem: Problem | None = None) -> list:
+    """The plans one unit larger than `plan`: one more unit in each stage, then one more
+    parameter-server host when the plan names its hosts; with `problem`, only those within
+    each type's available units (stages and hosts together)."""
+    moves = [with_unit_added(plan, g) for g in range(len(plan.stages))]
+    if plan.ps is not None:
+        moves.append(replace(plan, ps=replace(plan.ps, num_shards=plan.ps.num_shards + 1)))
+    if problem is None:
+        return moves
+    names = list(problem.type_names)
+
+    def fits(p) -> bool:
+        used: dict[str, int] = {}
+        for st in p.stages:
+            for name, n in st.groups:
+                used[name] = used.get(name, 0) + int(n)
+        if p.ps is not None:
+            used[p.ps.resource] = used.get(p.ps.resource, 0) + p.ps.num_shards
+        return all(problem.available[names.index(n)] is None
+                   or k <= problem.available[names.index(n)] for n, k in used.items())
+    return [m for m in moves if fits(m)]
+
+
+def unit_repair(problem: Problem, start: Candidate, market: Market, *, seeds: int = 50,
+                max_added: int = MAX_ADDED_UNITS, label: str | None = None,
+                plan_on: Problem | None = None) -> Candidate:
+    """Units added one at a time where the jobs say they pay, until the floor holds as often as
+    the market asks: each round simulates the plan with one more unit in each stage, and with
+    one more parameter-server host when the plan names its hosts (the same seeds) and keeps the one that raises the throughput the market's share of jobs reach
+    (floor_quantile) the most per USD its jobs cost more on average. Stops when the floor
+    holds, when no added unit raises that throughput, or after `max_added` units. A search in
+    the simulator, not a proof: a unit in one stage can pay only beside one in another.
+    The candidate's planned cost is the final plan's on mean times, priced on `plan_on` (the
+    problem the start was planned on; default `problem`)."""
+    if start.plan is None or start.outcome is None:
+        return start
+    plan, outcome = start.plan, start.outcome
+    q = floor_quantile(problem, outcome)
+    added = 0
+    while not outcome.meets_probability and added < max_added:
+        best = None
+        for trial in growth_moves(plan, problem):
+            o = rental_episodes(problem, trial, market, seeds=seeds, reference=False)
+            gain = floor_quantile(problem, o) - q
+            if gain <= 0.0:
+                continue
+            score = gain / max(o.cost.mean - outcome.cost.mean, 1e-9)
+            if best is None or score > best[0]:
+                best = (score, trial, o)
+        if best is None:
+            break
+        _, plan, outcome = best
+        q = floor_quantile(problem, outcome)
+        added += 1
+    planned = start.planned_cost_usd
+    if added:
+        from heterps_sim.planner.pricing import Pricing
+        seen = problem if plan_on is None else plan_on
+        planned = Pricing.of(seen, schedule=plan.schedule).price(seen, plan)[1].cost_usd
+    return Candidate(label or f"{start.label} +{added} units", start.headroom, plan,
+                     planned, outcome)
+
+
+__all__ = ["HEADROOMS", "MAX_ADDED_UNITS", "Candidate", "Sweep", "floor_quantile",
+           "growth_moves", "headroom_sweep", "repaired_on_means", "unit_repair", "with_unit_added"]

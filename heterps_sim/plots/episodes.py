@@ -84,17 +84,19 @@ def episode_lines(problem, plan, outcome) -> list[str]:
 
 
 def sweep_lines(problem, market, sweep) -> list[str]:
-    """The baselines on mean times, each scored by the same jobs (planner/robust.py)."""
-    lines = [f"plans on mean times, scored by the same jobs (floor {problem.throughput_limit:,.0f} "
-             f"samples/s in {100 * market.probability:.0f}% of them):",
-             f"  {'':20} {'planned USD':>12} {'jobs: cost USD (95% interval)':>34} "
+    """The baselines on mean times and the plans grown from them in the simulator, each scored
+    by the same jobs (planner/robust.py)."""
+    lines = [f"plans on mean times (and with units added in the simulator: +N units), scored by "
+             f"the same jobs (floor {problem.throughput_limit:,.0f} samples/s in "
+             f"{100 * market.probability:.0f}% of them):",
+             f"  {'':26} {'planned USD':>12} {'jobs: cost USD (95% interval)':>34} "
              f"{'floor held':>22}"]
     for c in sweep.candidates:
         if c.plan is None or c.outcome is None:
-            lines.append(f"  {c.label:20} {'no plan':>12}")
+            lines.append(f"  {c.label:26} {'no plan':>12}")
             continue
         o = c.outcome
-        lines.append(f"  {c.label:20} {money(c.planned_cost_usd):>12} {o.cost.text():>34} "
+        lines.append(f"  {c.label:26} {money(c.planned_cost_usd):>12} {o.cost.text():>34} "
                      f"{_share(o):>22}")
     best = sweep.best
     lines.append(f"cheapest holding the floor: {best.label}, {money(best.outcome.cost.mean)} USD "

@@ -90,3 +90,15 @@ def test_a_job_that_cannot_finish_within_its_trace_is_stopped():
     trace = Availability((0.0, 10.0), (2, 0), 10000.0)
     with pytest.raises(JobTooLong, match="outpace"):
         simulate_job(_job(trace, restart_s=1.0), 0)
+
+
+def test_a_window_is_the_part_of_the_trace_it_names_starting_at_zero():
+    trace = Availability((0.0, 100.0, 300.0, 600.0), (4, 2, 5, 1), 1000.0)
+    part = trace.window(150.0, 700.0)
+    assert part.times_s == (0.0, 150.0, 450.0) and part.units == (2, 5, 1)
+    assert part.period_s == 550.0
+    # held out: the fit over the part counts only the part's falls (one below 3, at 450 s)
+    assert part.fit(3)[0] == pytest.approx(1 / (300.0 / 3600.0) / 3)
+    for bad in ((-1.0, 10.0), (500.0, 400.0), (0.0, 1001.0), (float("nan"), 10.0)):
+        with pytest.raises(ValueError, match="a trace window"):
+            trace.window(*bad)
