@@ -36,8 +36,11 @@ from heterps_sim.planner.robust import headroom_sweep, repaired_on_means, unit_r
 from heterps_sim.planner.spot import spot_priced
 
 ROOT = Path(__file__).resolve().parents[1]
-SCENARIOS = ("exec-tiny", "exec-tiny-criteo", "mixed-leftovers", "wide-deep-capped",
-             "2emb-aws", "2emb-ps-contention", "nce-cpu-gpu")
+SCENARIOS = ("exec-tiny", "wide-deep-capped", "2emb-aws", "2emb-ps-contention", "nce-cpu-gpu",
+             "matchnet-mixed-clouds")
+"""The shipped scenarios under the default model whose types mostly have a catalog spot price
+(exec-tiny-criteo is exec-tiny's types and model; the paper-model ones are left out: the
+simulator runs their plans far from the formula they were planned on)."""
 HEADROOMS = (0.0, 0.1, 0.2, 0.4, 0.6)
 RATE = 7.0e-5
 

@@ -66,13 +66,16 @@ def _plan(args, loaded):
             msg = str(exc)
             raise UserFileError(msg if msg.startswith(str(args.plan))
                                 else f"{args.plan}: {msg}") from None
-        return plan, result
+        from heterps_sim.planner.episodes import rentable
+        return rentable(plan, result), result
     from argparse import Namespace
     name, mode, seed, options = schedule_settings(
         Namespace(scheduler=None, mode=None, seed=None, set=None), loaded)
     answer = run_scheduler(loaded.problem, name, mode, seed, options,
                            pipeline=pipeline_setting(None, loaded))
-    return answer.plan, answer.result
+    from heterps_sim.planner.episodes import rentable
+    return (rentable(answer.plan, answer.result) if answer.plan is not None else None,
+            answer.result)
 
 
 def cmd_episodes(args) -> int:

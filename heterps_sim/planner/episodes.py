@@ -124,6 +124,15 @@ def share_interval(hits: int, n: int) -> Interval:
     return Interval(hits / n, float(ci.low), float(ci.high))
 
 
+def rentable(plan: Plan, result) -> Plan:
+    """The plan with every stage's units: as given, else as `result` (its price) provisioned
+    them (the stage model's answers leave a stage's units to the pricing)."""
+    if all(st.num_replicas is not None for st in plan.stages) or result is None \
+            or not getattr(result, "stages", None):
+        return plan
+    return plan.with_replicas([st.num_replicas for st in result.stages])
+
+
 def step_times(problem: Problem, plan: Plan, seeds: int) -> np.ndarray:
     """Per seed, the plan's step time in the step-level simulator with jitter and stragglers
     (and the check's deterministic effects) on."""
@@ -273,5 +282,5 @@ def rental_episodes(problem: Problem, plan: Plan, market: Market, *, seeds: int 
                    else None))
 
 
-__all__ = ["Interval", "RentalOutcome", "fitted_market", "job_specs", "mean_interval", "money", "rental_episodes",
-           "share_interval", "step_times"]
+__all__ = ["Interval", "RentalOutcome", "fitted_market", "job_specs", "mean_interval", "money",
+           "rental_episodes", "rentable", "share_interval", "step_times"]

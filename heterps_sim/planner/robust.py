@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 from heterps_sim.core.problem import Problem
 from heterps_sim.inputs.market import Market
-from heterps_sim.planner.episodes import RentalOutcome, rental_episodes
+from heterps_sim.planner.episodes import RentalOutcome, rental_episodes, rentable
 from heterps_sim.planner.planner import Planner
 
 HEADROOMS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.6)
@@ -62,7 +62,8 @@ def repaired_on_means(problem: Problem, market: Market, planner: Planner, *,
     answer = planner.plan(problem, repair=True)
     if not answer.feasible:
         return Candidate("on means, repaired", 0.0, None, float("nan"), None)
-    plan = answer.check.final_plan if answer.check is not None else answer.plan
+    plan = (answer.check.final_plan if answer.check is not None else
+            rentable(answer.plan, answer.result))
     cost = (answer.check.extra.get("final_simulated_cost_usd", answer.cost_usd)
             if answer.check is not None else answer.cost_usd)
     return Candidate("on means, repaired", 0.0, plan, cost,
@@ -81,7 +82,7 @@ def headroom_sweep(problem: Problem, market: Market, planner: Planner, *,
     for h in headrooms:
         raised = replace(seen, throughput_limit=seen.throughput_limit * (1.0 + h))
         answer = planner.plan(raised)
-        plan = answer.plan if answer.feasible else None
+        plan = rentable(answer.plan, answer.result) if answer.feasible else None
         outcome = (rental_episodes(problem, plan, market, seeds=seeds, reference=False)
                    if plan is not None else None)
         out.append(Candidate(f"{label} {100 * h:.0f}%", h, plan,

@@ -204,3 +204,17 @@ def test_growth_stays_within_each_types_available_units():
     moves = growth_moves(plan, replace(problem, available=tuple(avail)))
     assert len(moves) == 1 and moves[0].ps.num_shards == plan.ps.num_shards + 1
     assert len(growth_moves(plan, problem)) == len(plan.stages) + 1
+
+
+def test_a_stage_model_answer_is_rented_with_the_units_its_price_provisioned():
+    from heterps_sim.planner.episodes import rentable
+    from dataclasses import replace
+    problem = load_input("scenarios/mixed-leftovers.yaml").problem  # the paper's stage model
+    problem = replace(problem, throughput_limit=problem.throughput_limit / 2)  # a plan exists
+    answer = Planner(search="exact", provisioning="least", options={"mixed": True}).plan(problem)
+    assert any(s.num_replicas is None for s in answer.plan.stages)  # the premise
+    got = rentable(answer.plan, answer.result)
+    assert [s.num_replicas for s in got.stages] == [s.num_replicas
+                                                     for s in answer.result.stages]
+    assert got.layer_names == answer.plan.layer_names
+    assert rentable(got, answer.result) is got
