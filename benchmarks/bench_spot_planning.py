@@ -1,11 +1,12 @@
 """Planning for spot capacity and noise, across problems: the planner's answer on mean times
-repaired (a), the planner at raised floors on on-demand prices (b), and the spot-aware search
+repaired (a), the planner at raised floors on on-demand prices (b), the baseline schedulers
+on mean times (c), and the spot-aware search
 (the planner at raised floors on spot prices, and units added in the simulator to the cheapest
 plan of each family that misses the floor; planner/spot.py, planner/robust.py), each plan
 scored by the same simulated jobs (planner/episodes.py).
 
     .venv/bin/python benchmarks/bench_spot_planning.py [--seeds 20] [--scenarios a,b,...]
-        [--floors 0.5,0.75,1.0]
+        [--floors 0.25,0.5,1.0]
 
 A problem is a shipped scenario at a fraction of its throughput floor. Its market puts every
 type with a catalog spot price on spot, at that price, reclaimed at nOps's pooled bound (less
@@ -32,7 +33,8 @@ from heterps_sim.cli.common import make_planner, pipeline_setting, schedule_sett
 from heterps_sim.inputs.catalog import spot_prices
 from heterps_sim.inputs.load import load_input
 from heterps_sim.inputs.market import parse_market
-from heterps_sim.planner.robust import headroom_sweep, repaired_on_means, unit_repair
+from heterps_sim.planner.episodes import rentable, rental_episodes
+from heterps_sim.planner.robust import Candidate, headroom_sweep, repaired_on_means, unit_repair
 from heterps_sim.planner.spot import spot_priced
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,6 +44,8 @@ SCENARIOS = ("exec-tiny", "wide-deep-capped", "2emb-aws", "2emb-ps-contention", 
 (exec-tiny-criteo is exec-tiny's types and model; the paper-model ones are left out: the
 simulator runs their plans far from the formula they were planned on)."""
 HEADROOMS = (0.0, 0.1, 0.2, 0.4, 0.6)
+BASELINES = ("greedy", "homogeneous", "paddle-heuristic")
+"""(c): the registered baseline schedulers, planned on mean times (their cheapest that holds)."""
 RATE = 7.0e-5
 
 
@@ -75,28 +79,37 @@ def one(name: str, floor: float, seeds: int) -> dict:
              if c.plan is not None and not c.holds]
     # all on demand: the on-demand family rented on demand (the same jobs, no spot unit)
     od = []
-    for c in (a, *b):
-        if c.plan is not None:
-            from heterps_sim.planner.episodes import rental_episodes
-            o = rental_episodes(problem, c.plan, market.on_demand(), seeds=seeds,
+    for x in (a, *b):
+        if x.plan is not None:
+            o = rental_episodes(problem, x.plan, market.on_demand(), seeds=seeds,
                                 reference=False)
-            od.append(replace(c, outcome=o))
-    return {"a": cheapest([a]), "b": cheapest(b), "spot": cheapest([*s, *grown]),
-            "on_demand": cheapest(od)}
+            od.append(replace(x, outcome=o))
+    # (c) the baseline schedulers' answers on mean times, rented on the same market
+    c = []
+    for base in BASELINES:
+        answer = make_planner(base, mode, seed, {}, pipeline_setting(None, loaded)).plan(problem)
+        if answer.feasible:
+            plan = rentable(answer.plan, answer.result)
+            c.append(Candidate(base, 0.0, plan, answer.cost_usd,
+                               rental_episodes(problem, plan, market, seeds=seeds,
+                                               reference=False)))
+    return {"a": cheapest([a]), "b": cheapest(b), "c": cheapest(c),
+            "spot": cheapest([*s, *grown]), "on_demand": cheapest(od)}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--scenarios", default=",".join(SCENARIOS))
-    ap.add_argument("--floors", default="0.5,0.75,1.0")
+    ap.add_argument("--floors", default="0.25,0.5,1.0")
     args = ap.parse_args()
     floors = [float(x) for x in args.floors.split(",")]
     print(f"{args.seeds} jobs per plan; floor in 90% of them; every type with a catalog spot "
           f"price on spot, {RATE:g} reclaims per unit-hour")
-    print(f"{'problem':28} {'(a) repaired':>14} {'(b) headroom':>14} {'spot-aware':>14} "
-          f"{'all on demand':>14} {'vs best a,b':>11} {'vs on demand':>12}  spot-aware plan")
-    ratios, vs_od = [], []
+    print(f"{'problem':28} {'(a) repaired':>14} {'(b) headroom':>14} {'(c) baselines':>14} "
+          f"{'spot-aware':>14} {'all on demand':>14} {'vs best a,b':>11} {'vs on demand':>12}"
+          "  spot-aware plan")
+    ratios, vs_od, vs_c, c_none = [], [], [], 0
     t0 = time.perf_counter()
     for name in args.scenarios.split(","):
         for f in floors:
@@ -116,7 +129,12 @@ def main() -> None:
                 ratios.append(r)
             if math.isfinite(ro):
                 vs_od.append(ro)
-            print(f"{name + f' x{f:g}':28} {cost(got['a'])} {cost(got['b'])} {cost(sa)} "
+            if sa is not None and got["c"] is not None:
+                vs_c.append(sa.outcome.cost.mean / got["c"].outcome.cost.mean)
+            elif sa is not None:
+                c_none += 1
+            print(f"{name + f' x{f:g}':28} {cost(got['a'])} {cost(got['b'])} {cost(got['c'])} "
+                  f"{cost(sa)} "
                   f"{cost(od)} {100 * (r - 1):+10.1f}% {ro:11.2f}x  "
                   f"{sa.label if sa is not None else ''}", flush=True)
     print(f"\n{len(ratios)} problems with a plan of each kind holding the floor "
@@ -129,6 +147,9 @@ def main() -> None:
               f"(bootstrap 95% {100 * (np.quantile(boot, 0.025) - 1):+.1f}% to "
               f"{100 * (np.quantile(boot, 0.975) - 1):+.1f}%), worst {100 * (x.max() - 1):+.1f}%, "
               f"best {100 * (x.min() - 1):+.1f}%")
+    if vs_c:
+        print(f"spot-aware / best of (c): median {100 * (statistics.median(vs_c) - 1):+.1f}% "
+              f"over {len(vs_c)} problems; on {c_none} more no baseline holds the floor")
     if vs_od:
         print(f"all on demand / spot-aware: median {statistics.median(vs_od):.2f}x, "
               f"least {min(vs_od):.2f}x")
