@@ -37,6 +37,10 @@ def add_episodes(p) -> None:
                         "+10%%, +20%%) and by the planner's repair, on on-demand and on spot "
                         "prices, then add units where the jobs say they pay; score each by the "
                         "same jobs and keep the cheapest that holds the floor often enough")
+    p.add_argument("--checkpoints", action="store_true",
+                   help="also run the plan's jobs with checkpoints every 0.25x to 4x the "
+                        "market's interval (the same seeds) and print the cheapest that holds "
+                        "the floor often enough")
 
 
 def _headrooms(text: str) -> tuple[float, ...]:
@@ -93,15 +97,30 @@ def cmd_episodes(args) -> int:
     except ValueError as exc:
         raise UserFileError(f"{args.market}: {exc}") from None
     sweep = _sweep(args, loaded, market) if args.sweep else None
+    checkpoints = None
+    if args.checkpoints:
+        from heterps_sim.planner.robust import checkpoint_sweep
+        try:
+            checkpoints = checkpoint_sweep(loaded.problem, plan, market, seeds=args.seeds)
+        except ValueError as exc:
+            raise UserFileError(f"{args.market}: {exc}") from None
     if args.json:
         print(dump({"plan": plan.to_json_dict(), **outcome.to_json_dict(),
-                    **({"sweep": sweep_json(sweep)} if sweep is not None else {})}))
+                    **({"sweep": sweep_json(sweep)} if sweep is not None else {}),
+                    **({"checkpoints": [{"scale": c.scale, "jobs": c.outcome.to_json_dict()}
+                                        for c in checkpoints]}
+                       if checkpoints is not None else {})}))
     else:
         from heterps_sim.plots.episodes import episode_lines, sweep_lines
         print("\n".join(episode_lines(loaded.problem, plan, outcome)))
         if sweep is not None:
             print("\n" + "\n".join(sweep_lines(loaded.problem, market, sweep)))
-    held = outcome.meets_probability or (sweep is not None and sweep.best is not None)
+        if checkpoints is not None:
+            from heterps_sim.plots.episodes import checkpoint_lines
+            print("\n" + "\n".join(checkpoint_lines(checkpoints)))
+    from heterps_sim.planner.robust import best_checkpoint
+    held = (outcome.meets_probability or (sweep is not None and sweep.best is not None)
+            or (checkpoints is not None and best_checkpoint(checkpoints) is not None))
     return 0 if held else EXIT_INFEASIBLE
 
 

@@ -150,9 +150,11 @@ def step_times(problem: Problem, plan: Plan, seeds: int) -> np.ndarray:
     return np.array(out)
 
 
-def job_specs(problem: Problem, plan: Plan, market: Market, step_s: np.ndarray) -> list:
+def job_specs(problem: Problem, plan: Plan, market: Market, step_s: np.ndarray, *,
+              checkpoint_scale: float = 1.0) -> list:
     """One des.job.JobSpec per episode (its step time), the plan's units rented as `market`
-    says."""
+    says; checkpoints every `checkpoint_scale` times the market's interval (its every_s, else
+    Young's for the plan's reclaim rate)."""
     from heterps_sim.cost.reference import fixed_price_per_hour, plan_stages, plan_startup_s
     from heterps_sim.des.job import JobSpec, Lease
     names = list(problem.type_names)
@@ -187,7 +189,7 @@ def job_specs(problem: Problem, plan: Plan, market: Market, step_s: np.ndarray) 
     restart = (market.restart_s if market.restart_s is not None
                else max(spot_starts or [startup])) + market.restart_extra_s
     steps = math.ceil(problem.num_samples / problem.batch_size)
-    every_s = market.checkpoint_interval_s(rate)
+    every_s = market.checkpoint_interval_s(rate) * checkpoint_scale
     specs = []
     for s in step_s:
         every = 0 if not math.isfinite(every_s) else max(1, min(steps, round(every_s / s)))
@@ -236,9 +238,10 @@ def fitted_market(market: Market, plan: Plan, problem: Problem | None = None) ->
 
 
 def rental_episodes(problem: Problem, plan: Plan, market: Market, *, seeds: int = 50,
-                    reference: bool = True, step_s: np.ndarray | None = None) -> RentalOutcome:
+                    reference: bool = True, step_s: np.ndarray | None = None,
+                    checkpoint_scale: float = 1.0) -> RentalOutcome:
     """The plan's jobs under `market`, one per seed; with `reference`, the same jobs on demand
-    (the same step times: only the renting differs)."""
+    (the same step times: only the renting differs). `checkpoint_scale`: job_specs'."""
     from heterps_sim.des.job import simulate_job
     if any(s.num_replicas is None for s in plan.stages):
         raise ValueError("rental_episodes: every stage needs its units (price the plan first)")
@@ -248,7 +251,7 @@ def rental_episodes(problem: Problem, plan: Plan, market: Market, *, seeds: int 
         from heterps_sim.cost.ps_hosts import problem_for_plan
         problem = problem_for_plan(problem, plan.ps.resource, plan.ps.num_shards)
     step_s = step_times(problem, plan, seeds) if step_s is None else step_s
-    specs = job_specs(problem, plan, market, step_s)
+    specs = job_specs(problem, plan, market, step_s, checkpoint_scale=checkpoint_scale)
     jobs = [simulate_job(spec, seed) for seed, spec in enumerate(specs)]
     steps = specs[0].steps
     run = np.array([j.run_s for j in jobs])
@@ -276,7 +279,8 @@ def rental_episodes(problem: Problem, plan: Plan, market: Market, *, seeds: int 
                    if reference and market.spot else None),
         predicted=(rental_episodes(problem, replace(plan, ps=None),
                                    fitted_market(market, plan, problem),
-                                   seeds=seeds, reference=False, step_s=step_s)
+                                   seeds=seeds, reference=False, step_s=step_s,
+                                   checkpoint_scale=checkpoint_scale)
                    if reference and any(t.availability is not None
                                         for n, t in market.spot.items() if n in spot_units)
                    else None))

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 from heterps_sim.core.problem import Problem
 from heterps_sim.inputs.market import Market
-from heterps_sim.planner.episodes import RentalOutcome, rental_episodes, rentable
+from heterps_sim.planner.episodes import RentalOutcome, rentable, rental_episodes
 from heterps_sim.planner.planner import Planner
 
 HEADROOMS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.6)
@@ -92,6 +92,36 @@ def headroom_sweep(problem: Problem, market: Market, planner: Planner, *,
 
 MAX_ADDED_UNITS = 32
 """unit_repair adds at most this many units (each addition simulates one job set per stage)."""
+
+
+CHECKPOINT_SCALES = (0.25, 0.5, 1.0, 2.0, 4.0)
+"""Checkpoint intervals checkpoint_sweep tries, as multiples of the market's (Young's)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointChoice:
+    scale: float
+    outcome: RentalOutcome
+
+
+def checkpoint_sweep(problem: Problem, plan, market: Market, *, scales=CHECKPOINT_SCALES,
+                     seeds: int = 50) -> tuple[CheckpointChoice, ...]:
+    """The plan's jobs with checkpoints every `scale` times the market's interval, for each
+    scale: the same seeds and step times (one step-level simulation per seed for all), so
+    only the interval differs. Young's interval minimises the expected time only to first
+    order (short checkpoints, rare reclaims, a restart free of lost work); the jobs say what
+    it costs with the restart, the notice and the billing granule in."""
+    probe = rental_episodes(problem, plan, market, seeds=seeds, reference=False)
+    return tuple(CheckpointChoice(f, probe if f == 1.0 else rental_episodes(
+        problem, plan, market, seeds=seeds, reference=False, step_s=probe.step_s,
+        checkpoint_scale=f)) for f in scales)
+
+
+def best_checkpoint(choices) -> CheckpointChoice | None:
+    """The cheapest interval (mean job cost) among those holding the floor as often as the
+    market asks; None when none does."""
+    held = [c for c in choices if c.outcome.meets_probability]
+    return min(held, key=lambda c: c.outcome.cost.mean) if held else None
 
 
 def floor_quantile(problem: Problem, outcome: RentalOutcome) -> float:
@@ -178,5 +208,6 @@ def unit_repair(problem: Problem, start: Candidate, market: Market, *, seeds: in
                      planned, outcome)
 
 
-__all__ = ["HEADROOMS", "MAX_ADDED_UNITS", "Candidate", "Sweep", "floor_quantile",
+__all__ = ["CHECKPOINT_SCALES", "HEADROOMS", "MAX_ADDED_UNITS", "Candidate", "CheckpointChoice",
+           "best_checkpoint", "checkpoint_sweep", "Sweep", "floor_quantile",
            "growth_moves", "headroom_sweep", "repaired_on_means", "unit_repair", "with_unit_added"]

@@ -103,3 +103,21 @@ def sweep_lines(problem, market, sweep) -> list[str]:
                  "per job on average" if best is not None else
                  "none of these plans holds the floor as often as the market asks")
     return lines
+
+
+def checkpoint_lines(choices) -> list[str]:
+    """The plan's jobs at each checkpoint interval (planner/robust.checkpoint_sweep)."""
+    from heterps_sim.planner.robust import best_checkpoint
+    lines = ["checkpoint interval, the same jobs at each (x the market's interval):",
+             f"  {'scale':>6} {'every steps':>12} {'cost USD (95% interval)':>34} "
+             f"{'floor held':>22} {'run h':>9} {'lost steps':>11}"]
+    for c in choices:
+        o = c.outcome
+        every = f"{o.checkpoint_every_steps:,}" if o.checkpoint_every_steps else "none"
+        lines.append(f"  {c.scale:6g} {every:>12} {o.cost.text():>34} {_share(o):>22} "
+                     f"{o.run_s.mean() / 3600:9.3g} {o.lost_steps.mean():11.4g}")
+    best = best_checkpoint(choices)
+    lines.append(f"cheapest holding the floor: {best.scale:g}x the market's interval, "
+                 f"{money(best.outcome.cost.mean)} USD per job on average" if best is not None
+                 else "no interval holds the floor as often as the market asks")
+    return lines

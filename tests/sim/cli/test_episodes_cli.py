@@ -66,3 +66,21 @@ def test_bad_flags_are_one_line_and_exit_2(args, words):
     proc = _run(TINY, *args)
     assert proc.returncode == 2
     assert words in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_checkpoints_prints_each_interval_and_holds_when_one_does(tmp_path):
+    market = tmp_path / "m.yaml"
+    # reclaimed often enough that some jobs miss the floor at one interval and not at others
+    market.write_text("spot: {xeon-icelake-16vcpu: {reclaims_per_hour: 100}}\n"
+                      "checkpoint: {write_s: 0.003}\n")
+    proc = _run(TINY, "--market", str(market), "--seeds", "10", "--checkpoints", "--json")
+    out = json.loads(proc.stdout)
+    scales = [c["scale"] for c in out["checkpoints"]]
+    assert scales == [0.25, 0.5, 1.0, 2.0, 4.0]
+    held = [c["jobs"]["meets_probability"] for c in out["checkpoints"]]
+    assert proc.returncode == (0 if out["meets_probability"] or any(held) else 1)
+    # the same jobs at scale 1 as the plain run
+    assert out["checkpoints"][2]["jobs"]["cost_usd"] == out["cost_usd"]
+    text = _run(TINY, "--market", str(market), "--seeds", "10", "--checkpoints").stdout
+    assert "checkpoint interval, the same jobs at each" in text
+    assert ("cheapest holding the floor: " in text) == any(held)

@@ -207,8 +207,9 @@ def test_growth_stays_within_each_types_available_units():
 
 
 def test_a_stage_model_answer_is_rented_with_the_units_its_price_provisioned():
-    from heterps_sim.planner.episodes import rentable
     from dataclasses import replace
+
+    from heterps_sim.planner.episodes import rentable
     problem = load_input("scenarios/mixed-leftovers.yaml").problem  # the paper's stage model
     problem = replace(problem, throughput_limit=problem.throughput_limit / 2)  # a plan exists
     answer = Planner(search="exact", provisioning="least", options={"mixed": True}).plan(problem)
@@ -218,3 +219,27 @@ def test_a_stage_model_answer_is_rented_with_the_units_its_price_provisioned():
                                                      for s in answer.result.stages]
     assert got.layer_names == answer.plan.layer_names
     assert rentable(got, answer.result) is got
+
+
+def test_the_checkpoint_sweep_finds_youngs_interval_near_the_cheapest():
+    """Hours-long jobs reclaimed twice an hour with a 30 s checkpoint: the jobs' mean cost is
+    least near Young's interval and clearly higher at an eighth and at eight times it (too
+    many writes; too much lost work)."""
+    from dataclasses import replace
+
+    from heterps_sim.planner.robust import best_checkpoint, checkpoint_sweep
+    problem = load_input("scenarios/exec-tiny.yaml").problem
+    answer = Planner(search="exact").plan(problem)
+    problem = replace(answer.problem, num_samples=problem.batch_size * 2_000_000)
+    (name,) = {n for s in answer.plan.stages for n, _ in s.groups}
+    market = _market({name: {"price_per_hour": 0.3, "reclaims_per_hour": 2.0}}, restart_s=120)
+    got = checkpoint_sweep(problem, answer.plan, market, seeds=60, scales=(0.125, 0.5, 1, 2, 8))
+    assert [c.scale for c in got] == [0.125, 0.5, 1, 2, 8]
+    every = [c.outcome.checkpoint_every_steps for c in got]
+    assert every[2] == pytest.approx(8 * every[0], rel=1e-3) and every[4] == pytest.approx(
+        8 * every[2], rel=1e-3)
+    assert all(np.array_equal(c.outcome.step_s, got[0].outcome.step_s) for c in got)
+    best = best_checkpoint(got)
+    assert best.scale in (0.5, 1, 2)
+    for extreme in (got[0], got[4]):
+        assert extreme.outcome.cost.low > best.outcome.cost.high
