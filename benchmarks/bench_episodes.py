@@ -74,31 +74,46 @@ def daly(jobs: int) -> None:
               f"{(mean - want) / se:+16.2f}   ({1e3 * wall / jobs:.2f} ms per job)")
 
 
+BAMBOO = ROOT / "traces/spot/bamboo-g4dn-xlarge-us-east-1c-2020-11-20.csv"
+T4_SPOT = 0.3462  # USD/h per GPU, the catalog's spot price of g4dn.xlarge
+T4_ON_DEMAND = 0.526  # the catalog's on-demand price
+TRACE_JOB = dict(steps=36000, step_s=np.array([1.0]), startup_s=300.0, restart_s=300.0,
+                 checkpoint_every=1800, checkpoint_s=30.0, notice_s=120.0)
+"""10 h of 1 s steps, a 30 s checkpoint every 1,800 steps, a 300 s restart, a 120 s notice."""
+
+
+def replay_and_fit(k: int, replayed, fitted_on, jobs: int):
+    """(rate, wait, replayed jobs, jobs under the Poisson model fitted on `fitted_on`; [] when
+    the fit has no rate) for k T4s."""
+    rate, wait = fitted_on.fit(k)
+    played = JobSpec(leases=(Lease("t4", k, T4_SPOT, availability=replayed),), **TRACE_JOB)
+    a = [simulate_job(played, s) for s in range(jobs)]
+    if not math.isfinite(rate):
+        return rate, wait, a, []
+    fitted = JobSpec(leases=(Lease("t4", k, T4_SPOT, reclaims_per_hour=rate),),
+                     **{**TRACE_JOB, "restart_s": TRACE_JOB["restart_s"]
+                        + (wait if math.isfinite(wait) else 0.0)})
+    return rate, wait, a, [simulate_job(fitted, s) for s in range(jobs)]
+
+
 def replay(jobs: int) -> None:
     """The Bamboo g4dn.xlarge trace replayed against the Poisson model fitted to it."""
     from heterps_sim.des.availability import load_availability
-    trace = load_availability(ROOT / "traces/spot/bamboo-g4dn-xlarge-us-east-1c-2020-11-20.csv",
-                              period_s=95400.0)
+    from heterps_sim.planner.episodes import mean_interval
+    trace = load_availability(BAMBOO, period_s=95400.0)
     print(f"\nBamboo's g4dn.xlarge trace (us-east-1c, 2020-11-20/21) replayed from a point of its "
           f"window drawn per job ({jobs} jobs), against the Poisson model fitted to it; a job of "
           "10 h of 1 s steps, a 30 s checkpoint every 1,800 steps, a 300 s restart, a 120 s "
-          "notice; T4 at the catalog's spot price (0.3462 USD/h per GPU)")
+          f"notice; T4 at the catalog's spot price ({T4_SPOT} USD/h per GPU)")
     print("  units  fit/unit-h  fit wait s   replayed USD (95%)          fitted USD (95%)        "
           "   off    replayed run h  fitted run h")
-    from heterps_sim.planner.episodes import mean_interval
     for k in (1, 4, 8):
-        rate, wait = trace.fit(k)
-        base = dict(steps=36000, step_s=np.array([1.0]), startup_s=300.0, restart_s=300.0,
-                    checkpoint_every=1800, checkpoint_s=30.0, notice_s=120.0)
-        played = JobSpec(leases=(Lease("t4", k, 0.3462, availability=trace),), **base)
-        fitted = JobSpec(leases=(Lease("t4", k, 0.3462, reclaims_per_hour=rate),),
-                         **{**base, "restart_s": 300.0 + wait})
-        a = [simulate_job(played, s) for s in range(jobs)]
-        b = [simulate_job(fitted, s) for s in range(jobs)]
-        ca, cb = mean_interval(np.array([o.cost_usd for o in a])), mean_interval(
-            np.array([o.cost_usd for o in b]))
+        rate, wait, a, b = replay_and_fit(k, trace, trace, jobs)
+        ca = mean_interval(np.array([o.cost_usd for o in a]))
+        cb = mean_interval(np.array([o.cost_usd for o in b]))
         print(f"  {k:5} {rate:11.4f} {wait:11.0f}   {ca.text():26} {cb.text():26} "
-              f"{100 * (cb.mean / ca.mean - 1):+6.1f}%  {statistics.fmean(o.run_s for o in a) / 3600:14.2f} "
+              f"{100 * (cb.mean / ca.mean - 1):+6.1f}%  "
+              f"{statistics.fmean(o.run_s for o in a) / 3600:14.2f} "
               f"{statistics.fmean(o.run_s for o in b) / 3600:13.2f}")
 
 
@@ -107,27 +122,17 @@ def heldout(jobs: int) -> None:
     replay of the second (held out), and the spot job is held to the same job on demand."""
     from heterps_sim.des.availability import load_availability
     from heterps_sim.planner.episodes import mean_interval
-    whole = load_availability(ROOT / "traces/spot/bamboo-g4dn-xlarge-us-east-1c-2020-11-20.csv",
-                              period_s=95400.0)
+    whole = load_availability(BAMBOO, period_s=95400.0)
     half = whole.period_s / 2
     fit_on, held = whole.window(0.0, half), whole.window(half, whole.period_s)
-    on_demand = 0.526  # g4dn.xlarge in us-east-1, the catalog's on-demand price (1 T4)
     print(f"\nthe same trace cut in two: rates fitted on its first {half / 3600:.2f} h, the "
           f"jobs replayed on the last {half / 3600:.2f} h ({jobs} jobs); a job of 10 h of 1 s "
-          "steps as above, T4 at 0.3462 USD/h spot against 0.526 on demand")
+          f"steps as above, T4 at {T4_SPOT} USD/h spot against {T4_ON_DEMAND} on demand")
     print("  units  fit/unit-h  fit wait s   held-out replay USD (95%)   predicted USD (95%)     "
           "  off   on demand USD  cheaper  run h (replay)  throughput loss")
     for k in (1, 4, 8):
-        rate, wait = fit_on.fit(k)
-        base = dict(steps=36000, step_s=np.array([1.0]), startup_s=300.0, restart_s=300.0,
-                    checkpoint_every=1800, checkpoint_s=30.0, notice_s=120.0)
-        played = JobSpec(leases=(Lease("t4", k, 0.3462, availability=held),), **base)
-        fitted = JobSpec(leases=(Lease("t4", k, 0.3462, reclaims_per_hour=rate),),
-                         **{**base, "restart_s": 300.0 + (wait if math.isfinite(wait) else 0)})
-        plain = JobSpec(leases=(Lease("t4", k, on_demand),), **base)
-        a = [simulate_job(played, s) for s in range(jobs)]
-        b = [simulate_job(fitted, s) for s in range(jobs)] if math.isfinite(rate) else []
-        ref = simulate_job(plain, 0)
+        rate, wait, a, b = replay_and_fit(k, held, fit_on, jobs)
+        ref = simulate_job(JobSpec(leases=(Lease("t4", k, T4_ON_DEMAND),), **TRACE_JOB), 0)
         ca = mean_interval(np.array([o.cost_usd for o in a]))
         cb = (mean_interval(np.array([o.cost_usd for o in b])).text() if b else "no fit")
         off = (f"{100 * (statistics.fmean(o.cost_usd for o in b) / ca.mean - 1):+6.1f}%"
