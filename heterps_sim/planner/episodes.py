@@ -133,14 +133,14 @@ def rentable(plan: Plan, result) -> Plan:
     return plan.with_replicas([st.num_replicas for st in result.stages])
 
 
-def step_times(problem: Problem, plan: Plan, seeds: int) -> np.ndarray:
+def step_times(problem: Problem, plan: Plan, seeds: int, first_seed: int = 0) -> np.ndarray:
     """Per seed, the plan's step time in the step-level simulator with jitter and stragglers
     (and the check's deterministic effects) on."""
     from heterps_sim.des import simulate
     from heterps_sim.planner.check import DETERMINISTIC_EFFECTS, VerifySettings
     effects = DETERMINISTIC_EFFECTS + STEP_EFFECTS_VARIABLE
     out = []
-    for seed in range(seeds):
+    for seed in range(first_seed, first_seed + seeds):
         options = VerifySettings(effects=effects, seed=seed).options()
         result = simulate(problem, plan, seed=seed, options=options, record_spans=False).result
         if result.throughput <= 0 or not math.isfinite(result.throughput):
@@ -239,9 +239,10 @@ def fitted_market(market: Market, plan: Plan, problem: Problem | None = None) ->
 
 def rental_episodes(problem: Problem, plan: Plan, market: Market, *, seeds: int = 50,
                     reference: bool = True, step_s: np.ndarray | None = None,
-                    checkpoint_scale: float = 1.0) -> RentalOutcome:
-    """The plan's jobs under `market`, one per seed; with `reference`, the same jobs on demand
-    (the same step times: only the renting differs). `checkpoint_scale`: job_specs'."""
+                    checkpoint_scale: float = 1.0, first_seed: int = 0) -> RentalOutcome:
+    """The plan's jobs under `market`, one per seed from `first_seed` (fresh seeds score a plan
+    chosen on others); with `reference`, the same jobs on demand (the same step times: only the
+    renting differs). `checkpoint_scale`: job_specs'."""
     from heterps_sim.des.job import simulate_job
     if any(s.num_replicas is None for s in plan.stages):
         raise ValueError("rental_episodes: every stage needs its units (price the plan first)")
@@ -250,9 +251,9 @@ def rental_episodes(problem: Problem, plan: Plan, market: Market, *, seeds: int 
     if plan.ps is not None:  # the plan names its PS hosts: run and bill those (as pricing)
         from heterps_sim.cost.ps_hosts import problem_for_plan
         problem = problem_for_plan(problem, plan.ps.resource, plan.ps.num_shards)
-    step_s = step_times(problem, plan, seeds) if step_s is None else step_s
+    step_s = step_times(problem, plan, seeds, first_seed) if step_s is None else step_s
     specs = job_specs(problem, plan, market, step_s, checkpoint_scale=checkpoint_scale)
-    jobs = [simulate_job(spec, seed) for seed, spec in enumerate(specs)]
+    jobs = [simulate_job(spec, seed) for seed, spec in enumerate(specs, start=first_seed)]
     steps = specs[0].steps
     run = np.array([j.run_s for j in jobs])
     thr = problem.batch_size * steps / run
@@ -275,12 +276,13 @@ def rental_episodes(problem: Problem, plan: Plan, market: Market, *, seeds: int 
         throughput_limit=problem.throughput_limit, cost=mean_interval(cost),
         meet=share_interval(hits, seeds), spot_units=spot_units,
         reference=(rental_episodes(problem, replace(plan, ps=None), market.on_demand(),
-                                   seeds=seeds, reference=False, step_s=step_s)
+                                   seeds=seeds, reference=False, step_s=step_s,
+                                   first_seed=first_seed)
                    if reference and market.spot else None),
         predicted=(rental_episodes(problem, replace(plan, ps=None),
                                    fitted_market(market, plan, problem),
                                    seeds=seeds, reference=False, step_s=step_s,
-                                   checkpoint_scale=checkpoint_scale)
+                                   checkpoint_scale=checkpoint_scale, first_seed=first_seed)
                    if reference and any(t.availability is not None
                                         for n, t in market.spot.items() if n in spot_units)
                    else None))

@@ -144,3 +144,15 @@ def test_a_market_type_needs_a_rate_or_a_trace():
     with pytest.raises(UserFileError, match="spot.t4: give reclaims_per_hour or a trace"):
         parse_market({"spot": {"t4": {"price_per_hour": 1}}, "checkpoint": {"write_s": 1}},
                      "m.yaml")
+
+
+def test_fresh_seeds_are_the_later_jobs_of_a_longer_run(tiny):
+    problem, plan = tiny
+    (name, _), = _units(plan)
+    market = _market({name: {"price_per_hour": 0.1, "reclaims_per_hour": 0.0}})
+    five = rental_episodes(problem, plan, market, seeds=5)
+    last = rental_episodes(problem, plan, market, seeds=2, first_seed=3)
+    assert np.array_equal(last.step_s, five.step_s[3:])
+    assert np.array_equal(last.cost_usd, five.cost_usd[3:])
+    assert np.array_equal(last.reference.cost_usd, five.reference.cost_usd[3:])
+    assert not np.array_equal(last.step_s, five.step_s[:2])
