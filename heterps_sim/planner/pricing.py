@@ -168,12 +168,15 @@ class Pricing:
         d = _plan_staleness(plan) if plan.num_microbatches > 1 and all(
             s.num_replicas is not None for s in plan.stages) else 1
         result = evaluate_plan(with_stashed_weights(problem, d), plan, self.provisioning)
-        if not result.stages:
-            return plan, result
+        if not result.feasible:  # no units to run it with (a stage that cannot reach the
+            return plan, result  # limit has 0 in the result): the plan as given, refused
         plan = self._run_as_async(problem, plan, result)
-        if _plan_staleness(plan) != d:  # more versions in flight than counted: count them
-            result = evaluate_plan(with_stashed_weights(problem, _plan_staleness(plan)), plan,
-                                   self.provisioning)
+        try:
+            runs = _plan_staleness(plan)
+        except ValueError as exc:  # m far below the units in flight: the engine refuses it
+            return plan, replace(result, feasible=False, reason=str(exc), cost_usd=math.inf)
+        if runs != d:  # more versions in flight than counted: count them
+            result = evaluate_plan(with_stashed_weights(problem, runs), plan, self.provisioning)
         return plan, result
 
     def _run_as_async(self, problem: Problem, plan: Plan, stage_result: RunResult) -> Plan:

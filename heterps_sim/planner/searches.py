@@ -137,8 +137,20 @@ def _no_plan_reason(problem: Problem, ms, proven: bool) -> str:
 
 def _exact_stage(problem: Problem, pricing: Pricing, options: dict, types) -> Answer:
     problem_t = only_types(problem, types) if types is not None else problem
+    # every plan: a run of one type may also be cut into adjacent stages (their units
+    # differ, so a cut can shed units the stage's memory floor or rounding forces: the
+    # DLRM scenario's async optimum is three H100 stages). Over maximal runs only (the
+    # scheduler's own default, or asked for), the optimum found proves nothing about them.
+    options = {"allow_same_type_cuts": True, **options}
     answer = scheduler(problem_t, pricing, "exact", options)
-    proven = bool(answer.notes.get("proven_optimal", False)) and not options.get("mixed")
+    # (answer.proven is already False where the plan keeps more async weight versions than
+    # the search counted, scheduler() below)
+    proven = (answer.proven and bool(answer.notes.get("proven_optimal", False))
+              and not options.get("mixed") and bool(options["allow_same_type_cuts"]))
+    answer.notes["proven_optimal"] = proven
+    if not options["allow_same_type_cuts"]:
+        answer.notes["not_proven"] = ("maximal runs of one type only (allow_same_type_cuts "
+                                      "off): a plan that cuts a run may cost less")
     answer.proven = proven
     answer.problem = problem
     if proven and answer.feasible:

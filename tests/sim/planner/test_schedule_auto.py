@@ -115,3 +115,20 @@ def test_stashed_weights_count_against_each_units_memory():
     assert not stale.feasible and "memory" in stale.reason
     roomy = _tight(21, 2.5)  # room for 2.5 copies: the async plan fits
     assert "memory" not in Pricing.of(roomy, schedule="async").price(roomy, two)[1].reason
+
+
+def test_an_async_plan_no_units_can_carry_is_priced_infeasible_not_raised():
+    """A stage that cannot reach the limit however many units it gets has 0 units in the stage
+    model's result; async pricing used to set them on the plan and raise (simulate's one-type
+    baselines on the DLRM scenario)."""
+    from dataclasses import replace
+
+    from heterps_sim.core.plan import Plan, Stage
+    from heterps_sim.planner import Pricing
+    p = random_default_problem(np.random.default_rng(5), 4, 3)
+    p = replace(p, throughput_limit=1e12)
+    one = Plan(stages=(Stage(layers=p.layer_names, resource=p.type_names[0]),),
+               schedule="async")
+    plan, result = Pricing.of(p, schedule="async").price(p, one)
+    assert not result.feasible and "cannot reach" in result.reason
+    assert plan.stages[0].num_replicas is None
