@@ -148,7 +148,8 @@ def main() -> None:
                 c_none += 1
             print(f"{name + f' x{f:g}':28} {cost(got['a'])} {cost(got['b'])} {cost(got['c'])} "
                   f"{cost(sa)} "
-                  f"{cost(od)} {100 * (r - 1):+10.1f}% {ro:11.2f}x  "
+                  f"{cost(od)} {f'{100 * (r - 1):+.1f}%' if math.isfinite(r) else '-':>11} "
+                  f"{f'{ro:.2f}x' if math.isfinite(ro) else '-':>12}  "
                   f"{sa.label if sa is not None else ''}", flush=True)
     print(f"\n{len(ratios)} problems with a plan of each kind holding the floor "
           f"({time.perf_counter() - t0:.0f} s)")
