@@ -10,7 +10,9 @@ floor raised by the shortfall the flushed closed form predicts:
 
 (flushed_k: the closed form of round k's plan at the simulator's microbatches; where it does
 not apply, an unflushed schedule, or where it already meets the limit that the simulator
-misses, the simulated throughput stands in). Under the flushed pricing the search is already
+misses, the simulated throughput stands in; where no closed form applies (async), target_k is
+first raised to the plan's own analytic throughput, which the stage model may put well above
+it). Under the flushed pricing the search is already
 exact under the closed form, so a first round is what a shortfall of the closed form needs.
 Each re-planned plan keeps the units the
 scheduler gave it for its raised target and is simulated against the real limit; the rounds
@@ -111,10 +113,17 @@ def flushed_or_none(problem: Problem, plan: Plan, sim: RunResult,
 
 
 def _next_target(target: float, limit: float, flushed: float | None,
-                 simulated: float) -> float:
+                 simulated: float, analytic: float | None = None) -> float:
     """target x limit / the predicted throughput (the flushed closed form; the simulated one
-    where the closed form is missing or already meets the limit the simulator misses)."""
+    where the closed form is missing or already meets the limit the simulator misses). Where
+    no closed form applies (an unflushed schedule) the floor scales from the plan's own
+    analytic throughput when it is above the target: the stage model prices the plan at
+    `analytic` and the simulator runs it at `simulated`, so a plan the simulator runs at the
+    limit needs about analytic x limit / simulated (scaling the target alone asks again for a
+    plan the model already puts above it: the same plan comes back)."""
     predicted = flushed if flushed is not None and flushed < limit else simulated
+    if flushed is None and analytic is not None:
+        target = max(target, analytic)
     return target * limit / max(predicted, 1e-300)
 
 
@@ -128,7 +137,7 @@ def replan_rounds(problem: Problem, plan: Plan, sim: RunResult, replan: Replan,
     analytic model at the real limit."""
     limit = problem.throughput_limit
     target = _next_target(limit, limit, flushed_or_none(problem, plan, sim, effects),
-                          sim.throughput)
+                          sim.throughput, evaluate(plan).throughput)
     rounds: list[ReplanRound] = []
     best: tuple[Plan, RunResult] | None = None
     seen: dict[str, RunResult] = {}
@@ -160,7 +169,7 @@ def replan_rounds(problem: Problem, plan: Plan, sim: RunResult, replan: Replan,
             return Replanned(tuple(rounds), fixed, evaluate(fixed), new, accepted=True)
         if best is None or new.throughput > best[1].throughput:
             best = (fixed, new)
-        nxt = _next_target(target, limit, flushed, new.throughput)
+        nxt = _next_target(target, limit, flushed, new.throughput, outcome.result.throughput)
         if nxt >= ceiling:  # no plan up there: halfway to it
             nxt = (target + ceiling) / 2.0
         if nxt <= target * (1 + 1e-9):  # no higher floor to ask for

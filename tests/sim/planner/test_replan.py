@@ -93,3 +93,28 @@ def test_unreachable_target_says_the_scheduler_finds_no_plan():
     lines = "\n".join(check_lines(check))
     assert "the scheduler finds no plan that meets this target" in lines
     assert check.to_json_dict()["replan_rounds"][0]["found"] is False
+
+
+def test_an_async_plan_short_in_the_simulator_is_replanned_from_its_own_analytic_throughput():
+    """The DLRM scenario's async answer: the stage model puts it 6.9% over the limit, the
+    simulator 1.4% under. Scaling the limit by the shortfall asked the search again for a floor
+    below the plan's own analytic throughput, so every round returned the same plan and the
+    check fell back to re-provisioning (116.35 USD); raising the floor from the plan's analytic
+    throughput re-plans it to a plan the simulator runs over the limit."""
+    from pathlib import Path
+
+    from heterps_sim.inputs.load import load_input
+    from heterps_sim.planner import Planner
+    root = Path(__file__).resolve().parents[3]
+    p = load_input(str(root / "scenarios" / "dlrm-criteo1tb-aws.yaml")).problem
+    planner = Planner(schedule="async")
+    answer = planner.plan(p)
+    check = planner.check(answer, repair=True)
+    analytic, simulated = answer.result.throughput, check.simulated.throughput
+    assert simulated < p.throughput_limit < analytic
+    first = check.rounds[0]
+    assert first.target == pytest.approx(analytic * p.throughput_limit / simulated, rel=1e-9)
+    assert check.status == "replanned" and check.meets_limit
+    last = check.rounds[-1]
+    assert last.found and last.meets_limit and last.simulated_throughput >= p.throughput_limit
+    assert last.simulated_cost_usd < 116.35  # below the re-provisioned plan
