@@ -115,11 +115,14 @@ def run_scheduler(problem, name: str, mode: str, seed: int, options: dict, *,
     priced = ("each of gpipe, 1f1b and async" if pipeline == "auto"
               else planner.pricing_for(problem).describe())
     progress.phase(f"planning: {name} ({priced})")
+    auto = pipeline == "auto" and (check or repair)
     try:
-        answer = planner.plan(problem)
+        # auto with the check: each schedule's answer is checked and the cheapest the
+        # simulator stands behind is kept (Planner._auto)
+        answer = planner.plan(problem, check=auto, repair=repair and auto)
     except ValueError as exc:
         raise UserFileError(f"--scheduler {name}: {exc}") from None
-    if (check or repair) and answer.feasible:
+    if (check or repair) and answer.feasible and not auto:
         progress.phase("checking the plan in the simulator (--verify none skips it)")
         answer.check = planner.check(answer, repair=repair)
     return answer

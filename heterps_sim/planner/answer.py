@@ -79,7 +79,13 @@ class Answer:
             f"gradients {d} step{'s' if d > 1 else ''} stale (step t's gradient is taken "
             f"at the weights step t - {d} started from)"))
         others = self.notes.get("schedule_auto")
-        if others:
+        simulated = self.notes.get("schedule_auto_simulated")
+        if others and simulated and any(v["cost_usd"] is not None for v in simulated.values()):
+            shown = ", ".join(f"{s} " + ("no plan" if c is None else
+                                         f"{c:,.6g} USD ({_after(simulated[s])})")
+                              for s, c in others.items())
+            line += f"; auto chose it, the cheapest the simulator stands behind: {shown}"
+        elif others:
             shown = ", ".join(f"{s} {'no plan' if c is None else f'{c:,.6g} USD'}"
                               for s, c in others.items())
             line += f"; auto chose it: {shown}"
@@ -102,3 +108,11 @@ class Answer:
                 "evaluations": self.evaluations, "wall_s": self.wall_s, "notes": self.notes,
                 "plan": self.plan.to_json_dict() if self.plan else None,
                 "result": self.result.to_json_dict() if self.result else None}
+
+
+def _after(simulated: dict) -> str:
+    """What the simulator's check made of one schedule's answer (Planner._auto)."""
+    cost, status = simulated["cost_usd"], simulated["status"]
+    if cost is None:
+        return "short in the simulator" if status == "missed" else f"simulator: {status}"
+    return f"{status}, {cost:,.6g} USD"

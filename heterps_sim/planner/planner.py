@@ -63,19 +63,38 @@ class Planner:
         """The answer for `problem`: searched and priced; with `check` (or `repair`) run in
         the simulator; with `repair`, re-planned or re-provisioned where it is short."""
         if self.schedule == AUTO and self.pricing is None:
-            answer = self._auto(problem)
-        else:
-            answer = self._search(problem, self.pricing_for(problem))
+            return self._auto(problem, check=check or repair, repair=repair,
+                              settings=settings)
+        answer = self._search(problem, self.pricing_for(problem))
         if (check or repair) and answer.feasible:
             answer.check = self.check(answer, repair=repair, settings=settings)
         return answer
 
-    def _auto(self, problem: Problem) -> Answer:
-        """Plan under every schedule; keep the cheapest answer, saying what the others cost."""
+    def _auto(self, problem: Problem, *, check: bool = False, repair: bool = False,
+              settings=None) -> Answer:
+        """Plan under every schedule; keep the cheapest answer, saying what the others cost.
+        With the simulator's check, each answer is checked (and repaired, with `repair`) and
+        the cheapest the simulator stands behind is kept (the cost of the plan it confirms,
+        re-plans or re-provisions): the stage model prices async plans, the closed form
+        gpipe's and 1f1b's, and the simulator is the one judge of both. When the simulator
+        confirms none, the cheapest by the pricing is kept, its check saying so."""
         answers = [self._search(problem, self.pricing_for(problem, s)) for s in SCHEDULES]
+        priced = {a.pricing.schedule: (a.cost_usd if a.feasible else None) for a in answers}
         best = min(answers, key=lambda a: a.cost_usd)  # min keeps the first of a tie
-        best.notes["schedule_auto"] = {a.pricing.schedule: (a.cost_usd if a.feasible else None)
-                                       for a in answers}
+        if check:
+            for a in answers:
+                if a.feasible:
+                    a.check = self.check(a, repair=repair, settings=settings)
+            held = {a.pricing.schedule: a.check.extra["final_simulated_cost_usd"]
+                    for a in answers if a.check is not None and a.check.meets_limit}
+            if held:
+                best = min((a for a in answers if a.pricing.schedule in held),
+                           key=lambda a: held[a.pricing.schedule])
+            best.notes["schedule_auto_simulated"] = {
+                a.pricing.schedule: {"status": a.check.status if a.check else None,
+                                     "cost_usd": held.get(a.pricing.schedule)}
+                for a in answers}
+        best.notes["schedule_auto"] = priced
         return best
 
     def _search(self, problem: Problem, pricing: Pricing) -> Answer:
