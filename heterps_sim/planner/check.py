@@ -294,7 +294,7 @@ VERDICTS = {
     "confirmed": "simulator: FEASIBLE, the plan meets the limit",
     "replanned": "simulator: FEASIBLE after re-planning",
     "reprovisioned": "simulator: FEASIBLE after re-provisioning",
-    "missed": "simulator: MISSES the limit (heterps-sim simulate re-provisions the plan)",
+    "missed": "simulator: MISSES the limit (heterps-sim simulate re-plans or re-provisions it)",
     "impossible": "simulator: MISSES the limit",
     "unresolved": "simulator: MISSES the limit",
     "not_run": "simulator: could not run the plan",
