@@ -40,7 +40,9 @@ def add_schedule(p) -> None:
     p.add_argument("--mode", choices=["least", "exact"], help="provisioning mode")
     p.add_argument("--seed", type=int)
     p.add_argument("--allow-same-type-cuts", action="store_true",
-                   help="exact scheduler: allow a pipeline cut between stages of one type")
+                   help="exact scheduler: allow a pipeline cut between stages of one type "
+                        "(the planner's default; --set allow_same_type_cuts=false keeps the "
+                        "stage model to maximal runs)")
     p.add_argument("--mixed", action="store_true",
                    help="exact scheduler: also propose mixed-type stages where caps bind")
     p.add_argument("--out", help="plan.json path (schedule) or run folder (simulate)")
