@@ -30,6 +30,10 @@ def add_episodes(p) -> None:
                    help="how units are rented: spot types, prices, reclaims, checkpoints "
                         "(docs: the spot capacity guide)")
     p.add_argument("--plan", help="plan.json (default: the planner's answer for the scenario)")
+    p.add_argument("--pipeline", choices=["gpipe", "1f1b", "async"],
+                   help="the schedule the planner plans under, for the answer and the sweep "
+                        "(default: the scenario's schedule.pipeline, else gpipe; a --plan "
+                        "keeps its own)")
     p.add_argument("--seeds", type=number(int, 2, MAX_SEEDS), default=50,
                    help="jobs simulated, one per seed (default 50)")
     p.add_argument("--sweep", type=_headrooms, metavar="H1,H2,...",
@@ -76,7 +80,7 @@ def _plan(args, loaded):
     name, mode, seed, options = schedule_settings(
         Namespace(scheduler=None, mode=None, seed=None, set=None), loaded)
     answer = run_scheduler(loaded.problem, name, mode, seed, options,
-                           pipeline=pipeline_setting(None, loaded))
+                           pipeline=pipeline_setting(args, loaded))
     from heterps_sim.planner.episodes import rentable
     return (rentable(answer.plan, answer.result) if answer.plan is not None else None,
             answer.result)
@@ -136,7 +140,7 @@ def _sweep(args, loaded, market):
     from heterps_sim.planner.spot import spot_priced
     name, mode, seed, options = schedule_settings(
         Namespace(scheduler=None, mode=None, seed=None, set=None), loaded)
-    planner = make_planner(name, mode, seed, options, pipeline_setting(None, loaded))
+    planner = make_planner(name, mode, seed, options, pipeline_setting(args, loaded))
     try:
         repaired = repaired_on_means(loaded.problem, market, planner, seeds=args.seeds)
         raised = headroom_sweep(loaded.problem, market, planner, headrooms=args.sweep,
