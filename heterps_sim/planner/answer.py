@@ -93,11 +93,18 @@ class Answer:
 
     def optimality(self) -> str:
         """'proven optimal', 'gap <= 3.2% (certified)' or 'not proven (a heuristic)'."""
+        # a priced parameter server is chosen among a ladder of host counts (cost/ps_hosts.py:
+        # a heuristic set, not every count), so a proof or a bound holds over those choices
+        hosts = self.notes.get("ps_choices_searched", 0)
+        over = (f" over the {hosts} parameter-server host choices offered" if hosts > 1
+                else "")
         if self.proven:
-            return "proven optimal" if self.feasible else "proven: no plan meets the limit"
+            return ("proven optimal" + over) if self.feasible else \
+                ("proven: no plan meets the limit" + over)
         gap = self.gap
         if gap is not None:
-            return f"gap <= {100 * gap:.2f}% (certified lower bound {self.lower_bound_usd:,.6g} USD)"
+            return (f"gap <= {100 * gap:.2f}% (certified lower bound "
+                    f"{self.lower_bound_usd:,.6g} USD{over})")
         return "optimality not proven" if self.scheduler == "exact" else \
             f"optimality not proven ({self.scheduler} is a heuristic)"
 

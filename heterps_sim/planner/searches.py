@@ -72,6 +72,7 @@ def _exact_flushed(problem: Problem, pricing: Pricing, types, max_work) -> Answe
              "microbatches_searched": _span(ms)}
     if len(per_host) > 1:
         notes["ps_hosts"] = per_host
+        notes["ps_choices_searched"] = len(per_host)
     if best is None:
         notes["reason"] = _no_plan_reason(problem, ms, proven)
         return Answer(scheduler="exact", plan=None, result=None, pricing=pricing,

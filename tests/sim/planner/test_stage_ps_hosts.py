@@ -41,3 +41,17 @@ def test_the_answer_is_the_cheapest_over_every_host_choice(model, limit, dim, fi
     assert result.cost_usd == pytest.approx(answer.cost_usd, rel=1e-12)
     assert plan.ps == answer.plan.ps
     assert answer.notes["ps_choices_searched"] == len(variants)
+
+
+def test_a_proof_over_priced_hosts_says_it_is_over_the_choices_offered():
+    """The host counts offered are a ladder (cost/ps_hosts.py), not every count: the printed
+    proof says so, under the stage model and under the flushed search alike."""
+    p = problem_of(limit=1_000_000, dim=64)
+    n = len(ps_variants(p))
+    for pricing in (Pricing.of(p, schedule="async"), Pricing.of(p)):
+        answer = Planner(pricing=pricing).plan(p)
+        assert answer.notes["ps_choices_searched"] == n
+        assert answer.optimality().endswith(
+            f"over the {n} parameter-server host choices offered")
+    free = problem_of(limit=1_000_000, dim=64, ps={"hosts": "none"})
+    assert "host choices" not in Planner().plan(free).optimality()
