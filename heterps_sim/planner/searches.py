@@ -173,7 +173,7 @@ def _exact_stage_one(problem: Problem, pricing: Pricing, options: dict, types) -
     problem_t = only_types(problem, types) if types is not None else problem
     # every plan: a run of one type may also be cut into adjacent stages (their units
     # differ, so a cut can shed units the stage's memory floor or rounding forces: the
-    # DLRM scenario's async optimum is three H100 stages). Over maximal runs only (the
+    # DLRM scenario's async optimum is two H100 stages). Over maximal runs only (the
     # scheduler's own default, or asked for), the optimum found proves nothing about them.
     options = {"allow_same_type_cuts": True, **options}
     answer = scheduler(problem_t, pricing, "exact", options)
