@@ -6,7 +6,7 @@ plan of each family that misses the floor; planner/spot.py, planner/robust.py), 
 scored by the same simulated jobs (planner/episodes.py).
 
     .venv/bin/python benchmarks/bench_spot_planning.py [--seeds 20] [--scenarios a,b,...]
-        [--floors 0.25,0.5,1.0]
+        [--floors 0.25,0.5,1.0] [--pipeline gpipe|1f1b|async]
 
 A problem is a shipped scenario at a fraction of its throughput floor. Its market puts every
 type with a catalog spot price on spot, at that price, reclaimed at nOps's pooled bound (less
@@ -65,13 +65,13 @@ def cheapest(cands):
     return min(held, key=lambda c: c.outcome.cost.mean) if held else None
 
 
-def one(name: str, floor: float, seeds: int) -> dict:
+def one(name: str, floor: float, seeds: int, pipeline: str | None = None) -> dict:
     loaded = load_input(ROOT / "scenarios" / f"{name}.yaml")
     problem = replace(loaded.problem, throughput_limit=loaded.problem.throughput_limit * floor)
     market = market_for(problem)
     sched, mode, seed, options = schedule_settings(
         Namespace(scheduler=None, mode=None, seed=None, set=None), loaded)
-    planner = make_planner(sched, mode, seed, options, pipeline_setting(None, loaded))
+    planner = make_planner(sched, mode, seed, options, pipeline or pipeline_setting(None, loaded))
     a = repaired_on_means(problem, market, planner, seeds=seeds)
     b = headroom_sweep(problem, market, planner, headrooms=HEADROOMS, seeds=seeds).candidates
     on_spot = spot_priced(problem, market)
@@ -90,7 +90,8 @@ def one(name: str, floor: float, seeds: int) -> dict:
     # (c) the baseline schedulers' answers on mean times, rented on the same market
     c = []
     for base in BASELINES:
-        answer = make_planner(base, mode, seed, {}, pipeline_setting(None, loaded)).plan(problem)
+        answer = make_planner(base, mode, seed, {},
+                              pipeline or pipeline_setting(None, loaded)).plan(problem)
         if answer.feasible:
             plan = rentable(answer.plan, answer.result)
             c.append(Candidate(base, 0.0, plan, answer.cost_usd,
@@ -112,6 +113,8 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--scenarios", default=",".join(SCENARIOS))
     ap.add_argument("--floors", default="0.25,0.5,1.0")
+    ap.add_argument("--pipeline", choices=["gpipe", "1f1b", "async"],
+                    help="the schedule every method plans under (default: each scenario's)")
     args = ap.parse_args()
     floors = [float(x) for x in args.floors.split(",")]
     print(f"{args.seeds} jobs per plan; floor in 90% of them; every type with a catalog spot "
@@ -123,7 +126,7 @@ def main() -> None:
     t0 = time.perf_counter()
     for name in args.scenarios.split(","):
         for f in floors:
-            got = one(name, f, args.seeds)
+            got = one(name, f, args.seeds, args.pipeline)
 
             def cost(c):
                 if c is None:
