@@ -79,16 +79,13 @@ class Answer:
             f"gradients {d} step{'s' if d > 1 else ''} stale (step t's gradient is taken "
             f"at the weights step t - {d} started from)"))
         others = self.notes.get("schedule_auto")
-        simulated = self.notes.get("schedule_auto_simulated")
-        if others and simulated and any(v["cost_usd"] is not None for v in simulated.values()):
-            shown = ", ".join(f"{s} " + ("no plan" if c is None else
-                                         f"{c:,.6g} USD ({_after(simulated[s])})")
-                              for s, c in others.items())
-            line += f"; auto chose it, the cheapest the simulator stands behind: {shown}"
-        elif others:
-            shown = ", ".join(f"{s} {'no plan' if c is None else f'{c:,.6g} USD'}"
-                              for s, c in others.items())
-            line += f"; auto chose it: {shown}"
+        if others:
+            simulated = self.notes.get("schedule_auto_simulated") or {}
+            checked = any(v["cost_usd"] is not None for v in simulated.values())
+            shown = ", ".join(f"{s} " + ("no plan" if c is None else f"{c:,.6g} USD" + (
+                f" ({_after(simulated[s])})" if checked else "")) for s, c in others.items())
+            line += ("; auto chose it, the cheapest the simulator stands behind: " if checked
+                     else "; auto chose it: ") + shown
         return line
 
     def optimality(self) -> str:

@@ -145,27 +145,23 @@ def _exact_stage(problem: Problem, pricing: Pricing, options: dict, types) -> An
     if len(variants) == 1 and variants[0][1] is None:
         return _exact_stage_one(problem, pricing, options, types)
     start = time.perf_counter()
-    best, proven = None, True
+    best, first, proven = None, None, True
     for variant, label in variants:
         got = _exact_stage_one(variant, pricing, options, types)
+        first = first or got  # the answer when no choice has a plan (its reason)
         proven = proven and got.proven
         if got.feasible and (best is None or got.cost_usd < best.cost_usd):
             best = replace(got, plan=replace(got.plan, ps=PsHosts(
                 resource=label.host_type, num_shards=label.num_shards)), problem=variant)
             best.notes["ps"] = label.label
-    wall = time.perf_counter() - start
-    if best is None:
-        answer = _exact_stage_one(variants[0][0], pricing, options, types)
-        answer.proven = answer.proven and proven
-        answer.notes["proven_optimal"] = answer.proven
-        answer.wall_s = wall
-        return answer
-    best.proven = proven
-    best.notes["proven_optimal"] = proven
-    best.notes["ps_choices_searched"] = len(variants)
-    best.lower_bound_usd = best.cost_usd if proven else None
-    best.wall_s = wall
-    return best
+    answer = best or first
+    answer.proven = proven
+    answer.notes["proven_optimal"] = proven
+    answer.notes["ps_choices_searched"] = len(variants)
+    if best is not None:
+        answer.lower_bound_usd = best.cost_usd if proven else None
+    answer.wall_s = time.perf_counter() - start
+    return answer
 
 
 def _exact_stage_one(problem: Problem, pricing: Pricing, options: dict, types) -> Answer:
