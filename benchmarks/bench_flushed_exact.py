@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from heterps_sim.inputs.load import load_input
-from heterps_sim.schedulers.exact.certified import DEFAULT_MAX_WORK, certified_optimum
+from heterps_sim.schedulers.exact.certified import certified_optimum
 from heterps_sim.testing import random_default_problem
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,7 +64,7 @@ def line(name: str, problem, got, wall: float) -> str:
             f"| {got.work / 1e6:.1f} |")
 
 
-def one_type_sweep(name: str, max_work: int) -> None:
+def one_type_sweep(name: str, max_work: int | None) -> None:
     problem = load_input(str(ROOT / "scenarios" / f"{name}.yaml")).problem
     start = time.perf_counter()
     proven, best, gaps, work = 0, None, [], 0
@@ -77,14 +77,15 @@ def one_type_sweep(name: str, max_work: int) -> None:
         if got.best is not None and (best is None or got.best.cost_usd < best[0]):
             best = (got.best.cost_usd, problem.type_names[j], got.best.plan.num_microbatches)
     wall = time.perf_counter() - start
-    print(f"\none-type sweep on {name} ({problem.num_types} types, max_work {max_work:,} each): "
+    budget = "the default" if max_work is None else format(max_work, ",")
+    print(f"\none-type sweep on {name} ({problem.num_types} types, max_work {budget} each): "
           f"{wall:.1f} s, {proven} of {problem.num_types} proven, work {work / 1e6:.1f} M"
           + (f", largest gap {100 * max(gaps):.1f}%" if gaps else "")
           + (f"; best {best[0]:,.4f} USD on {best[1]} at m={best[2]}" if best else
              "; no one-type plan"))
 
 
-def slow_family(count: int, max_work: int) -> None:
+def slow_family(count: int, max_work: int | None) -> None:
     times, proven, gaps = [], 0, []
     for n in range(count):
         layers, types = SLOW_SIZES[n % len(SLOW_SIZES)]
@@ -109,15 +110,18 @@ def main() -> None:
                                            "ctr-dnn-64types")
     ap.add_argument("--random", default="16x16,32x32,64x64,256x64")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--max-work", type=int, default=DEFAULT_MAX_WORK)
+    ap.add_argument("--max-work", type=int, default=None,
+                    help="work units per search (default: the planner's, by the layers)")
     ap.add_argument("--one-type", default="")
     ap.add_argument("--slow-family", type=int, default=0)
     ap.add_argument("--compare", action="store_true")
     args = ap.parse_args()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    budget = ("the default (by the layers)" if args.max_work is None
+              else format(args.max_work, ","))
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.system()}, "
           f"python {platform.python_version()}, load average {load:.1f}; "
-          f"max_work {args.max_work:,}")
+          f"max_work {budget}")
     certified_optimum(random_problem("3x3"), microbatches=(2, 3))  # compile first
     print("\n| problem | layers x types | s (median) | answer | lower bound USD | proof | "
           "work (M) |\n|---|---|---|---|---|---|---|")

@@ -16,7 +16,7 @@ Why these bounds (measured on synthetic-64x64, 2-core VM): the stage model's exa
 (a flushed step is never shorter than its slowest stage) is 2.4 USD there against a flushed
 optimum near 9 and costs 2.5 s to compute; the per-m tables cost ~40 ms per m at 64 x 64 (~1 ms
 for one type) and are 2.8-6 USD, and the searches under ceilings lift them from there. A
-quick heuristic (the same search keeping a few labels per layer, BEAM) gives the first plan
+quick heuristic (the same search keeping a few labels per layer, BEAM_WIDTHS) gives the first plan
 to beat at a few m's, so the exact searches start with a ceiling.
 
 Incumbents: the beam gives a first plan at a few m's; its neighbourhood (stage boundaries
@@ -41,12 +41,22 @@ from heterps_sim.schedulers.exact.flushed_lagrange import LagrangeBound
 MAX_MICROBATCHES = 64
 """microbatches=None: m = 2..this (within the batch size) unless the scenario sets m."""
 DEFAULT_MAX_WORK = 75_000_000
-"""Work units one call may spend (about 5 s on the 2-core VM at 64 layers x 64 types: a unit
-is one stage option tried or one dominance test, 15-20 million a second there)."""
+"""Work units one call may spend on a model of up to BUDGET_LAYERS layers (about 5 s on the
+2-core VM at 64 layers x 64 types: a unit is one stage option tried or one dominance test,
+10-20 million a second there); default_max_work scales it with the layers past that."""
+BUDGET_LAYERS = 64
+"""The layers DEFAULT_MAX_WORK is for: a search's stages grow as the layers squared and its
+tables with them, so a deeper model gets DEFAULT_MAX_WORK x layers / BUDGET_LAYERS (256
+layers: 300 M units, about 30 s here)."""
 MAX_LABELS = 2_000_000
 """Labels one search may hold (memory: ~170 bytes each)."""
-BEAM = 8
-"""Labels per layer of the heuristic search that finds the first plan to beat."""
+BEAM_WIDTHS = (2, 8)
+"""Labels per layer of the heuristic searches that find the first plan to beat, a round of
+beams per width (_heuristic). Measured against one round of 8 and rounds of (1, 2, 4, 8),
+(4, 8), (2, 4, 8), (4, 8, 16) on synthetic-64x64, synthetic-256x64, dlrm-64types and
+ctr-dnn-64types at the default budgets: (2, 8) found the cheapest plan on all four (5.62,
+3.95, 4.81, 0.617 USD); one round of 8 answered 256x64 at 18.54 USD, rounds from 1 up
+64x64 at 6.97."""
 BEAM_MS = (2, 4, 8, 16, 32, 64)
 """The m's the heuristic runs at (those the space covers)."""
 HEURISTIC_SHARE = 0.3
@@ -66,6 +76,9 @@ POLISH_WORK = 5_000_000
 """The most work one neighbourhood search may spend (past it, it gives no plan)."""
 POLISH_SHARE = 0.2
 """The share of the budget the neighbourhood searches may spend in all."""
+FEWER_M_WORK = 2_000_000
+"""Work units the answer's last step (_fewest_microbatches) may spend, past the budget: a few
+small searches over the answer's own stage boundaries."""
 SEARCH_FIRST = 0.2
 """The share of the budget the label searches spend before the Lagrangian bounds are tried
 (they close small problems well inside it)."""
@@ -113,9 +126,14 @@ def microbatch_counts(problem: Problem, microbatches=None) -> tuple[int, ...]:
     return tuple(sorted(m for m in ms if 2 <= m <= problem.batch_size))
 
 
+def default_max_work(problem: Problem) -> int:
+    """The work budget of a search on `problem` when the caller sets none (BUDGET_LAYERS)."""
+    return int(DEFAULT_MAX_WORK * max(1.0, problem.num_layers / BUDGET_LAYERS))
+
+
 def certified_optimum(problem: Problem, *, schedule: str = "gpipe", microbatches=None,
                       types: tuple[int, ...] | None = None,
-                      effects: tuple[str, ...] = EFFECTS, max_work: int = DEFAULT_MAX_WORK,
+                      effects: tuple[str, ...] = EFFECTS, max_work: int | None = None,
                       target_gap: float = 0.0, incumbent: float | None = None,
                       lagrange: bool = True) -> Certified:
     """The cheapest plan whose flushed throughput (cost/flush.py, `effects`, `schedule`)
@@ -123,7 +141,7 @@ def certified_optimum(problem: Problem, *, schedule: str = "gpipe", microbatches
     it can be (module docstring). `types`: only these type indices (types=(j,): the best plan
     on type j alone). `incumbent`: the cost of a plan known elsewhere; only cheaper plans are
     sought. `target_gap`: stop once the best plan is within this fraction of the bound.
-    `max_work`: the budget in work units (deterministic). `lagrange`: raise the m's bounds
+    `max_work`: the budget in work units (deterministic; None: default_max_work). `lagrange`: raise the m's bounds
     by the Lagrangian relaxation (flushed_lagrange.py) when the budget covers it (LAGRANGE_SHARE);
     False: the prefix tables and the searches alone."""
     if problem.cost_model != "default":
@@ -131,6 +149,8 @@ def certified_optimum(problem: Problem, *, schedule: str = "gpipe", microbatches
                          "only")
     ms = microbatch_counts(problem, microbatches)
     search = CompiledSearch(problem, effects=tuple(effects), types=types, schedule=schedule)
+    if max_work is None:
+        max_work = default_max_work(problem)
     run = _Run(search, ms, max_work, target_gap, incumbent)
     run.use_lagrange = bool(lagrange)
     return run.answer()
@@ -174,6 +194,7 @@ class _Run:
             if self.upper < before:
                 self._polish()
             self._searches(self.max_work)
+        self._fewest_microbatches()
         return self._certified()
 
     def _searches(self, until: int) -> bool:
@@ -208,21 +229,67 @@ class _Run:
         if got is not None and got.cost_usd < self.upper:
             self.upper, self.best = got.cost_usd, got
 
+    def _fewest_microbatches(self) -> None:
+        """Of the plans that cost what the best one does (billing granules make ties
+        common), answer the one with the fewest microbatches: the best plan's stage
+        boundaries, any type and unit counts, priced at each smaller m in turn
+        (CompiledSearch.price) until one costs no more, within FEWER_M_WORK.
+
+        Why: which tie a search meets first is an accident of its order, and the closed
+        form has no per-microbatch launch cost while real devices do: the worked example's
+        two-L4 plan, the same bill at m = 4 and m = 64, trained at 6,022 samples/s with 4
+        microbatches and 1,998 with 64 on the engine here."""
+        if self.best is None:
+            return
+        m0 = self.best.plan.num_microbatches
+        near = self.search.stages_near(self.best.plan, 0)
+        pool = FEWER_M_WORK
+        for m in self.ms:
+            if m >= m0 or pool <= 0:
+                return
+            got, work = self.search.price(m, near, self.upper * (1 + 1e-9), pool)
+            pool -= work
+            self.work += int(work)
+            if got is not None and got.cost_usd <= self.upper * (1 + 1e-9):
+                self.upper, self.best = min(self.upper, got.cost_usd), got
+                return
+
     def _heuristic(self) -> None:
-        """A first plan to beat: the beam search at a few m's (cheap; proves nothing), all
-        of them within HEURISTIC_SHARE of the budget (a beam past it gives no plan)."""
+        """A first plan to beat: beam searches (cheap; they prove nothing) at the m's of
+        BEAM_MS, a round per width of BEAM_WIDTHS, all of them within HEURISTIC_SHARE of the
+        budget (a beam past it gives no plan).
+
+        The m's tables come first (the beams' scores need them): the first round goes to
+        the m whose tables promise least first, later rounds to the m's whose beams found
+        the cheapest plans. Why rounds: a beam's plan is not monotone in its width
+        (synthetic-256x64 at m = 64: 3.95 USD with 2 labels per layer, 5.03 with 8), a
+        narrow beam costs a fraction of a wide one, and a share that ends mid-way should
+        have tried the promising m's once (synthetic-64x64: one round of 8 in ascending m
+        spent the share before m = 64, whose beam finds 5.62 USD, and answered 6.97)."""
         until = self.work + int(HEURISTIC_SHARE * self.max_work)
-        for m in [m for m in BEAM_MS if m in self.lb]:
-            if self.work >= until:
-                break
-            self._tables(m)  # (the beam's score needs them)
-            if self.out_of_work or self.status[m] != "open" or self.work >= until \
-                    or self.lb[m] >= self.upper * (1 - 1e-9):
-                continue
-            got = self.search.run(m, self.upper, max_labels=MAX_LABELS,
-                                  max_work=min(self.max_work, until) - self.work, beam=BEAM)
-            self._charge(got.work)
-            self._improve(got.best)
+        ms = [m for m in BEAM_MS if m in self.lb]
+        for m in ms:
+            if self.work < until:
+                self._tables(m)
+        found: dict[int, float] = {}
+        order = sorted(ms, key=lambda x: (self.lb[x], -x))
+        for width in BEAM_WIDTHS:
+            for m in order:
+                if self.work >= until or self.out_of_work:
+                    return
+                if m not in self.tabled:
+                    self._tables(m)
+                if self.status[m] != "open" or self.lb[m] >= self.upper * (1 - 1e-9) \
+                        or self.out_of_work or self.work >= until:
+                    continue
+                got = self.search.run(m, self.upper, max_labels=MAX_LABELS,
+                                      max_work=min(self.max_work, until) - self.work,
+                                      beam=width)
+                self._charge(got.work)
+                if got.best is not None:
+                    found[m] = min(found.get(m, math.inf), got.best.cost_usd)
+                self._improve(got.best)
+            order = sorted(ms, key=lambda x: (found.get(x, math.inf), self.lb[x], -x))
 
     def _polish(self) -> None:
         """Improve the best plan by searching its neighbourhood (CompiledSearch.stages_near:

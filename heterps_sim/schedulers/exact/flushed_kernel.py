@@ -422,7 +422,9 @@ def search(first, count, E, F, K, starts_at, L, M, par, m, beta, fs, allreduce,
                             UL[pos, sl] += k
                         pos += 1
                         count_ += 1
-                        if count_ > max_labels:
+                        # a beam holds at most its labels per layer and the current layer's
+                        # candidates: the cap is on what it holds, not on what it made
+                        if (pos if beam > 0 else count_) > max_labels:
                             return TOO_MANY, -1, np.inf, FL, IL, count_, work
         if beam > 0:  # a heuristic: the least scores, no dominance tests
             if pos - start > beam:

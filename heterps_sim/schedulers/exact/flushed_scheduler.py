@@ -16,7 +16,7 @@ from pydantic import Field
 from heterps_sim.core.plan import Plan
 from heterps_sim.core.problem import Problem
 from heterps_sim.schedulers.base import Evaluator, NoFeasiblePlan, SchedulerConfig
-from heterps_sim.schedulers.exact.certified import DEFAULT_MAX_WORK, certified_optimum
+from heterps_sim.schedulers.exact.certified import certified_optimum, default_max_work
 
 WORK_PER_LABEL = 100
 """max_labels (the earlier budget, in labels per microbatch count) counts as this many units
@@ -61,13 +61,14 @@ class FlushedExactScheduler:
             ms = list(range(2, self.config.max_microbatches + 1))
         return [m for m in ms if 2 <= m <= problem.batch_size]
 
-    def max_work(self, num_ms: int) -> int:
+    def max_work(self, problem: Problem, num_ms: int) -> int:
         c = self.config
         if c.max_work is not None:
             return c.max_work
         if c.max_labels is not None:
-            return min(c.max_labels * WORK_PER_LABEL * max(1, num_ms), DEFAULT_MAX_WORK)
-        return DEFAULT_MAX_WORK
+            return min(c.max_labels * WORK_PER_LABEL * max(1, num_ms),
+                       default_max_work(problem))
+        return default_max_work(problem)
 
     def schedule(self, problem: Problem, evaluate: Evaluator) -> Plan:
         if problem.cost_model != "default":
@@ -80,7 +81,7 @@ class FlushedExactScheduler:
             raise NoFeasiblePlan("exact-flushed: no microbatch count between 2 and the batch "
                                  f"size ({problem.batch_size})")
         got = certified_optimum(problem, schedule=self.config.schedule, microbatches=ms,
-                                max_work=self.max_work(len(ms)),
+                                max_work=self.max_work(problem, len(ms)),
                                 target_gap=self.config.target_gap)
         open_ = got.notes["open_microbatches"]
         self.notes = {"proven_optimal": got.proven, "microbatches_searched": _span(ms),
@@ -93,7 +94,8 @@ class FlushedExactScheduler:
         if got.best is None:
             why = ("no plan meets the limit under the flushed schedule at m = " + _span(ms)
                    if got.proven else
-                   f"no plan found within the work budget ({self.max_work(len(ms)):,} units; "
+                   f"no plan found within the work budget "
+                   f"({self.max_work(problem, len(ms)):,} units; "
                    f"no plan costs less than {got.lower_bound_usd:.6g} USD)")
             self.notes["reason"] = why
             raise NoFeasiblePlan(f"exact-flushed: {why}")
