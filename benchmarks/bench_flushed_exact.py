@@ -111,13 +111,13 @@ def main() -> None:
     ap.add_argument("--random", default="16x16,32x32,64x64,256x64")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--max-work", type=int, default=None,
-                    help="work units per search (default: the planner's, by the layers)")
+                    help="work units per search (default: the planner's, by layers x types)")
     ap.add_argument("--one-type", default="")
     ap.add_argument("--slow-family", type=int, default=0)
     ap.add_argument("--compare", action="store_true")
     args = ap.parse_args()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    budget = ("the default (by the layers)" if args.max_work is None
+    budget = ("the default (by layers x types)" if args.max_work is None
               else format(args.max_work, ","))
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.system()}, "
           f"python {platform.python_version()}, load average {load:.1f}; "

@@ -41,13 +41,14 @@ from heterps_sim.schedulers.exact.flushed_lagrange import LagrangeBound
 MAX_MICROBATCHES = 64
 """microbatches=None: m = 2..this (within the batch size) unless the scenario sets m."""
 DEFAULT_MAX_WORK = 75_000_000
-"""Work units one call may spend on a model of up to BUDGET_LAYERS layers (about 5 s on the
-2-core VM at 64 layers x 64 types: a unit is one stage option tried or one dominance test,
-10-20 million a second there); default_max_work scales it with the layers past that."""
-BUDGET_LAYERS = 64
-"""The layers DEFAULT_MAX_WORK is for: a search's stages grow as the layers squared and its
-tables with them, so a deeper model gets DEFAULT_MAX_WORK x layers / BUDGET_LAYERS (256
-layers: 300 M units, about 30 s here)."""
+"""Work units one call may spend on up to BUDGET_SIZE layers x types (about 5 s on the 2-core
+VM at 64 layers x 64 types: a unit is one stage option tried or one dominance test, 10-20
+million a second there); default_max_work scales it past that."""
+BUDGET_SIZE = 64 * 64
+"""The layers x types DEFAULT_MAX_WORK is for: a search's stages grow as the layers squared
+times the types, so a larger search gets DEFAULT_MAX_WORK x layers x types / BUDGET_SIZE
+(256 layers x 64 types: 300 M units, about 15-30 s here); a smaller one keeps the default
+(the one-type searches of a 256-layer model among them)."""
 MAX_LABELS = 2_000_000
 """Labels one search may hold (memory: ~170 bytes each)."""
 BEAM_WIDTHS = (2, 8)
@@ -126,9 +127,11 @@ def microbatch_counts(problem: Problem, microbatches=None) -> tuple[int, ...]:
     return tuple(sorted(m for m in ms if 2 <= m <= problem.batch_size))
 
 
-def default_max_work(problem: Problem) -> int:
-    """The work budget of a search on `problem` when the caller sets none (BUDGET_LAYERS)."""
-    return int(DEFAULT_MAX_WORK * max(1.0, problem.num_layers / BUDGET_LAYERS))
+def default_max_work(problem: Problem, types: tuple[int, ...] | None = None) -> int:
+    """The work budget of a search on `problem` (over `types`, None: all) when the caller
+    sets none (BUDGET_SIZE)."""
+    size = problem.num_layers * (problem.num_types if types is None else len(types))
+    return int(DEFAULT_MAX_WORK * max(1.0, size / BUDGET_SIZE))
 
 
 def certified_optimum(problem: Problem, *, schedule: str = "gpipe", microbatches=None,
@@ -150,7 +153,7 @@ def certified_optimum(problem: Problem, *, schedule: str = "gpipe", microbatches
     ms = microbatch_counts(problem, microbatches)
     search = CompiledSearch(problem, effects=tuple(effects), types=types, schedule=schedule)
     if max_work is None:
-        max_work = default_max_work(problem)
+        max_work = default_max_work(problem, types)
     run = _Run(search, ms, max_work, target_gap, incumbent)
     run.use_lagrange = bool(lagrange)
     return run.answer()
