@@ -272,3 +272,22 @@ def test_of_equal_cost_plans_the_answer_has_the_fewest_microbatches():
         assert got.best.plan.num_microbatches == fewest
         ties += sum(per_m[m] <= want * (1 + 1e-9) for m in ms) > 1
     assert ties >= 3  # the case the rule is for occurs
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_a_beam_caps_the_labels_it_holds_not_those_it_made(seed):
+    # A beam keeps a few labels per layer and drops the rest, so its memory is what it holds;
+    # capped at a quarter of the labels it makes, it finds the same plan. (It counted every
+    # label made and gave up on deep models: every beam but m = 2's on 256 layers.) An exact
+    # search under the same cap still stops: its labels are all kept.
+    p = random_default_problem(np.random.default_rng(seed), 40, 6)
+    p = replace(p, costs=replace(p.unit_costs, num_microbatches=1))
+    p = p.with_limit(p.throughput_limit * 0.3)
+    search = CompiledSearch(p, schedule="gpipe")
+    free = search.run(4, max_labels=10**7, max_work=10**9, beam=2)
+    assert free.status == "beam" and free.best is not None
+    cap = free.labels // 4
+    capped = search.run(4, max_labels=cap, max_work=10**9, beam=2)
+    assert capped.status == "beam"
+    assert capped.best.cost_usd == free.best.cost_usd
+    assert search.run(4, max_labels=cap, max_work=10**9).status == "budget"
