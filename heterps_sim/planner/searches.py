@@ -26,6 +26,12 @@ EXACT_NAMES = ("exact", "exact-flushed")
 STAGE_OPTIONS = ("allow_same_type_cuts", "max_labels", "seed")
 """Options of the stage model's exact scheduler the certified flushed search subsumes (it
 always allows same-type cuts; its own budget is max_work)."""
+FLUSHED_OPTIONS = ("max_work", "target_gap")
+"""Options of the certified flushed search itself (schedulers/exact/flushed_scheduler.py's
+Config): its work budget and the gap at which it may stop."""
+PRICING_OPTIONS = ("microbatches", "max_microbatches", "schedule")
+"""exact-flushed's Config fields that the planner's pricing holds instead (the scenario's
+costs.num_microbatches, --pipeline)."""
 
 
 def ps_variants(problem: Problem) -> list[tuple[Problem, object]]:
@@ -42,12 +48,24 @@ def exact(problem: Problem, pricing: Pricing, *, options: dict | None = None,
           types: tuple[int, ...] | None = None, max_work: int | None = None) -> Answer:
     """The exact optimum under `pricing` (module docstring); `types` restricts the types."""
     options = dict(options or {})
-    if pricing.flushed and set(options) <= set(STAGE_OPTIONS):
-        return _exact_flushed(problem, pricing, types, max_work)
+    if pricing.flushed:
+        held = sorted(set(options) & set(PRICING_OPTIONS))
+        if held:
+            raise ValueError(f"exact: --set {held[0]}: the planner takes the microbatches from "
+                             "the scenario (costs.num_microbatches) and the schedule from "
+                             "--pipeline")
+        if set(options) <= set(STAGE_OPTIONS) | set(FLUSHED_OPTIONS):
+            from heterps_sim.schedulers.exact.flushed_scheduler import FlushedExactScheduler
+            own = FlushedExactScheduler.Config(**{k: v for k, v in options.items()
+                                                  if k in FLUSHED_OPTIONS})
+            return _exact_flushed(problem, pricing, types,
+                                  own.max_work if own.max_work is not None else max_work,
+                                  own.target_gap)
     return _exact_stage(problem, pricing, options, types)
 
 
-def _exact_flushed(problem: Problem, pricing: Pricing, types, max_work) -> Answer:
+def _exact_flushed(problem: Problem, pricing: Pricing, types, max_work,
+                   target_gap: float = 0.0) -> Answer:
     from heterps_sim.schedulers.exact.certified import certified_optimum
     start = time.perf_counter()
     ms = tuple(pricing.microbatch_counts(problem))
@@ -56,7 +74,7 @@ def _exact_flushed(problem: Problem, pricing: Pricing, types, max_work) -> Answe
     kw = {} if max_work is None else {"max_work": max_work}
     for variant, label in ps_variants(problem):
         got = certified_optimum(variant, schedule=pricing.schedule, microbatches=ms,
-                                types=types,
+                                types=types, target_gap=target_gap,
                                 incumbent=best[0] if best is not None else None, **kw)
         work += got.work
         # a search told to beat an incumbent proves only that nothing cheaper exists

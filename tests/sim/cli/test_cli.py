@@ -111,3 +111,21 @@ def test_set_passes_config_fields_and_rejects_unknown_ones(capsys):
     code, out, _ = run(["schedule", "scenarios/exec-tiny.yaml", "--set",
                         "allow_same_type_cuts=true", "--json"], capsys)
     assert code == 0 and json.loads(out)["scheduler"] == "exact"
+
+
+def test_exact_flushed_takes_its_budget_and_refuses_what_the_pricing_holds(capsys):
+    # --set help lists exact-flushed's own fields: its budget reaches the search (a budget of
+    # a million units leaves ctr-dnn-64types unproven, the default proves it), and the fields
+    # the planner's pricing holds instead are refused in one line naming them
+    args = ["schedule", "scenarios/ctr-dnn-64types.yaml", "--scheduler", "exact-flushed",
+            "--verify", "none", "--json"]
+    code, out, _ = run(args, capsys)
+    assert code == 0 and json.loads(out)["proven_optimal"] is True
+    code, out, _ = run(args + ["--set", "max_work=1000000"], capsys)
+    got = json.loads(out)
+    assert code == 0 and got["proven_optimal"] is False and got["gap"] > 0
+    # the budget, and the answer's fewest-microbatches step past it (FEWER_M_WORK)
+    assert got["notes"]["work"] <= 1_000_000 + 2_000_000
+    code, _, err = run(args + ["--set", "microbatches=[4]"], capsys)
+    assert code == 2 and "microbatches" in err and "costs.num_microbatches" in err
+    assert len(err.strip().splitlines()) == 1
