@@ -77,20 +77,24 @@ def daly(jobs: int) -> None:
 BAMBOO = ROOT / "traces/spot/bamboo-g4dn-xlarge-us-east-1c-2020-11-20.csv"
 T4_SPOT = 0.3462  # USD/h per GPU, the catalog's spot price of g4dn.xlarge
 T4_ON_DEMAND = 0.526  # the catalog's on-demand price
+OOBLECK_P3 = ROOT / "traces/spot/oobleck-p3-trace.csv"
+V100_SPOT = 0.527563  # USD/h per GPU, the catalog's spot price of v100-16gb-sxm2 (p3.16xlarge / 8)
+V100_ON_DEMAND = 3.06  # the catalog's on-demand price
 TRACE_JOB = dict(steps=36000, step_s=np.array([1.0]), startup_s=300.0, restart_s=300.0,
                  checkpoint_every=1800, checkpoint_s=30.0, notice_s=120.0)
 """10 h of 1 s steps, a 30 s checkpoint every 1,800 steps, a 300 s restart, a 120 s notice."""
 
 
-def replay_and_fit(k: int, replayed, fitted_on, jobs: int):
+def replay_and_fit(k: int, replayed, fitted_on, jobs: int, name: str = "t4",
+                   price: float = T4_SPOT):
     """(rate, wait, replayed jobs, jobs under the Poisson model fitted on `fitted_on`; [] when
-    the fit has no rate) for k T4s."""
+    the fit has no rate) for k units of `name` at `price` USD/h each (default: T4s)."""
     rate, wait = fitted_on.fit(k)
-    played = JobSpec(leases=(Lease("t4", k, T4_SPOT, availability=replayed),), **TRACE_JOB)
+    played = JobSpec(leases=(Lease(name, k, price, availability=replayed),), **TRACE_JOB)
     a = [simulate_job(played, s) for s in range(jobs)]
     if not math.isfinite(rate):
         return rate, wait, a, []
-    fitted = JobSpec(leases=(Lease("t4", k, T4_SPOT, reclaims_per_hour=rate),),
+    fitted = JobSpec(leases=(Lease(name, k, price, reclaims_per_hour=rate),),
                      **{**TRACE_JOB, "restart_s": TRACE_JOB["restart_s"]
                         + (wait if math.isfinite(wait) else 0.0)})
     return rate, wait, a, [simulate_job(fitted, s) for s in range(jobs)]
@@ -121,18 +125,38 @@ def heldout(jobs: int) -> None:
     """The Bamboo trace cut in two: a Poisson model fitted on the first half predicts the
     replay of the second (held out), and the spot job is held to the same job on demand."""
     from heterps_sim.des.availability import load_availability
-    from heterps_sim.planner.episodes import mean_interval
     whole = load_availability(BAMBOO, period_s=95400.0)
+    print("\nthe same trace cut in two", end="")
+    held_out_table(whole, jobs, "t4", T4_SPOT, T4_ON_DEMAND, (1, 4, 8), label="T4")
+
+
+def p3_heldout(jobs: int) -> None:
+    """Oobleck's EC2 P3 trace cut in two, as `heldout` cuts Bamboo's: V100s, whose spot
+    discount is deep (5.8x in the catalog), at fleet sizes around the trace's."""
+    from heterps_sim.des.availability import load_availability
+    whole = load_availability(OOBLECK_P3)
+    print(f"\nOobleck's EC2 P3 trace ({whole.period_s / 3600:.2f} h, {min(whole.units)} to "
+          f"{max(whole.units)} instances held) cut in two", end="")
+    held_out_table(whole, jobs, "v100-16gb-sxm2", V100_SPOT, V100_ON_DEMAND,
+                   (1, 4, 8, 10, 11, 12, 13, 14, 16, 20), label="V100",
+                   job=" (a 30 s checkpoint every 1,800 steps, a 300 s restart, a 120 s notice)")
+
+
+def held_out_table(whole, jobs: int, name: str, spot: float, on_demand: float, ks, *,
+                   label: str, job: str = " as above") -> None:
+    """Rates fitted on the trace's first half predict the replay of its second; each spot job
+    is held to the same job on demand (`job`: how the printout describes TRACE_JOB)."""
+    from heterps_sim.planner.episodes import mean_interval
     half = whole.period_s / 2
     fit_on, held = whole.window(0.0, half), whole.window(half, whole.period_s)
-    print(f"\nthe same trace cut in two: rates fitted on its first {half / 3600:.2f} h, the "
+    print(f": rates fitted on its first {half / 3600:.2f} h, the "
           f"jobs replayed on the last {half / 3600:.2f} h ({jobs} jobs); a job of 10 h of 1 s "
-          f"steps as above, T4 at {T4_SPOT} USD/h spot against {T4_ON_DEMAND} on demand")
+          f"steps{job}, {label} at {spot} USD/h spot against {on_demand} on demand")
     print("  units  fit/unit-h  fit wait s   held-out replay USD (95%)   predicted USD (95%)     "
           "  off   on demand USD  cheaper  run h (replay)  throughput loss")
-    for k in (1, 4, 8):
-        rate, wait, a, b = replay_and_fit(k, held, fit_on, jobs)
-        ref = simulate_job(JobSpec(leases=(Lease("t4", k, T4_ON_DEMAND),), **TRACE_JOB), 0)
+    for k in ks:
+        rate, wait, a, b = replay_and_fit(k, held, fit_on, jobs, name, spot)
+        ref = simulate_job(JobSpec(leases=(Lease(name, k, on_demand),), **TRACE_JOB), 0)
         ca = mean_interval(np.array([o.cost_usd for o in a]))
         cb = (mean_interval(np.array([o.cost_usd for o in b])).text() if b else "no fit")
         off = (f"{100 * (statistics.fmean(o.cost_usd for o in b) / ca.mean - 1):+6.1f}%"
@@ -207,8 +231,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=50)
     ap.add_argument("--jobs", type=int, default=400)
-    ap.add_argument("--sections", default="speed,daly,replay,heldout,spotplan",
-                    help="comma list of speed, daly, replay, heldout, spotplan")
+    ap.add_argument("--sections", default="speed,daly,replay,heldout,p3heldout,spotplan",
+                    help="comma list of speed, daly, replay, heldout, p3heldout, spotplan")
     args = ap.parse_args()
     sections = set(args.sections.split(","))
     if "speed" in sections:
@@ -219,6 +243,8 @@ def main() -> None:
         replay(args.jobs)
     if "heldout" in sections:
         heldout(args.jobs)
+    if "p3heldout" in sections:
+        p3_heldout(args.jobs)
     if "spotplan" in sections:
         spotplan(args.seeds)
 

@@ -8,9 +8,16 @@ what a Poisson model fitted to it predicts.
     trace.fit(k)                      for a job holding k units: its reclaims per unit-hour and
                                       the mean wait until k are available again
 
-A file has two integer columns, seconds since the window's start and units available from then
-on (a step function; the shipped Bamboo trace writes each change as two rows, the level before
-and after, at the same second). The job-level simulator (des/job.py) replays one on a lease:
+A file is one of two forms, told apart by its first row:
+
+- levels: two columns, seconds since the window's start and units available from then on (a
+  step function; the shipped Bamboo trace writes each change as two rows, the level before
+  and after, at the same second);
+- events: three columns, milliseconds since the window's start, `add` or `remove`, and a
+  unit's name (Oobleck's simulator traces): the level is the units added and not yet removed.
+  A name must be added before it is removed and not twice while held.
+
+The job-level simulator (des/job.py) replays one on a lease:
 the job is reclaimed when fewer than its units are available, and its replacements are ready
 `restart_s` after enough are available again.
 """
@@ -110,7 +117,7 @@ class Availability:
 
 
 def load_availability(path: str | Path, period_s: float | None = None) -> Availability:
-    """A two-column CSV (seconds, units available): rows at the same second keep the last
+    """A trace file (module docstring: levels or events): rows at the same time keep the last
     level (the level after the change). `period_s`: the window's length (default: the last
     row's time, which then only closes the window)."""
     path = Path(path)
@@ -122,19 +129,12 @@ def load_availability(path: str | Path, period_s: float | None = None) -> Availa
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise UserFileError(f"{path}: cannot read the trace ({exc})") from None
     if not rows or len(rows) > MAX_ROWS:
-        raise UserFileError(f"{path}: expected 1 to {MAX_ROWS:,} rows of seconds,units")
+        raise UserFileError(f"{path}: expected 1 to {MAX_ROWS:,} rows of seconds,units or "
+                            "milliseconds,add|remove,name")
+    levels = _events(path, rows) if len(rows[0]) == 3 else _levels(path, rows)
     times: list[float] = []
     units: list[int] = []
-    for n, row in enumerate(rows, start=1):
-        try:
-            if len(row) != 2:
-                raise ValueError
-            t, u = float(row[0]), int(row[1])
-            if not math.isfinite(t) or t < 0 or u < 0:
-                raise ValueError
-        except ValueError:
-            raise UserFileError(f"{path}: row {n}: expected two numbers, seconds >= 0 and "
-                                f"units >= 0, got {','.join(row)!r}") from None
+    for n, t, u in levels:
         if times and t < times[-1]:
             raise UserFileError(f"{path}: row {n}: time {t:g} is before the row above")
         if times and t == times[-1]:
@@ -153,6 +153,46 @@ def load_availability(path: str | Path, period_s: float | None = None) -> Availa
         raise UserFileError(f"{path}: the window ({period:g} s) must end after the last "
                             f"change ({times[-1]:g} s)")
     return Availability(tuple(times), tuple(units), period, str(path))
+
+
+def _levels(path: Path, rows: list) -> Iterator[tuple[int, float, int]]:
+    """(row, seconds, units) of a levels file."""
+    for n, row in enumerate(rows, start=1):
+        try:
+            if len(row) != 2:
+                raise ValueError
+            t, u = float(row[0]), int(row[1])
+            if not math.isfinite(t) or t < 0 or u < 0:
+                raise ValueError
+        except ValueError:
+            raise UserFileError(f"{path}: row {n}: expected two numbers, seconds >= 0 and "
+                                f"units >= 0, got {','.join(row)!r}") from None
+        yield n, t, u
+
+
+def _events(path: Path, rows: list) -> Iterator[tuple[int, float, int]]:
+    """(row, seconds, units held after it) of an events file."""
+    held: set[str] = set()
+    for n, row in enumerate(rows, start=1):
+        try:
+            if len(row) != 3 or row[1] not in ("add", "remove") or not row[2]:
+                raise ValueError
+            t = float(row[0]) / 1000.0
+            if not math.isfinite(t) or t < 0:
+                raise ValueError
+        except ValueError:
+            raise UserFileError(f"{path}: row {n}: expected milliseconds >= 0, add or remove, "
+                                f"and a unit's name, got {','.join(row)!r}") from None
+        name = row[2]
+        if row[1] == "add":
+            if name in held:
+                raise UserFileError(f"{path}: row {n}: {name} is added while it is held")
+            held.add(name)
+        else:
+            if name not in held:
+                raise UserFileError(f"{path}: row {n}: {name} is removed but not held")
+            held.remove(name)
+        yield n, t, len(held)
 
 
 __all__ = ["Availability", "load_availability"]

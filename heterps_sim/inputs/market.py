@@ -40,13 +40,19 @@ class SpotTerms(_Strict):
         default=None, ge=0, allow_inf_nan=False,
         description="Reclaims per unit-hour held (required unless `trace` is given).")
     trace: str | None = Field(default=None, description="An availability trace to replay "
-                              "instead (seconds,units CSV; path relative to the market file).")
+                              "instead (seconds,units or milliseconds,add|remove,name CSV; "
+                              "path relative to the market file).")
     trace_period_s: float | None = Field(default=None, gt=0, allow_inf_nan=False,
                                          description="The trace's window (default: its last "
                                                      "row's time).")
     trace_window_s: tuple[float, float] | None = Field(
         default=None, description="Replay only this part of the trace, [from_s, to_s] into "
         "its window (e.g. a part held out from the one a rate was fitted on).")
+    fit_window_s: tuple[float, float] | None = Field(
+        default=None, description="The part of the trace [from_s, to_s] what the planner knows "
+        "comes from: the rate-only prediction and the checkpoint interval are fitted on it "
+        "(default: the replayed part). Replaying a later part then tests the prediction on "
+        "data it was not fitted on.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +65,12 @@ class SpotType:
     """Where the price comes from: the market file, or the catalog's snapshot (date, URL)."""
     availability: object = None
     """des.availability.Availability to replay instead of the rate (None: the rate)."""
+    fit_on: object = None
+    """The part of the trace rates are fitted on (None: `availability` itself)."""
+
+    def known(self):
+        """The availability what the planner knows is fitted on (None: a rate)."""
+        return self.availability if self.fit_on is None else self.fit_on
 
 
 class CheckpointTerms(_Strict):
@@ -128,7 +140,7 @@ def parse_market(data: dict, source: str, types: list[str] | None = None,
     for name, terms in m.spot.items():
         if terms.reclaims_per_hour is None and terms.trace is None:
             raise UserFileError(f"{source}: spot.{name}: give reclaims_per_hour or a trace")
-        trace = None
+        trace = fit_on = None
         if terms.trace is not None:
             from heterps_sim.des.availability import load_availability
             path = Path(terms.trace)
@@ -138,23 +150,30 @@ def parse_market(data: dict, source: str, types: list[str] | None = None,
                 trace = load_availability(path, terms.trace_period_s)
             except ValueError as exc:
                 raise UserFileError(f"{source}: spot.{name}.trace: {exc}") from None
+            if terms.fit_window_s is not None:
+                try:
+                    fit_on = trace.window(*terms.fit_window_s)
+                except ValueError as exc:
+                    raise UserFileError(f"{source}: spot.{name}.fit_window_s: {exc}") from None
             if terms.trace_window_s is not None:
                 try:
                     trace = trace.window(*terms.trace_window_s)
                 except ValueError as exc:
                     raise UserFileError(f"{source}: spot.{name}.trace_window_s: {exc}") from None
-        elif terms.trace_window_s is not None:
-            raise UserFileError(f"{source}: spot.{name}.trace_window_s: needs a trace")
+        else:
+            for key in ("trace_window_s", "fit_window_s"):
+                if getattr(terms, key) is not None:
+                    raise UserFileError(f"{source}: spot.{name}.{key}: needs a trace")
         rate = terms.reclaims_per_hour or 0.0
         if terms.price_per_hour is not None:
-            spot[name] = SpotType(terms.price_per_hour, rate, source, trace)
+            spot[name] = SpotType(terms.price_per_hour, rate, source, trace, fit_on)
             continue
         known = (catalog or {}).get(name)
         if known is None:
             raise UserFileError(f"{source}: spot.{name}.price_per_hour: the catalog has no spot "
                                 f"price for {name}; give one (USD per unit-hour)")
         spot[name] = SpotType(known.price_per_hour, rate,
-                              f"catalog, read {known.date} from {known.source}", trace)
+                              f"catalog, read {known.date} from {known.source}", trace, fit_on)
     return Market(spot=spot, zone_outages_per_hour=m.zone_outages_per_hour,
                   notice_s=m.notice_s, restart_s=m.restart_s,
                   checkpoint_write_s=m.checkpoint.write_s, checkpoint_every_s=m.checkpoint.every_s,

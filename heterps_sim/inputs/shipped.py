@@ -2,7 +2,7 @@
 by name wherever the package is installed.
 
 The wheel carries them under `heterps_sim/shipped/` (in a checkout those are links to the
-repository's `scenarios/`, `examples/` and `traces/profiles/`, so there is one copy). A user
+repository's `scenarios/`, `examples/`, `traces/profiles/` and `traces/spot/`, so there is one copy). A user
 outside a checkout types what the docs show and it works:
 
     heterps-sim schedule dlrm-criteo1tb-aws                    # a shipped scenario by name
@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SHIPPED = Path(__file__).resolve().parents[1] / "shipped"
-"""heterps_sim/shipped/: scenarios/, examples/, traces/profiles/ (links in a checkout)."""
+"""heterps_sim/shipped/: scenarios/, examples/, traces/profiles/, traces/spot/ (links in a
+checkout)."""
 ROOTS = ("scenarios", "examples", "traces")
 """Relative paths that start with one of these are looked up in SHIPPED when absent here."""
 

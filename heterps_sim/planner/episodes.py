@@ -170,7 +170,7 @@ def job_specs(problem: Problem, plan: Plan, market: Market, step_s: np.ndarray, 
                                     reclaims_per_hour=terms.reclaims_per_hour, zone=zone,
                                     availability=terms.availability))
                 rate += count * (terms.reclaims_per_hour if terms.availability is None
-                                 else min(terms.availability.fit(int(count))[0], 1e6))
+                                 else min(terms.known().fit(int(count))[0], 1e6))
     fixed = fixed_price_per_hour(problem)
     host = _ps_host(problem)
     if host is not None and host[0] in market.spot:  # the PS's hosts on spot: a lease too
@@ -180,7 +180,7 @@ def job_specs(problem: Problem, plan: Plan, market: Market, step_s: np.ndarray, 
                             reclaims_per_hour=terms.reclaims_per_hour, zone=zone,
                             availability=terms.availability))
         rate += shards * (terms.reclaims_per_hour if terms.availability is None
-                          else min(terms.availability.fit(shards)[0], 1e6))
+                          else min(terms.known().fit(shards)[0], 1e6))
         fixed = 0.0
     rate += market.zone_outages_per_hour if zone else 0.0
     startup = plan_startup_s(problem, plan_stages(problem, plan))
@@ -214,10 +214,11 @@ def _ps_host(problem: Problem) -> tuple[str, int] | None:
 
 
 def fitted_market(market: Market, plan: Plan, problem: Problem | None = None) -> Market:
-    """The market with each replayed trace replaced by the Poisson model fitted to it for the
-    plan's units of that type (des.availability.Availability.fit): its reclaims per unit-hour,
-    and the longest mean wait for capacity added to the restart. What a planner that only
-    knows rates would predict for the replay."""
+    """The market with each replayed trace replaced by the Poisson model fitted to it (to its
+    fit window when the market gives one) for the plan's units of that type
+    (des.availability.Availability.fit): its reclaims per unit-hour, and the longest mean wait
+    for capacity added to the restart. What a planner that only knows rates would predict
+    for the replay."""
     from dataclasses import replace as with_
     counts: dict[str, int] = {}
     for st in plan.stages:
@@ -231,8 +232,8 @@ def fitted_market(market: Market, plan: Plan, problem: Problem | None = None) ->
         if terms.availability is None or name not in counts:
             spot[name] = terms
             continue
-        rate, mean_wait = terms.availability.fit(counts[name])
-        spot[name] = with_(terms, reclaims_per_hour=rate, availability=None)
+        rate, mean_wait = terms.known().fit(counts[name])
+        spot[name] = with_(terms, reclaims_per_hour=rate, availability=None, fit_on=None)
         wait = max(wait, mean_wait)
     return with_(market, spot=spot, restart_extra_s=market.restart_extra_s + wait)
 

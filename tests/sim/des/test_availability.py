@@ -102,3 +102,43 @@ def test_a_window_is_the_part_of_the_trace_it_names_starting_at_zero():
     for bad in ((-1.0, 10.0), (500.0, 400.0), (0.0, 1001.0), (float("nan"), 10.0)):
         with pytest.raises(ValueError, match="a trace window"):
             trace.window(*bad)
+
+
+OOBLECK_P3 = "traces/spot/oobleck-p3-trace.csv"
+
+
+def test_an_events_file_is_the_units_added_and_not_yet_removed(tmp_path):
+    # milliseconds; two adds at 0, a third at 60 s, one removed and one added at 120 s (the
+    # level after both), one removed at 300 s, which closes the window
+    path = tmp_path / "events.csv"
+    path.write_text("0,add,a\n0,add,b\n60000,add,c\n120000,remove,a\n120000,add,d\n"
+                    "240000,remove,b\n300000,remove,c\n")
+    trace = load_availability(path)
+    assert trace.times_s == (0.0, 60.0, 120.0, 240.0) and trace.units == (2, 3, 3, 2)
+    assert trace.period_s == 300.0
+
+
+@pytest.mark.parametrize("text, words", [
+    ("0,add,a\n10,remove,b\n", "row 2: b is removed but not held"),
+    ("0,add,a\n10,add,a\n", "row 2: a is added while it is held"),
+    ("0,add,a\n10,drop,a\n", "row 2: expected milliseconds"),
+    ("0,add,a\n-5,add,b\n", "row 2: expected milliseconds"),
+    ("0,add,a\n10,1\n", "row 2")])
+def test_bad_events_files_are_one_line_naming_the_row(tmp_path, text, words):
+    path = tmp_path / "t.csv"
+    path.write_text(text)
+    with pytest.raises(UserFileError, match=words) as exc:
+        load_availability(path)
+    assert "\n" not in str(exc.value)
+
+
+def test_the_shipped_p3_trace_loads_as_its_readme_reads_it():
+    trace = load_availability(OOBLECK_P3)
+    assert trace.units[0] == 18 and trace.period_s == 40920.0  # 18 nodes at 0; 11.37 h
+    assert min(trace.units) == 11 and max(trace.units) == 32
+    # what the held-out benchmark rests on: the first half never holds fewer than 12, the
+    # second half falls below 12 (so a 12-unit job's fitted rate is 0 and its replay is not)
+    first, second = trace.window(0.0, 20460.0), trace.window(20460.0, 40920.0)
+    assert min(first.units) >= 12 and first.fit(12)[0] == 0.0
+    assert min(second.units) < 12 and second.fit(12)[0] > 0.0
+    assert min(second.units) >= 11 and second.fit(11)[0] == 0.0

@@ -30,6 +30,8 @@ def test_a_name_or_a_docs_path_finds_the_shipped_file_from_anywhere(tmp_path, mo
     assert plan.resolve() == (REPO / "scenarios/plans/exec-tiny-pipeline.json").resolve()
     profile = resolve("traces/profiles/vm-links.json")
     assert profile.resolve() == (REPO / "traces/profiles/vm-links.json").resolve()
+    trace = resolve("traces/spot/oobleck-p3-trace.csv")  # a market's availability trace
+    assert trace.resolve() == (REPO / "traces/spot/oobleck-p3-trace.csv").resolve()
     # nothing shipped by that name, or a path that climbs out: the path as typed
     assert resolve("no-such-scenario") == Path("no-such-scenario")
     assert resolve("scenarios/../pyproject.toml") == Path("scenarios/../pyproject.toml")

@@ -243,3 +243,55 @@ def test_the_checkpoint_sweep_finds_youngs_interval_near_the_cheapest():
     assert best.scale in (0.5, 1, 2)
     for extreme in (got[0], got[4]):
         assert extreme.outcome.cost.low > best.outcome.cost.high
+
+
+def test_a_fit_window_is_what_the_prediction_and_the_checkpoints_know(tmp_path):
+    # the fit window [0, 3600): one fall below 2 units; the replayed window [3600, 7200): none
+    (tmp_path / "t.csv").write_text("0,2\n1800,1\n2400,2\n7200,2\n")
+    terms = {"price_per_hour": 0.1, "trace": "t.csv", "trace_window_s": [3600, 7200]}
+    market = parse_market({"spot": {"t4": {**terms, "fit_window_s": [0, 3600]}},
+                           "checkpoint": {"write_s": 1.0}}, "<m>", base=tmp_path)
+    alone = parse_market({"spot": {"t4": terms}, "checkpoint": {"write_s": 1.0}}, "<m>",
+                         base=tmp_path)
+    from heterps_sim.core.plan import Plan, Stage
+    from heterps_sim.planner.episodes import fitted_market
+    plan = Plan(stages=(Stage(layers=("x",), resource="t4", num_replicas=2),))
+    fitted = fitted_market(market, plan).spot["t4"]
+    # one fall per 3,000 s held at 2 units, shared by the 2 units; the wait 600 s
+    assert fitted.reclaims_per_hour == pytest.approx(1 / (3000 / 3600) / 2)
+    assert fitted.availability is None and fitted.fit_on is None
+    assert fitted_market(market, plan).restart_extra_s == pytest.approx(600.0)
+    # without a fit window the prediction is fitted on the replayed part: no fall there
+    assert fitted_market(alone, plan).spot["t4"].reclaims_per_hour == 0.0
+    assert market.spot["t4"].availability.units == (2,)  # the replay is the later part
+
+
+@pytest.mark.parametrize("terms, words", [
+    ({"price_per_hour": 1, "reclaims_per_hour": 0, "fit_window_s": [0, 10]}, "needs a trace"),
+    ({"price_per_hour": 1, "trace": "t.csv", "fit_window_s": [0, 9000]}, "fit_window_s"),
+])
+def test_bad_fit_windows_are_one_line_naming_the_field(tmp_path, terms, words):
+    (tmp_path / "t.csv").write_text("0,3\n1000,0\n4000,3\n")
+    with pytest.raises(UserFileError, match=words) as exc:
+        parse_market({"spot": {"t4": terms}, "checkpoint": {"write_s": 1}}, "m.yaml",
+                     base=tmp_path)
+    assert str(exc.value).startswith("m.yaml: spot.t4") and "\n" not in str(exc.value)
+
+
+def test_the_checkpoint_interval_comes_from_the_fit_window_not_the_replay(tmp_path):
+    # exec-tiny's answer on spot: the fit window has a fall, the replayed part none; Young's
+    # interval follows the fit window's rate (a planner knows the past, not the replay)
+    problem = load_input("scenarios/exec-tiny.yaml").problem
+    plan = Planner(search="exact").plan(problem).plan
+    (name,) = {n for s in plan.stages for n, _ in s.groups}
+    (tmp_path / "t.csv").write_text("0,64\n1800,0\n2400,64\n7200,64\n")
+    terms = {"price_per_hour": 0.1, "trace": "t.csv", "trace_window_s": [3600, 7200]}
+
+    def every(extra):
+        market = parse_market({"spot": {name: {**terms, **extra}},
+                               "checkpoint": {"write_s": 1.0}}, "<m>", base=tmp_path)
+        (spec,) = job_specs(problem, plan, market, np.array([0.01]))
+        return spec.checkpoint_every
+
+    assert every({}) == 0  # no fall in the replayed part: no checkpoints
+    assert every({"fit_window_s": [0, 3600]}) > 0
