@@ -21,6 +21,12 @@ def _cells(*cells) -> str:
         f" {c:>{w}}" for c, w in zip(rest, COLUMNS[1:]))
 
 
+def _fit_on(terms) -> str:
+    """Where a replayed type's rates are fitted, when not on the replayed part itself."""
+    fit = terms.fit_on
+    return "" if fit is None else f"; rates and checkpoint interval fitted on {fit.source}, not on the replay"
+
+
 def _row(label: str, o) -> str:
     return _cells(label, o.cost.text(), _share(o), f"{o.run_s.mean() / 3600:.3g}",
                   f"{o.reclaims.mean():.2f}", f"{o.lost_steps.mean():,.0f}")
@@ -51,7 +57,7 @@ def episode_lines(problem, plan, outcome) -> list[str]:
         "(step times from the simulator with jitter and stragglers on)",
         f"spot: {spot}",
         *[f"reclaims of {name}: replayed from {m.spot[name].availability.source}, launched at a "
-          "point of its window drawn per job" for name in outcome.spot_units
+          "point of its window drawn per job" + _fit_on(m.spot[name]) for name in outcome.spot_units
           if m.spot[name].availability is not None],
         *[f"spot price of {name}: {m.spot[name].price_source}" for name in outcome.spot_units],
         f"market {m.source}: zone outages {m.zone_outages_per_hour:g}/h, notice "
@@ -71,9 +77,11 @@ def episode_lines(problem, plan, outcome) -> list[str]:
                      "than on demand (mean cost)")
     if outcome.predicted is not None and outcome.cost.mean > 0:
         off = outcome.predicted.cost.mean / outcome.cost.mean - 1.0
-        lines.append(f"fitted: the Poisson model fitted to the trace predicts the replay's mean "
-                     f"cost {100 * off:+.1f}% off (its rate per unit-hour and mean wait for "
-                     "capacity, per type)")
+        held = any(m.spot[n].fit_on is not None for n in outcome.spot_units)
+        lines.append(f"fitted: the Poisson model fitted to the "
+                     f"{'fit window' if held else 'trace'} predicts the replay's mean cost "
+                     f"{100 * off:+.1f}% off (its rate per unit-hour and mean wait for capacity, "
+                     "per type)")
     verdict = "meets" if outcome.meets_probability else "misses"
     lines.append(f"the floor holds in {100 * outcome.meet.mean:.0f}% of the jobs: {verdict} "
                  f"the {100 * m.probability:.0f}% the market asks")

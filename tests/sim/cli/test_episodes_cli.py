@@ -106,3 +106,22 @@ def test_pipeline_async_rents_the_async_answer_and_its_jobs_run_async():
     plan = plan_from_dict({**run["plan"], "schedule": "gpipe"})
     _, flushed = Pricing.of(p, schedule="gpipe").price(p, plan)
     assert run["median_step_s"] < p.batch_size / flushed.throughput
+
+
+def test_a_replay_held_out_from_its_fit_window_says_so(tmp_path):
+    # an events trace (ms,add|remove,name): one unit, gone from 1,800 s to 2,400 s in the fit
+    # window [0, 3600) and held throughout the replayed part [3600, 7200)
+    (tmp_path / "t.csv").write_text("0,add,a\n1800000,remove,a\n2400000,add,b\n"
+                                    "7200000,remove,b\n")
+    market = tmp_path / "m.yaml"
+    market.write_text("spot: {xeon-icelake-16vcpu: {price_per_hour: 0.3, trace: t.csv, "
+                      "fit_window_s: [0, 3600], trace_window_s: [3600, 7200]}}\n"
+                      "checkpoint: {write_s: 0.003}\n")
+    proc = _run(TINY, "--market", str(market), "--seeds", "4")
+    assert proc.returncode == 0, proc.stderr
+    assert "[3600 s, 7200 s), launched at a point of its window drawn per job; rates and " \
+           "checkpoint interval fitted on" in proc.stdout
+    assert "t.csv [0 s, 3600 s), not on the replay" in proc.stdout
+    assert "the Poisson model fitted to the fit window predicts" in proc.stdout
+    out = json.loads(_run(TINY, "--market", str(market), "--seeds", "4", "--json").stdout)
+    assert out["mean_reclaims"] == 0.0  # the replayed hour never falls below one unit
