@@ -16,6 +16,7 @@ import numpy as np
 import simpy
 
 from heterps_sim.core import sharing
+from heterps_sim.core.asynchrony import staleness
 from heterps_sim.core.lanes import (
     STEP,
     F,
@@ -82,9 +83,15 @@ def simulate(problem: Problem, plan: Plan, *, seed: int = 0, options: DesOptions
         return DesRun(not_run(problem, plan, analytic, reason, options, seed), (), 0)
     ks = [s.num_replicas for s in analytic.stages]
     schedule = options.schedule or plan.schedule
-    flush = options.on("bubbles") and schedule != "async"
     m = options.num_microbatches or (plan.num_microbatches if plan.num_microbatches > 1
                                      else default_microbatches(ks, len(ks), problem.batch_size))
+    # An async plan of staleness 0 (one stage, m >= its units: core/asynchrony.py) trains
+    # synchronously: the engine's step t waits for update t - 1 (runtime/versions.py: its
+    # all-reduce) and for step t - 1's pushes on the PS before its pulls, so no step overlaps
+    # another. It runs as a flushed stage in the continuous stream's order: 1F1B.
+    synchronous = schedule == "async" and _staleness(ks, m) == 0
+    flush = options.on("bubbles") and (schedule != "async" or synchronous)
+    order = "1f1b" if synchronous and flush else schedule
     works, notes = stage_work(problem, terms, ks, m, options, flush)
     if m > problem.batch_size:
         notes.append(f"{m} microbatches of a {problem.batch_size}-sample batch: under one sample each")
@@ -92,7 +99,7 @@ def simulate(problem: Problem, plan: Plan, *, seed: int = 0, options: DesOptions
                       or any(w.ps_bytes > 0 for w in works))
     lanes = num_lanes(ks, flush)
     window = choose_window(options, ks, m, flush)
-    setup = (problem, works, options, schedule, flush, lanes, m, seed, uses_resources)
+    setup = (problem, works, options, order, flush, lanes, m, seed, uses_resources)
     world, events = _run_world(*setup, window, noise=False)
     for attempt in range(SETTLE_TRIES + 1):  # a window in the start-up transient: later
         measure = settled(np.array([rep.step_ends for rep in world.by_id]), window)
@@ -112,6 +119,14 @@ def simulate(problem: Problem, plan: Plan, *, seed: int = 0, options: DesOptions
                           None if ref_world is None else reference(ref_world, window))
     spans = build_spans(problem, world, m) if record_spans else ()
     return DesRun(result, spans, events)
+
+
+def _staleness(ks: list[int], m: int) -> int | None:
+    """core/asynchrony.staleness, None where the plan would need more than it allows."""
+    try:
+        return staleness(ks, m)
+    except ValueError:
+        return None
 
 
 def _run_world(problem: Problem, works: list[StageWork], options: DesOptions, schedule: str,

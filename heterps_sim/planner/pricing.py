@@ -14,7 +14,9 @@ What each pricing means:
                                    (2..MAX_MICROBATCHES, or the scenario's), for its cuts and
                                    types (schedulers/exact/flushed_provision: exact).
     default model, async           the steady-pipeline stage model (cost/reference.py): a
-                                   pipeline that never flushes is paced by its slowest stage.
+                                   pipeline that never flushes is paced by its slowest stage;
+                                   a plan of staleness 0 (one stage, m >= its units) trains
+                                   synchronously and is priced as it flushes.
     paper model                    HeterPS's Amdahl stage model, as the paper defines it.
 
 `provisioning` ("least" | "exact") is the stage model's rule for units (least: each stage's
@@ -164,7 +166,11 @@ class Pricing:
 
     def _price_async(self, problem: Problem, plan: Plan) -> tuple[Plan, RunResult]:
         """The stage model with each unit's memory holding the weight versions the plan's
-        staleness keeps (with_stashed_weights), units and m set as the engine runs them."""
+        staleness keeps (with_stashed_weights), units and m set as the engine runs them.
+        A plan whose staleness is 0 (one stage with at least as many microbatches as units,
+        heterps_sim.core.asynchrony) is the exception: each step waits for the update,
+        all-reduce and pushes of the step before, so it trains synchronously and is priced as
+        it flushes (flushed_result; the simulator runs it so too)."""
         d = _plan_staleness(plan) if plan.num_microbatches > 1 and all(
             s.num_replicas is not None for s in plan.stages) else 1
         result = evaluate_plan(with_stashed_weights(problem, d), plan, self.provisioning)
@@ -175,6 +181,10 @@ class Pricing:
             runs = _plan_staleness(plan)
         except ValueError as exc:  # m far below the units in flight: the engine refuses it
             return plan, replace(result, feasible=False, reason=str(exc), cost_usd=math.inf)
+        if runs == 0:  # no step overlaps another: it runs as it flushes (in 1F1B's order)
+            result = flushed_result(with_stashed_weights(problem, 0),
+                                    replace(plan, schedule="1f1b"))
+            return plan, replace(result, extra={**result.extra, "synchronous": True})
         if runs != d:  # more versions in flight than counted: count them
             result = evaluate_plan(with_stashed_weights(problem, runs), plan, self.provisioning)
         return plan, result

@@ -191,6 +191,7 @@ def _exact_stage_one(problem: Problem, pricing: Pricing, options: dict, types) -
     # scheduler's own default, or asked for), the optimum found proves nothing about them.
     options = {"allow_same_type_cuts": True, **options}
     answer = scheduler(problem_t, pricing, "exact", options)
+    searched = bool(answer.notes.get("proven_optimal", False))
     # (answer.proven is already False where the plan keeps more async weight versions than
     # the search counted, scheduler() below)
     proven = (answer.proven and bool(answer.notes.get("proven_optimal", False))
@@ -203,6 +204,19 @@ def _exact_stage_one(problem: Problem, pricing: Pricing, options: dict, types) -
     answer.problem = problem
     if proven and answer.feasible:
         answer.lower_bound_usd = answer.result.cost_usd
+    elif (searched and answer.result is not None and answer.result.extra.get("synchronous")
+          and not options.get("mixed") and options["allow_same_type_cuts"]):
+        # the optimum under the stage model trains synchronously and was priced as it
+        # flushes; no plan's price is below the stage model's optimum (a plan of staleness
+        # 0 flushes no faster than the stage model runs it, tests/sim/planner), so that is a
+        # certified bound, and the answer is proven when its price still equals it
+        bound = float(answer.notes.get("predicted_cost_usd", 0.0))
+        if bound > 0:
+            answer.lower_bound_usd = bound
+            if answer.feasible and answer.result.cost_usd <= bound * (1 + 1e-9):
+                answer.proven = True
+                answer.notes["proven_optimal"] = True
+                answer.notes.pop("not_proven", None)
     return answer
 
 
@@ -230,6 +244,14 @@ def scheduler(problem: Problem, pricing: Pricing, name: str, options: dict | Non
     stage_model = not pricing.flushed and name == "exact" and not (
         plan.schedule == "async" and pricing.search_problem(problem) is not problem
         and _staleness(plan) > 1)
+    if result.extra.get("synchronous") and stage_model:
+        # the stage model's optimum is a plan of staleness 0: it trains synchronously and was
+        # priced as it flushes, which the search's proof does not cover
+        stage_model = False
+        notes["not_proven"] = (
+            "the stage model's optimum has one stage and staleness 0: it trains "
+            "synchronously and is priced as it flushes; a plan of several stages, not "
+            "searched apart, may cost less")
     return Answer(scheduler=name, plan=plan, result=result, pricing=pricing, problem=problem,
                   proven=stage_model and bool(notes.get("proven_optimal")),
                   evaluations=evaluate.count, wall_s=time.perf_counter() - start,
