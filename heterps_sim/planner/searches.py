@@ -206,10 +206,13 @@ def _exact_stage_one(problem: Problem, pricing: Pricing, options: dict, types) -
         answer.lower_bound_usd = answer.result.cost_usd
     elif (searched and answer.result is not None and answer.result.extra.get("synchronous")
           and not options.get("mixed") and options["allow_same_type_cuts"]):
-        # the optimum under the stage model trains synchronously and was priced as it
-        # flushes; no plan's price is below the stage model's optimum (a plan of staleness
-        # 0 flushes no faster than the stage model runs it, tests/sim/planner), so that is a
-        # certified bound, and the answer is proven when its price still equals it
+        if all(a is None for a in problem_t.available):
+            return _one_stage_apart(problem, problem_t, pricing, options, answer)
+        # (with caps the sweep's cap search may answer one stage: no search apart) the
+        # optimum under the stage model trains synchronously and was priced as it flushes;
+        # no plan's price is below the stage model's optimum (a plan of staleness 0 flushes
+        # no faster than the stage model runs it, tests/sim/planner), so that is a certified
+        # bound, and the answer is proven when its price still equals it
         bound = float(answer.notes.get("predicted_cost_usd", 0.0))
         if bound > 0:
             answer.lower_bound_usd = bound
@@ -217,6 +220,43 @@ def _exact_stage_one(problem: Problem, pricing: Pricing, options: dict, types) -
                 answer.proven = True
                 answer.notes["proven_optimal"] = True
                 answer.notes.pop("not_proven", None)
+    return answer
+
+
+def _one_stage_apart(problem: Problem, problem_t: Problem, pricing: Pricing, options: dict,
+                     first: Answer) -> Answer:
+    """The stage model's optimum was one stage of staleness 0, which trains synchronously and
+    is priced as it flushes. The optimum over every plan is then the cheaper of the plans of
+    one stage, each priced (one per type: their units and m as the pricing sets them), and
+    the stage model's optimum over plans of two stages or more, searched apart (their
+    staleness is at least 1, so the stage model prices them)."""
+    start = time.perf_counter()
+    multi = scheduler(problem_t, pricing, "exact", {**options, "two_stages": True})
+    proven = bool(multi.notes.get("proven_optimal")) and (multi.proven or not multi.feasible)
+    best_plan, best_result = (multi.plan, multi.result) if multi.feasible else (None, None)
+    for name in problem_t.type_names:
+        plan = Plan(stages=(Stage(layers=tuple(problem_t.layer_names), resource=name),),
+                    schedule=pricing.schedule)
+        got, result = pricing.price(problem_t, plan)
+        if result.feasible and (best_result is None or result.cost_usd < best_result.cost_usd):
+            best_plan, best_result = got, result
+    notes = {**multi.notes, "proven_optimal": proven,
+             "one_stage_apart": (
+                 "the stage model's optimum had one stage of staleness 0 (it trains "
+                 "synchronously, priced as it flushes): plans of one stage priced one by one, "
+                 "plans of two stages or more searched apart")}
+    if not proven:
+        notes["not_proven"] = multi.notes.get(
+            "not_proven", "the search over plans of two stages or more is not proven")
+    if best_result is None:
+        notes["reason"] = multi.notes.get("reason", first.notes.get("reason", "")) or (
+            f"no plan meets the limit {problem.throughput_limit:.6g} samples/s")
+    answer = Answer(scheduler=first.scheduler, plan=best_plan, result=best_result,
+                    pricing=pricing, problem=problem, proven=proven,
+                    evaluations=first.evaluations + multi.evaluations,
+                    wall_s=first.wall_s + time.perf_counter() - start, notes=notes)
+    if proven and answer.feasible:
+        answer.lower_bound_usd = answer.result.cost_usd
     return answer
 
 

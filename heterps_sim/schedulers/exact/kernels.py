@@ -188,8 +188,10 @@ def option(alpha, so, odt, pj, bj, kmax_j, batch, par, binv, k_rule, thr_floor, 
 
 @njit(cache=True)
 def dp_pass(oct_t, odt_t, aoct_t, run_t, ext, lvl, order, price, kmax, batch, par, mt, obj_price,
-            binv, k_rule, budget, thr_floor, guard_binv, guard_floor, objective, allow_cuts):
+            binv, k_rule, budget, thr_floor, guard_binv, guard_floor, objective, allow_cuts,
+            two_stages=False):
     """One backward DP pass; H[a, j] = best value of layers a.. with a stage of type j at a.
+    two_stages: leave out the one stage over the whole model (plans of two stages or more).
 
     ext[b, v] = boundary_bytes[b] / lev[v] + latency. Returns H, the choices (end layer;
     group: -1 last stage, v < V a level, V the levels >= the type's own) and the group tables
@@ -243,6 +245,8 @@ def dp_pass(oct_t, odt_t, aoct_t, run_t, ext, lvl, order, price, kmax, batch, pa
                 dm = dm_of(flag, step_oh, layer_oh, net, cap, cum_p, cum_s, cum_a, lat2, m_batch,
                            k_batch, w, j, a, b, kj)
                 if b == n_l - 1:
+                    if two_stages and a == 0:
+                        break  # the whole model in one stage: left out
                     st, k, val, et = option(alpha, so, sd, pj, bj, kj, batch, par, binv, k_rule,
                                             thr_floor, guard_binv, guard_floor,
                                             objective, False, dm)

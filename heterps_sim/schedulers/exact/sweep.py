@@ -87,6 +87,10 @@ class ExactScheduler:
         max_labels: int = Field(default=200_000, ge=1)
         """Labels one capped search may create (one per level, only when caps bind); past it
         the best plan found is returned and notes["proven_optimal"] is False."""
+        two_stages: bool = False
+        """Leave out plans of one stage (the async pricing's plans of staleness 0 are priced
+        as they flush, which the stage model does not see: planner/searches.py searches them
+        apart)."""
         mixed: bool = False
         """Also propose mixed-type stages (schedulers/exact/mixed.py): where caps bind, a stage tops up
         its type with other types' leftovers. The plan may then cost less than the
@@ -192,6 +196,7 @@ class _Sweep:
         self.binv_tl = self.batch / self.limit
         self.floor = problem.throughput_limit * (1 - 1e-12)  # cost.evaluate_plan's test
         self.allow_cuts = bool(config.allow_same_type_cuts)
+        self.two_stages = bool(config.two_stages)
         self.startup_s = startup_s
         """default model: the start every unit of a plan waits for (ExactScheduler._by_startup)"""
         self.t = _tables(problem, startup_s)
@@ -341,7 +346,7 @@ class _Sweep:
         """One DP pass at a level: (H, the best plan or None), prices `obj_price` in the sum."""
         t = self.t
         h, *tables = dp_pass(*t.dp_args(), obj_price, binv, K_LEAST, self.budget, thr_floor,
-                             self.guard_binv, self.floor, SUM, self.allow_cuts)
+                             self.guard_binv, self.floor, SUM, self.allow_cuts, self.two_stages)
         self.passes += 1
         n, *stages = reconstruct(h, *tables, t.lvl, self.allow_cuts)
         if n == 0:
@@ -413,7 +418,7 @@ class _Sweep:
         at its unit bound; K_BUDGET at the most units it may have within the budget; K_LEAST
         at its units at TL, options over the budget left out (least mode's plans)."""
         h, *_ = dp_pass(*self.t.dp_args(), self.t.price, self.binv_tl, k_rule, self.budget,
-                        -1.0, -1.0, -1.0, BOTTLENECK, self.allow_cuts)
+                        -1.0, -1.0, -1.0, BOTTLENECK, self.allow_cuts, self.two_stages)
         self.passes += 1
         et = float(h[0].min())
         return self.batch / et if et > 0 else INF
@@ -423,7 +428,8 @@ class _Sweep:
         N/3600 * sum p k / Thr >= N/3600 * sum_g p_g k_g ET_g(k_g) / B, and p k ET(k) only
         grows with k (Amdahl), so its least value at this level's units bounds all higher."""
         h, *_ = dp_pass(*self.t.dp_args(), self.t.price, binv, K_LEAST, self.budget, thr_floor,
-                        self.guard_binv, self.floor, PER_SAMPLE, self.allow_cuts)
+                        self.guard_binv, self.floor, PER_SAMPLE, self.allow_cuts,
+                        self.two_stages)
         self.passes += 1
         return float(h[0].min()) * self.problem.num_samples / 3600.0 / self.batch
 

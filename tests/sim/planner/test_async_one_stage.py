@@ -58,8 +58,24 @@ def test_a_synchronous_async_plan_is_priced_as_it_flushes(matchnet):
     assert not result.feasible
 
 
-def test_the_answer_claims_no_proof_its_repricing_broke(matchnet):
+def test_plans_of_two_stages_are_searched_apart_when_the_optimum_was_one_stage(matchnet):
+    # the stage model's optimum (one stage of 9 units) flushes short of the limit; the answer
+    # is the optimum over plans of two stages or more (the one-stage plans all miss it)
     answer = Planner(pricing=Pricing.of(matchnet, schedule="async")).plan(matchnet)
+    assert "one_stage_apart" in answer.notes
+    assert answer.feasible and answer.proven and len(answer.plan.stages) >= 2
+    assert answer.result.throughput >= matchnet.throughput_limit
+    one = Plan(stages=(Stage(layers=tuple(matchnet.layer_names),
+                             resource="xeon-sapphirerapids-88vcpu-gcp"),), schedule="async")
+    assert not Pricing.of(matchnet, schedule="async").price(matchnet, one)[1].feasible
+
+
+def test_with_caps_the_answer_keeps_the_stage_models_optimum_as_its_bound(matchnet):
+    # the sweep's cap search may answer one stage, so nothing is searched apart: the
+    # re-priced answer claims no proof and keeps the stage model's optimum as its bound
+    capped = replace(matchnet, available=tuple(10_000 for _ in matchnet.available))
+    answer = Planner(pricing=Pricing.of(capped, schedule="async")).plan(capped)
+    assert "one_stage_apart" not in answer.notes
     assert not answer.feasible and not answer.proven
     assert "staleness 0" in answer.notes["not_proven"]
 
