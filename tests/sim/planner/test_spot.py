@@ -110,8 +110,10 @@ def test_a_trace_window_in_a_market_is_replayed_alone(tmp_path):
     ({"price_per_hour": 1, "reclaims_per_hour": 0, "trace_window_s": [0, 10]}, "needs a trace"),
     ({"price_per_hour": 1, "trace": "t.csv", "trace_window_s": [0, 9000]}, "trace window"),
     ({"price_per_hour": 1, "trace": "t.csv", "trace_window_s": [10]}, "trace_window_s"),
+    ({"price_per_hour": 1, "reclaims_per_hour": 0, "fit_window_s": [0, 10]}, "needs a trace"),
+    ({"price_per_hour": 1, "trace": "t.csv", "fit_window_s": [0, 9000]}, "fit_window_s"),
 ])
-def test_bad_trace_windows_are_one_line_naming_the_field(tmp_path, terms, words):
+def test_bad_trace_and_fit_windows_are_one_line_naming_the_field(tmp_path, terms, words):
     (tmp_path / "t.csv").write_text("0,3\n1000,0\n4000,3\n")
     with pytest.raises(UserFileError, match=words) as exc:
         parse_market({"spot": {"t4": terms}, "checkpoint": {"write_s": 1}}, "m.yaml",
@@ -264,18 +266,6 @@ def test_a_fit_window_is_what_the_prediction_and_the_checkpoints_know(tmp_path):
     # without a fit window the prediction is fitted on the replayed part: no fall there
     assert fitted_market(alone, plan).spot["t4"].reclaims_per_hour == 0.0
     assert market.spot["t4"].availability.units == (2,)  # the replay is the later part
-
-
-@pytest.mark.parametrize("terms, words", [
-    ({"price_per_hour": 1, "reclaims_per_hour": 0, "fit_window_s": [0, 10]}, "needs a trace"),
-    ({"price_per_hour": 1, "trace": "t.csv", "fit_window_s": [0, 9000]}, "fit_window_s"),
-])
-def test_bad_fit_windows_are_one_line_naming_the_field(tmp_path, terms, words):
-    (tmp_path / "t.csv").write_text("0,3\n1000,0\n4000,3\n")
-    with pytest.raises(UserFileError, match=words) as exc:
-        parse_market({"spot": {"t4": terms}, "checkpoint": {"write_s": 1}}, "m.yaml",
-                     base=tmp_path)
-    assert str(exc.value).startswith("m.yaml: spot.t4") and "\n" not in str(exc.value)
 
 
 def test_the_checkpoint_interval_comes_from_the_fit_window_not_the_replay(tmp_path):
