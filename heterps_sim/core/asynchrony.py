@@ -51,6 +51,16 @@ def staleness(replicas: list[int], m: int) -> int:
                      f"more than {MAX_STALENESS} steps of staleness; use more microbatches")
 
 
+def synchronous(replicas: list[int], m: int) -> bool:
+    """The async stream of this plan trains synchronously: staleness 0 (one stage with at
+    least as many microbatches as units), so every step waits for the update before it and
+    the run is the flushed plan's. False where the plan needs more staleness than allowed."""
+    try:
+        return staleness(replicas, m) == 0
+    except ValueError:
+        return False
+
+
 def version_of(step: int, d: int) -> int:
     """The weights version (updates applied) step `step`'s microbatches use."""
     return max(0, step - d)

@@ -16,7 +16,7 @@ import numpy as np
 import simpy
 
 from heterps_sim.core import sharing
-from heterps_sim.core.asynchrony import staleness
+from heterps_sim.core.asynchrony import synchronous as runs_synchronously
 from heterps_sim.core.lanes import (
     STEP,
     F,
@@ -89,7 +89,7 @@ def simulate(problem: Problem, plan: Plan, *, seed: int = 0, options: DesOptions
     # synchronously: the engine's step t waits for update t - 1 (runtime/versions.py: its
     # all-reduce) and for step t - 1's pushes on the PS before its pulls, so no step overlaps
     # another. It runs as a flushed stage in the continuous stream's order: 1F1B.
-    synchronous = schedule == "async" and _staleness(ks, m) == 0
+    synchronous = schedule == "async" and runs_synchronously(ks, m)
     flush = options.on("bubbles") and (schedule != "async" or synchronous)
     order = "1f1b" if synchronous and flush else schedule
     works, notes = stage_work(problem, terms, ks, m, options, flush)
@@ -119,14 +119,6 @@ def simulate(problem: Problem, plan: Plan, *, seed: int = 0, options: DesOptions
                           None if ref_world is None else reference(ref_world, window))
     spans = build_spans(problem, world, m) if record_spans else ()
     return DesRun(result, spans, events)
-
-
-def _staleness(ks: list[int], m: int) -> int | None:
-    """core/asynchrony.staleness, None where the plan would need more than it allows."""
-    try:
-        return staleness(ks, m)
-    except ValueError:
-        return None
 
 
 def _run_world(problem: Problem, works: list[StageWork], options: DesOptions, schedule: str,

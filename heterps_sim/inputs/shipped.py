@@ -2,8 +2,8 @@
 by name wherever the package is installed.
 
 The wheel carries them under `heterps_sim/shipped/` (in a checkout those are links to the
-repository's `scenarios/`, `examples/`, `traces/profiles/` and `traces/spot/`, so there is one copy). A user
-outside a checkout types what the docs show and it works:
+repository's `scenarios/`, `examples/`, `traces/profiles/` and `traces/spot/`, so there is one
+copy). A user outside a checkout types what the docs show and it works:
 
     heterps-sim schedule dlrm-criteo1tb-aws                    # a shipped scenario by name
     heterps-sim schedule scenarios/dlrm-criteo1tb-aws.yaml     # the docs' path, from anywhere

@@ -208,6 +208,10 @@ def _exact_stage_one(problem: Problem, pricing: Pricing, options: dict, types) -
           and not options.get("mixed") and options["allow_same_type_cuts"]):
         if all(a is None for a in problem_t.available):
             return _one_stage_apart(problem, problem_t, pricing, options, answer)
+        answer.notes["not_proven"] = (
+            "the stage model's optimum has one stage and staleness 0: it trains "
+            "synchronously and is priced as it flushes; with unit caps the plans of several "
+            "stages are not searched apart and may cost less")
         # (with caps the sweep's cap search may answer one stage: no search apart) the
         # optimum under the stage model trains synchronously and was priced as it flushes;
         # no plan's price is below the stage model's optimum (a plan of staleness 0 flushes
@@ -284,14 +288,10 @@ def scheduler(problem: Problem, pricing: Pricing, name: str, options: dict | Non
     stage_model = not pricing.flushed and name == "exact" and not (
         plan.schedule == "async" and pricing.search_problem(problem) is not problem
         and _staleness(plan) > 1)
-    if result.extra.get("synchronous") and stage_model:
-        # the stage model's optimum is a plan of staleness 0: it trains synchronously and was
-        # priced as it flushes, which the search's proof does not cover
+    if result.extra.get("synchronous"):
+        # a plan of staleness 0 trains synchronously and was priced as it flushes, which the
+        # stage model's proof does not cover (_exact_stage_one says what holds instead)
         stage_model = False
-        notes["not_proven"] = (
-            "the stage model's optimum has one stage and staleness 0: it trains "
-            "synchronously and is priced as it flushes; a plan of several stages, not "
-            "searched apart, may cost less")
     return Answer(scheduler=name, plan=plan, result=result, pricing=pricing, problem=problem,
                   proven=stage_model and bool(notes.get("proven_optimal")),
                   evaluations=evaluate.count, wall_s=time.perf_counter() - start,

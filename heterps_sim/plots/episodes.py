@@ -24,7 +24,9 @@ def _cells(*cells) -> str:
 def _fit_on(terms) -> str:
     """Where a replayed type's rates are fitted, when not on the replayed part itself."""
     fit = terms.fit_on
-    return "" if fit is None else f"; rates and checkpoint interval fitted on {fit.source}, not on the replay"
+    if fit is None:
+        return ""
+    return f"; rates and checkpoint interval fitted on {fit.source}, not on the replay"
 
 
 def _row(label: str, o) -> str:
@@ -57,8 +59,8 @@ def episode_lines(problem, plan, outcome) -> list[str]:
         "(step times from the simulator with jitter and stragglers on)",
         f"spot: {spot}",
         *[f"reclaims of {name}: replayed from {m.spot[name].availability.source}, launched at a "
-          "point of its window drawn per job" + _fit_on(m.spot[name]) for name in outcome.spot_units
-          if m.spot[name].availability is not None],
+          f"point of its window drawn per job{_fit_on(m.spot[name])}"
+          for name in outcome.spot_units if m.spot[name].availability is not None],
         *[f"spot price of {name}: {m.spot[name].price_source}" for name in outcome.spot_units],
         f"market {m.source}: zone outages {m.zone_outages_per_hour:g}/h, notice "
         f"{m.notice_s:g} s, checkpoint write {m.checkpoint_write_s:g} s, checkpoints {every}",
