@@ -100,7 +100,7 @@ def cmd_episodes(args) -> int:
         outcome = rental_episodes(loaded.problem, plan, market, seeds=args.seeds)
     except ValueError as exc:
         raise UserFileError(f"{args.market}: {exc}") from None
-    sweep = _sweep(args, loaded, market) if args.sweep else None
+    sweep, held = _sweep(args, loaded, market) if args.sweep else (None, None)
     checkpoints = None
     if args.checkpoints:
         from heterps_sim.planner.robust import checkpoint_sweep
@@ -111,6 +111,7 @@ def cmd_episodes(args) -> int:
     if args.json:
         print(dump({"plan": plan.to_json_dict(), **outcome.to_json_dict(),
                     **({"sweep": sweep_json(sweep)} if sweep is not None else {}),
+                    **({"held_out": held_out_json(held)} if held is not None else {}),
                     **({"checkpoints": [{"scale": c.scale, "jobs": c.outcome.to_json_dict()}
                                         for c in checkpoints]}
                        if checkpoints is not None else {})}))
@@ -119,45 +120,48 @@ def cmd_episodes(args) -> int:
         print("\n".join(episode_lines(loaded.problem, plan, outcome)))
         if sweep is not None:
             print("\n" + "\n".join(sweep_lines(loaded.problem, market, sweep)))
+        if held is not None:
+            from heterps_sim.plots.episodes import held_out_lines
+            print("\n" + "\n".join(held_out_lines(held)))
         if checkpoints is not None:
             from heterps_sim.plots.episodes import checkpoint_lines
             print("\n" + "\n".join(checkpoint_lines(checkpoints)))
     from heterps_sim.planner.robust import best_checkpoint
-    held = (outcome.meets_probability or (sweep is not None and sweep.best is not None)
+    holds = (outcome.meets_probability or (sweep is not None and sweep.best is not None)
             or (checkpoints is not None and best_checkpoint(checkpoints) is not None))
-    return 0 if held else EXIT_INFEASIBLE
+    return 0 if holds else EXIT_INFEASIBLE
 
 
 def _sweep(args, loaded, market):
-    """The baselines on mean times: the planner's answer repaired, then at each raised floor
-    planned on on-demand prices, then planned on spot prices (planner/spot.py); then, from the
-    repaired answer and the spot-priced one at the lowest headroom (when they miss the floor),
-    units added one at a time where the jobs say they pay (robust.unit_repair)."""
+    """planner/robust.market_sweep under the scenario's scheduler and the schedule asked for:
+    (the sweep, its held-out replay or None)."""
     from argparse import Namespace
 
     from heterps_sim.cli.common import make_planner
-    from heterps_sim.planner.robust import Sweep, headroom_sweep, repaired_on_means, unit_repair
-    from heterps_sim.planner.spot import spot_priced
+    from heterps_sim.planner.robust import market_sweep
     name, mode, seed, options = schedule_settings(
         Namespace(scheduler=None, mode=None, seed=None, set=None), loaded)
     planner = make_planner(name, mode, seed, options, pipeline_setting(args, loaded))
     try:
-        repaired = repaired_on_means(loaded.problem, market, planner, seeds=args.seeds)
-        raised = headroom_sweep(loaded.problem, market, planner, headrooms=args.sweep,
-                                seeds=args.seeds)
-        spot = (headroom_sweep(loaded.problem, market, planner, headrooms=args.sweep,
-                               seeds=args.seeds, plan_on=spot_priced(loaded.problem, market),
-                               label="spot prices")
-                if market.spot else Sweep(()))
-        # units added where the jobs say they pay, from the cheapest plan of each family
-        grown = [unit_repair(loaded.problem, c, market, seeds=args.seeds, plan_on=on)
-                 for c, on in ((repaired, None),
-                               (spot.candidates[0] if spot.candidates else None,
-                                spot_priced(loaded.problem, market)))
-                 if c is not None and c.plan is not None and not c.holds]
+        return market_sweep(loaded.problem, market, planner, headrooms=args.sweep,
+                            seeds=args.seeds)
     except ValueError as exc:
         raise UserFileError(f"{args.market}: {exc}") from None
-    return Sweep((repaired, *raised.candidates, *spot.candidates, *grown))
+
+
+def held_out_json(held) -> dict:
+    def row(r) -> dict:
+        out = {"label": r.candidate.label, "plan": r.candidate.plan.to_json_dict(),
+               "chosen": r is held.chosen, "fit_window_cost_usd": r.candidate.outcome.cost.mean}
+        if r.replay is None:
+            return {**out, "replay": None, "failure": r.failure}
+        return {**out, "replay": r.replay.to_json_dict(), "predicted_off": r.predicted_off,
+                "throughput_lost": r.throughput_lost, "cheaper_than_on_demand": r.cheaper}
+    best = held.on_demand
+    return {"rows": [row(r) for r in held.rows],
+            "on_demand_best": (None if best is None else
+                               {"label": best.label, "plan": best.plan.to_json_dict(),
+                                "jobs": best.outcome.to_json_dict()})}
 
 
 def sweep_json(sweep) -> dict:

@@ -117,8 +117,13 @@ def jitter_factors(seed: int, cv: float, purpose: int, *key) -> np.ndarray:
     return 1.0 + cv * keyed_exponential(seed, purpose, *key)
 
 
-def choose_stragglers(seed: int, num_units: int, fraction: float) -> frozenset[int]:
-    """Which units (0..num_units-1) are slow: floor(fraction x units + 1/2) of them."""
+def choose_stragglers(seed: int, num_units: int, fraction: float,
+                      draw: str = "share") -> frozenset[int]:
+    """Which units (0..num_units-1) are slow: floor(fraction x units + 1/2) of them (`share`),
+    or each with probability `fraction` (`each`; DesOptions.straggler_draw)."""
+    if draw == "each":
+        slow = stream(seed, STRAGGLERS).random(num_units) < fraction
+        return frozenset(int(u) for u in np.flatnonzero(slow))
     count = min(num_units, int(math.floor(fraction * num_units + 0.5)))
     if count == 0:
         return frozenset()

@@ -160,6 +160,12 @@ class DesOptions(HpsOptions):
                              "delay of each operation, as a share of its duration.")
     straggler_fraction: float = Field(
         default=0.1, ge=0, le=1, description="stragglers: share of the units (rounded) that are slow.")
+    straggler_draw: Literal["share", "each"] = Field(
+        default="share", description="stragglers: 'share' makes floor(fraction x units + 1/2) "
+        "units slow, which ones drawn from the seed (every run holds the same count; a plan of "
+        "4 units or fewer none at 0.1); 'each' makes each unit slow with probability fraction, "
+        "drawn from the seed (a run of one unit is slow one seed in ten at 0.1): what whole "
+        "jobs rented on fresh hosts draw (planner/episodes.py).")
     straggler_slowdown: float = Field(default=1.5, ge=1, allow_inf_nan=False,
                                       description="stragglers: duration factor of a slow unit.")
     preemption_rate_per_hour: float = Field(

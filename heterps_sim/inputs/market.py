@@ -20,7 +20,7 @@ any plan under one (planner/episodes.py). Bad input is one line naming the file 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -111,6 +111,30 @@ class Market:
                       restart_s=self.restart_s, checkpoint_write_s=self.checkpoint_write_s,
                       checkpoint_every_s=self.checkpoint_every_s,
                       probability=self.probability, source=self.source)
+
+    @property
+    def holds_out(self) -> bool:
+        """Some type's trace is replayed on another part than the one the planner knows (its
+        fit window): what the jobs replay is held out from what plans are chosen on."""
+        return any(t.fit_on is not None for t in self.spot.values())
+
+    def known(self) -> Market:
+        """The market the planner knows: each trace with a fit window replayed on that window,
+        so that choosing among plans by their jobs never sees the held-out part (itself when
+        nothing is held out)."""
+        if not self.holds_out:
+            return self
+        return replace(self, spot={
+            name: t if t.fit_on is None else replace(t, availability=t.fit_on, fit_on=None)
+            for name, t in self.spot.items()})
+
+    def lowest_units(self, name: str) -> int | None:
+        """The fewest units of spot type `name` its known trace ever held (None: no trace, so
+        no recorded limit on how many can be held)."""
+        terms = self.spot.get(name)
+        if terms is None or terms.availability is None:
+            return None
+        return min(terms.known().units)
 
     def checkpoint_interval_s(self, reclaims_per_hour: float) -> float:
         """every_s, else Young's interval sqrt(2 C / rate) for a job reclaimed `rate` times an

@@ -135,13 +135,18 @@ def rentable(plan: Plan, result) -> Plan:
 
 def step_times(problem: Problem, plan: Plan, seeds: int, first_seed: int = 0) -> np.ndarray:
     """Per seed, the plan's step time in the step-level simulator with jitter and stragglers
-    (and the check's deterministic effects) on."""
+    (each unit slow with the stragglers' share as its probability) and the check's
+    deterministic effects on."""
     from heterps_sim.des import simulate
     from heterps_sim.planner.check import DETERMINISTIC_EFFECTS, VerifySettings
     effects = DETERMINISTIC_EFFECTS + STEP_EFFECTS_VARIABLE
     out = []
     for seed in range(first_seed, first_seed + seeds):
-        options = VerifySettings(effects=effects, seed=seed).options()
+        # each job is rented afresh: each of its units is slow with the stragglers' share as
+        # its probability, so a job of one unit is slow as often as one of many (a fixed share
+        # would give plans of up to 4 units no slow unit at all, and every larger plan one)
+        options = VerifySettings(effects=effects, seed=seed).options().model_copy(
+            update={"straggler_draw": "each"})
         result = simulate(problem, plan, seed=seed, options=options, record_spans=False).result
         if result.throughput <= 0 or not math.isfinite(result.throughput):
             raise ValueError(f"the plan does not run in the simulator at seed {seed}: "

@@ -174,7 +174,8 @@ def unit_repair(problem: Problem, start: Candidate, market: Market, *, seeds: in
     """Units added one at a time where the jobs say they pay, until the floor holds as often as
     the market asks: each round simulates the plan with one more unit in each stage, and with
     one more parameter-server host when the plan names its hosts (the same seeds) and keeps the one that raises the throughput the market's share of jobs reach
-    (floor_quantile) the most per USD its jobs cost more on average. Stops when the floor
+    (floor_quantile) the most per USD its jobs cost more on average; within the available
+    units of `plan_on` (its caps). Stops when the floor
     holds, when no added unit raises that throughput, or after `max_added` units. A search in
     the simulator, not a proof: a unit in one stage can pay only beside one in another.
     The candidate's planned cost is the final plan's on mean times, priced on `plan_on` (the
@@ -186,7 +187,7 @@ def unit_repair(problem: Problem, start: Candidate, market: Market, *, seeds: in
     added = 0
     while not outcome.meets_probability and added < max_added:
         best = None
-        for trial in growth_moves(plan, problem):
+        for trial in growth_moves(plan, problem if plan_on is None else plan_on):
             o = rental_episodes(problem, trial, market, seeds=seeds, reference=False)
             gain = floor_quantile(problem, o) - q
             if gain <= 0.0:
@@ -208,6 +209,119 @@ def unit_repair(problem: Problem, start: Candidate, market: Market, *, seeds: in
                      planned, outcome)
 
 
+@dataclass(frozen=True, slots=True)
+class HeldOutRow:
+    """One plan chosen among on the part of each trace the planner knows (its fit window),
+    replayed on the part held out."""
+
+    candidate: Candidate
+    """Its outcome: its jobs on the known part (what the choice saw, its prediction)."""
+    replay: RentalOutcome | None
+    """The same plan's jobs (same seeds and step times) on the held-out part; its reference
+    is the same plan on demand, its `predicted` the Poisson rates fitted to the known part.
+    None when a job does not finish there (`failure` says why)."""
+    failure: str = ""
+
+    @property
+    def predicted_off(self) -> float:
+        """Its jobs on the known part against its replay: mean cost / the replay's - 1
+        (negative: the prediction was low)."""
+        return self.candidate.outcome.cost.mean / self.replay.cost.mean - 1.0
+
+    @property
+    def throughput_lost(self) -> float:
+        """1 - the replay's mean throughput over the same plan's on demand (waits for
+        capacity, restarts, lost work; the step times are the same)."""
+        return 1.0 - float(self.replay.reference.run_s.mean()) / float(self.replay.run_s.mean())
+
+    @property
+    def cheaper(self) -> float:
+        """How many times cheaper the replay is than the same plan on demand."""
+        return self.replay.reference.cost.mean / self.replay.cost.mean
+
+
+@dataclass(frozen=True, slots=True)
+class HeldOut:
+    """What choosing plans by simulated jobs is worth on data the choice never saw."""
+
+    rows: tuple[HeldOutRow, ...]
+    """The sweep's best first (when one holds the floor), then every other distinct plan
+    that rents a type whose trace holds a part out."""
+    chosen: HeldOutRow | None
+    """The sweep's best (None: no plan held the floor on the known part)."""
+    on_demand: Candidate | None
+    """The cheapest of the sweep's plans that holds the floor rented all on demand (its
+    outcome: those jobs on demand, the same seeds and step times); None when none does."""
+
+
+def held_out(problem: Problem, market: Market, sweep: Sweep, *, seeds: int = 50) -> HeldOut:
+    """The sweep's plans, chosen by their jobs on `market.known()`, replayed on `market`: the
+    best, and every other plan renting a type whose trace holds a part out."""
+    held = {n for n, t in market.spot.items() if t.fit_on is not None}
+    best, rows, seen = sweep.best, [], set()
+    for c in ([best] if best is not None else []) + list(sweep.candidates):
+        if c.plan is None or c.outcome is None:
+            continue
+        key = repr(c.plan.to_json_dict())
+        uses = {n for st in c.plan.stages for n, _ in st.groups}
+        if key in seen or (c is not best and not uses & held):
+            continue
+        seen.add(key)
+        from heterps_sim.des.job import JobTooLong
+        try:  # a plan chosen on a calm window may not finish on a harsh one: say so
+            rows.append(HeldOutRow(c, rental_episodes(problem, c.plan, market, seeds=seeds,
+                                                      step_s=c.outcome.step_s)))
+        except JobTooLong as exc:
+            rows.append(HeldOutRow(c, None, str(exc)))
+    on_demand = []
+    for c in sweep.candidates:
+        if c.plan is None or c.outcome is None:
+            continue
+        o = rental_episodes(problem, c.plan, market.on_demand(), seeds=seeds, reference=False,
+                            step_s=c.outcome.step_s)
+        if o.meets_probability:
+            on_demand.append(Candidate(c.label, c.headroom, c.plan, c.planned_cost_usd, o))
+    return HeldOut(tuple(rows), rows[0] if rows and best is not None else None,
+                   min(on_demand, key=lambda c: c.outcome.cost.mean) if on_demand else None)
+
+
+def market_sweep(problem: Problem, market: Market, planner: Planner, *,
+                 headrooms=HEADROOMS, seeds: int = 50) -> tuple[Sweep, HeldOut | None]:
+    """The baselines on mean times and the plans grown from them, each scored by the same jobs:
+    the planner's answer repaired; its answer at each raised floor on on-demand prices, then
+    on spot prices (planner/spot.py), then, when a type's reclaims come from a trace, on spot
+    prices within what the trace always held (`within trace`); then, from the repaired answer
+    and each spot family's plan at the lowest headroom (when they miss the floor), units added
+    where the jobs say they pay (unit_repair).
+
+    Every plan is chosen by its jobs on the market the planner knows (Market.known: each trace
+    on its fit window). When the market holds a part of a trace out, the plans are then
+    replayed on that part (held_out); otherwise the second value is None."""
+    from heterps_sim.planner.spot import spot_priced
+    known = market.known()
+    repaired = repaired_on_means(problem, known, planner, seeds=seeds)
+    raised = headroom_sweep(problem, known, planner, headrooms=headrooms, seeds=seeds)
+    families: list[Sweep] = []
+    starts = [(repaired, None)]
+    if market.spot:
+        names = set(problem.type_names)
+        on_spot = spot_priced(problem, market)
+        families.append(headroom_sweep(problem, known, planner, headrooms=headrooms,
+                                       seeds=seeds, plan_on=on_spot, label="spot prices"))
+        starts.append((families[-1].candidates[0], on_spot))
+        if any(market.lowest_units(n) is not None for n in market.spot if n in names):
+            within = spot_priced(problem, market, within_trace=True)
+            families.append(headroom_sweep(problem, known, planner, headrooms=headrooms,
+                                           seeds=seeds, plan_on=within, label="within trace"))
+            starts.append((families[-1].candidates[0], within))
+    grown = [unit_repair(problem, c, known, seeds=seeds, plan_on=on) for c, on in starts
+             if c.plan is not None and not c.holds]
+    sweep = Sweep((repaired, *raised.candidates, *(c for f in families for c in f.candidates),
+                   *grown))
+    return sweep, (held_out(problem, market, sweep, seeds=seeds) if market.holds_out else None)
+
+
 __all__ = ["CHECKPOINT_SCALES", "HEADROOMS", "MAX_ADDED_UNITS", "Candidate", "CheckpointChoice",
            "best_checkpoint", "checkpoint_sweep", "Sweep", "floor_quantile",
-           "growth_moves", "headroom_sweep", "repaired_on_means", "unit_repair", "with_unit_added"]
+           "growth_moves", "HeldOut", "HeldOutRow", "held_out", "headroom_sweep", "market_sweep",
+           "repaired_on_means", "unit_repair", "with_unit_added"]

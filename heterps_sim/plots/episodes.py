@@ -96,8 +96,10 @@ def episode_lines(problem, plan, outcome) -> list[str]:
 def sweep_lines(problem, market, sweep) -> list[str]:
     """The baselines on mean times and the plans grown from them in the simulator, each scored
     by the same jobs (planner/robust.py)."""
+    where = (" on the part of each trace the planner knows (its fit window)"
+             if market.holds_out else "")
     lines = [f"plans on mean times (and with units added in the simulator: +N units), scored by "
-             f"the same jobs (floor {problem.throughput_limit:,.0f} samples/s in "
+             f"the same jobs{where} (floor {problem.throughput_limit:,.0f} samples/s in "
              f"{100 * market.probability:.0f}% of them):",
              f"  {'':26} {'planned USD':>12} {'jobs: cost USD (95% interval)':>34} "
              f"{'floor held':>22}"]
@@ -112,6 +114,45 @@ def sweep_lines(problem, market, sweep) -> list[str]:
     lines.append(f"cheapest holding the floor: {best.label}, {money(best.outcome.cost.mean)} USD "
                  "per job on average" if best is not None else
                  "none of these plans holds the floor as often as the market asks")
+    return lines
+
+
+def held_out_lines(held) -> list[str]:
+    """The sweep's plans replayed on the held-out part of their traces (planner/robust.HeldOut):
+    the chosen one, and each other that rents a type held out."""
+    lines = ["held out: plans chosen on the fit window, replayed on the part of the trace held "
+             "out (the same seeds and step times):",
+             f"  {'':26} {'fit window USD':>14} {'held out USD (95% interval)':>30} {'off':>7} "
+             f"{'floor held':>11} {'on demand USD':>14} {'cheaper':>8} {'thr. lost':>9}"]
+    for r in held.rows:
+        o = r.replay
+        label = r.candidate.label + (" (chosen)" if r is held.chosen else "")
+        if o is None:
+            lines.append(f"  {label:26} {money(r.candidate.outcome.cost.mean):>14} "
+                         f"does not finish on the held-out part: {r.failure}")
+            continue
+        lines.append(f"  {label:26} {money(r.candidate.outcome.cost.mean):>14} "
+                     f"{o.cost.text():>30} {100 * r.predicted_off:+6.1f}% "
+                     f"{100 * o.meet.mean:10.0f}% {money(o.reference.cost.mean):>14} "
+                     f"{r.cheaper:7.2f}x {100 * r.throughput_lost:8.1f}%")
+    for r in held.rows:
+        lines.append(f"  {r.candidate.label}: {_units(r.candidate.plan)}")
+    fitted = [(r, r.replay.predicted) for r in held.rows
+              if r.replay is not None and r.replay.predicted is not None]
+    if fitted:
+        lines.append("the Poisson rates fitted to the fit window predict the held-out replay: "
+                     + ", ".join(f"{r.candidate.label} {100 * (p.cost.mean / r.replay.cost.mean - 1):+.1f}%"
+                                 for r, p in fitted))
+    if held.chosen is None:
+        lines.append("no plan held the floor on the fit window: none is chosen")
+    best = held.on_demand
+    if held.chosen is not None and best is not None and held.chosen.replay is not None:
+        lines.append(f"the chosen plan held out against the cheapest plan holding the floor all "
+                     f"on demand ({best.label}, {_units(best.plan)}, "
+                     f"{money(best.outcome.cost.mean)} USD): "
+                     f"{best.outcome.cost.mean / held.chosen.replay.cost.mean:.2f}x cheaper")
+    elif best is None:
+        lines.append("none of these plans holds the floor rented all on demand")
     return lines
 
 

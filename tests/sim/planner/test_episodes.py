@@ -94,10 +94,27 @@ def test_step_times_are_the_simulators_at_each_seed(tiny):
     got = step_times(problem, plan, 3)
     effects = DETERMINISTIC_EFFECTS + ("jitter", "stragglers")
     for seed in range(3):
-        r = simulate(problem, plan, seed=seed, record_spans=False,
-                     options=VerifySettings(effects=effects, seed=seed).options()).result
+        options = VerifySettings(effects=effects, seed=seed).options().model_copy(
+            update={"straggler_draw": "each"})
+        r = simulate(problem, plan, seed=seed, record_spans=False, options=options).result
         assert got[seed] == pytest.approx(problem.batch_size / r.throughput)
     assert len(set(got.tolist())) > 1  # the jitter draws per seed
+
+
+def test_a_job_of_one_unit_is_slow_as_often_as_the_stragglers_share_says():
+    """Jobs draw each unit slow with the stragglers' share as its probability: a one-unit plan
+    (which a share rounded down never makes slow) is 1.5x slower in about one job in ten."""
+    from heterps_sim.des.effects import choose_stragglers
+    from heterps_sim.testing import chain_plan, chain_problem
+    problem = chain_problem([0.01], alpha=0.9)
+    plan = chain_plan(problem, [1])
+    assert choose_stragglers(0, 1, 0.1) == frozenset()  # the simulator's share: never slow
+    slow = [len(choose_stragglers(s, 1, 0.1, "each")) for s in range(2000)]
+    assert 0.08 < sum(slow) / 2000 < 0.12
+    got = step_times(problem, plan, 40)
+    fast = float(np.min(got))
+    assert any(t > 1.3 * fast for t in got)  # some jobs hold the slow unit
+    assert sum(t > 1.3 * fast for t in got) < 12  # and most do not
 
 
 def test_wilson_interval_holds_the_share():
