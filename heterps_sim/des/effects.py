@@ -117,13 +117,20 @@ def jitter_factors(seed: int, cv: float, purpose: int, *key) -> np.ndarray:
     return 1.0 + cv * keyed_exponential(seed, purpose, *key)
 
 
-def choose_stragglers(seed: int, num_units: int, fraction: float,
-                      draw: str = "share") -> frozenset[int]:
-    """Which units (0..num_units-1) are slow: floor(fraction x units + 1/2) of them (`share`),
-    or each with probability `fraction` (`each`; DesOptions.straggler_draw)."""
+def choose_stragglers(seed: int, num_units: int, fraction: float, draw: str = "share",
+                      stage_units: tuple[int, ...] = ()) -> frozenset[int]:
+    """Which units (0..num_units-1, numbered stage after stage) are slow: floor(fraction x
+    units + 1/2) of them (`share`), or each with probability `fraction` (`each`;
+    DesOptions.straggler_draw). `each` draws stage g's units from a stream of their own
+    (`stage_units`: the units per stage; default one stage), so a unit added to a stage leaves
+    every other unit's draw as it was (plans one unit apart compare on the same draws)."""
     if draw == "each":
-        slow = stream(seed, STRAGGLERS).random(num_units) < fraction
-        return frozenset(int(u) for u in np.flatnonzero(slow))
+        slow, first = [], 0
+        for g, k in enumerate(stage_units or (num_units,)):
+            hits = np.flatnonzero(stream(seed, STRAGGLERS, g).random(k) < fraction)
+            slow.extend(first + int(u) for u in hits)
+            first += k
+        return frozenset(slow)
     count = min(num_units, int(math.floor(fraction * num_units + 0.5)))
     if count == 0:
         return frozenset()

@@ -195,9 +195,9 @@ def _populate(world: World, works: list[StageWork], schedule: str, flush: bool, 
     """Create every replica with its actions and pre-drawn durations, and the Resources."""
     opts, n_steps, m = world.options, world.num_steps, world.num_microbatches
     units = sum(w.num_replicas for w in works)
-    slow = (choose_stragglers(seed, units, opts.straggler_fraction, opts.straggler_draw)
-            if opts.on("stragglers")
-            else frozenset())
+    slow = (choose_stragglers(seed, units, opts.straggler_fraction, opts.straggler_draw,
+                              tuple(w.num_replicas for w in works))
+            if opts.on("stragglers") else frozenset())
     noisy = world.noise_from is not None
     jitter = opts.jitter_cv if noisy and opts.on("jitter") else 0.0
     factors = _slowdowns(works, slow, opts)

@@ -285,14 +285,31 @@ def held_out(problem: Problem, market: Market, sweep: Sweep, *, seeds: int = 50)
                    min(on_demand, key=lambda c: c.outcome.cost.mean) if on_demand else None)
 
 
+def _beyond_trace(sweep: Sweep, market: Market, names: set) -> bool:
+    """Some plan of `sweep` rents more units of a traced type than its known trace always
+    held (so planning within the trace would answer otherwise)."""
+    for c in sweep.candidates:
+        if c.plan is None:
+            continue
+        used: dict[str, int] = {}
+        for st in c.plan.stages:
+            for name, n in st.groups:
+                used[name] = used.get(name, 0) + int(n)
+        for name, n in used.items():
+            low = market.lowest_units(name) if name in names else None
+            if low is not None and n > low:
+                return True
+    return False
+
+
 def market_sweep(problem: Problem, market: Market, planner: Planner, *,
                  headrooms=HEADROOMS, seeds: int = 50) -> tuple[Sweep, HeldOut | None]:
     """The baselines on mean times and the plans grown from them, each scored by the same jobs:
     the planner's answer repaired; its answer at each raised floor on on-demand prices, then
-    on spot prices (planner/spot.py), then, when a type's reclaims come from a trace, on spot
-    prices within what the trace always held (`within trace`); then, from the repaired answer
-    and each spot family's plan at the lowest headroom (when they miss the floor), units added
-    where the jobs say they pay (unit_repair).
+    on spot prices (planner/spot.py), then, when one of those rents more units of a type than
+    its known trace always held, on spot prices within that (`within trace`); then, from the
+    repaired answer and each spot family's plan at the lowest headroom (when they miss the
+    floor), units added where the jobs say they pay (unit_repair).
 
     Every plan is chosen by its jobs on the market the planner knows (Market.known: each trace
     on its fit window). When the market holds a part of a trace out, the plans are then
@@ -309,7 +326,7 @@ def market_sweep(problem: Problem, market: Market, planner: Planner, *,
         families.append(headroom_sweep(problem, known, planner, headrooms=headrooms,
                                        seeds=seeds, plan_on=on_spot, label="spot prices"))
         starts.append((families[-1].candidates[0], on_spot))
-        if any(market.lowest_units(n) is not None for n in market.spot if n in names):
+        if _beyond_trace(families[-1], market, names):
             within = spot_priced(problem, market, within_trace=True)
             families.append(headroom_sweep(problem, known, planner, headrooms=headrooms,
                                            seeds=seeds, plan_on=within, label="within trace"))

@@ -150,3 +150,23 @@ def test_a_plan_that_cannot_finish_on_the_held_out_part_is_reported_not_raised(t
     sweep = Sweep((Candidate("three units", 0.0, plan, 1.0, calm),))
     (row,) = held_out(problem, market, sweep, seeds=2).rows
     assert row.replay is None and "reclaims" in row.failure
+
+
+def test_the_within_trace_family_runs_only_where_the_trace_binds(tmp_path, tiny):
+    problem, planner, name = tiny
+    calm = _market(tmp_path, name, (3600, 7200))  # knows 3 units always held
+    labels = [c.label for c in market_sweep(problem, calm, planner, headrooms=(0.0, 1.0),
+                                            seeds=3)[0].candidates]
+    assert not any(x.startswith("within trace") for x in labels)
+    (tmp_path / "low.csv").write_text("0,1\n10,3\n36000,3\n")  # knows a level of 1
+    low = parse_market({"spot": {name: {"price_per_hour": 0.05, "trace": "low.csv",
+                                        "fit_window_s": [0, 36000]}},
+                        "checkpoint": {"write_s": 1.0}}, "<m>", base=tmp_path)
+    sweep, _ = market_sweep(problem, low, planner, headrooms=(0.0, 1.0), seeds=3)
+    spot = [c for c in sweep.candidates if c.label.startswith("spot prices")]
+    within = [c for c in sweep.candidates if c.label.startswith("within trace")]
+    assert any(sum(n for s in c.plan.stages for t, n in s.groups if t == name) > 1
+               for c in spot if c.plan is not None)  # the premise: the trace binds
+    assert within and all(
+        c.plan is None or sum(n for s in c.plan.stages for t, n in s.groups if t == name) <= 1
+        for c in within)
