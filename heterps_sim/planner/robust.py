@@ -132,6 +132,13 @@ def floor_quantile(problem: Problem, outcome: RentalOutcome) -> float:
     return float(np.quantile(thr, 1.0 - outcome.market.probability, method="lower"))
 
 
+def shortfall(problem: Problem, outcome: RentalOutcome) -> float:
+    """How far below the floor the jobs end, on average (samples/s; 0 when every job holds)."""
+    import numpy as np
+    thr = problem.batch_size * outcome.steps / outcome.run_s
+    return float(np.maximum(0.0, problem.throughput_limit - thr).mean())
+
+
 def with_unit_added(plan, g: int):
     """The plan with one more unit in stage g (of a mixed stage, of its first type)."""
     stage = plan.stages[g]
@@ -173,23 +180,26 @@ def unit_repair(problem: Problem, start: Candidate, market: Market, *, seeds: in
                 plan_on: Problem | None = None) -> Candidate:
     """Units added one at a time where the jobs say they pay, until the floor holds as often as
     the market asks: each round simulates the plan with one more unit in each stage, and with
-    one more parameter-server host when the plan names its hosts (the same seeds) and keeps the one that raises the throughput the market's share of jobs reach
-    (floor_quantile) the most per USD its jobs cost more on average; within the available
-    units of `plan_on` (its caps). Stops when the floor
-    holds, when no added unit raises that throughput, or after `max_added` units. A search in
-    the simulator, not a proof: a unit in one stage can pay only beside one in another.
-    The candidate's planned cost is the final plan's on mean times, priced on `plan_on` (the
-    problem the start was planned on; default `problem`)."""
+    one more parameter-server host when the plan names its hosts (the same seeds), within the
+    available units of `plan_on` (its caps), and keeps the one that cuts the jobs' shortfall
+    (shortfall: how far below the floor the jobs end, on average) the most per USD its jobs
+    cost more on average. The shortfall, not the throughput the market's share of jobs reach,
+    because that job can be one whose slow unit sits in another stage than the unit's: a unit
+    in each of two stages may be needed before it moves, and each still cuts the shortfall.
+    Stops when the floor holds, when no added unit cuts the shortfall, or after `max_added`
+    units. A search in the simulator, not a proof. The candidate's planned cost is the final
+    plan's on mean times, priced on `plan_on` (the problem the start was planned on; default
+    `problem`)."""
     if start.plan is None or start.outcome is None:
         return start
     plan, outcome = start.plan, start.outcome
-    q = floor_quantile(problem, outcome)
+    short = shortfall(problem, outcome)
     added = 0
     while not outcome.meets_probability and added < max_added:
         best = None
         for trial in growth_moves(plan, problem if plan_on is None else plan_on):
             o = rental_episodes(problem, trial, market, seeds=seeds, reference=False)
-            gain = floor_quantile(problem, o) - q
+            gain = short - shortfall(problem, o)
             if gain <= 0.0:
                 continue
             score = gain / max(o.cost.mean - outcome.cost.mean, 1e-9)
@@ -198,7 +208,7 @@ def unit_repair(problem: Problem, start: Candidate, market: Market, *, seeds: in
         if best is None:
             break
         _, plan, outcome = best
-        q = floor_quantile(problem, outcome)
+        short = shortfall(problem, outcome)
         added += 1
     planned = start.planned_cost_usd
     if added:
@@ -341,4 +351,4 @@ def market_sweep(problem: Problem, market: Market, planner: Planner, *,
 __all__ = ["CHECKPOINT_SCALES", "HEADROOMS", "MAX_ADDED_UNITS", "Candidate", "CheckpointChoice",
            "best_checkpoint", "checkpoint_sweep", "Sweep", "floor_quantile",
            "growth_moves", "HeldOut", "HeldOutRow", "held_out", "headroom_sweep", "market_sweep",
-           "repaired_on_means", "unit_repair", "with_unit_added"]
+           "repaired_on_means", "shortfall", "unit_repair", "with_unit_added"]

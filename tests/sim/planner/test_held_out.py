@@ -170,3 +170,14 @@ def test_the_within_trace_family_runs_only_where_the_trace_binds(tmp_path, tiny)
     assert within and all(
         c.plan is None or sum(n for s in c.plan.stages for t, n in s.groups if t == name) <= 1
         for c in within)
+
+
+def test_shortfall_is_the_mean_distance_below_the_floor():
+    from types import SimpleNamespace
+
+    from heterps_sim.planner.robust import shortfall
+    problem = SimpleNamespace(batch_size=100, throughput_limit=10.0)
+    # 4 jobs of 10 steps x 100 samples: 1,000 samples over 50, 100, 200 and 250 s
+    outcome = SimpleNamespace(steps=10, run_s=np.array([50.0, 100.0, 200.0, 250.0]))
+    # throughputs 20, 10, 5, 4: shortfalls 0, 0, 5, 6
+    assert shortfall(problem, outcome) == pytest.approx(11 / 4)
