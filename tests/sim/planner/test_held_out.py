@@ -123,6 +123,12 @@ def test_the_choice_never_sees_the_held_out_part(tmp_path, tiny):
         assert np.array_equal(r.replay.step_s, r.candidate.outcome.step_s)
     # the cheapest plan holding the floor all on demand is priced on demand
     assert held.on_demand is not None and not held.on_demand.outcome.market.spot
+    from heterps_sim.plots.episodes import held_out_lines, sweep_lines
+    text = "\n".join(sweep_lines(problem, harsh, a) + held_out_lines(held))
+    assert "scored by the same jobs on the part of each trace the planner knows" in text
+    assert f"  {a.best.label} (chosen)" in text
+    for r in traced:  # each replayed row prints its prediction's error against the replay
+        assert f"{100 * r.predicted_off:+6.1f}%" in text
 
 
 def test_held_out_rows_are_distinct_plans(tmp_path, tiny):
