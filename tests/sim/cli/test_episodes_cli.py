@@ -117,30 +117,21 @@ def test_a_replay_held_out_from_its_fit_window_says_so(tmp_path):
     market.write_text("spot: {xeon-icelake-16vcpu: {price_per_hour: 0.3, trace: t.csv, "
                       "fit_window_s: [0, 3600], trace_window_s: [3600, 7200]}}\n"
                       "checkpoint: {write_s: 0.003}\n")
-    proc = _run(TINY, "--market", str(market), "--seeds", "4")
+    args = (TINY, "--market", str(market), "--seeds", "4", "--sweep", "0")
+    proc = _run(*args)
     assert proc.returncode == 0, proc.stderr
     assert "[3600 s, 7200 s), launched at a point of its window drawn per job; rates and " \
            "checkpoint interval fitted on" in proc.stdout
     assert "t.csv [0 s, 3600 s), not on the replay" in proc.stdout
     assert "the Poisson model fitted to the fit window predicts" in proc.stdout
-    out = json.loads(_run(TINY, "--market", str(market), "--seeds", "4", "--json").stdout)
-    assert out["mean_reclaims"] == 0.0  # the replayed hour never falls below one unit
-
-
-def test_a_held_out_market_reports_the_sweeps_plans_on_the_held_out_part(tmp_path):
-    """exec-tiny's unit on a trace known on a calm hour and replayed on one that falls to 0
-    units for 10 minutes: the sweep chooses on the calm hour, the held-out rows replay the
-    other (the text of the same rows: tests/sim/planner/test_held_out.py)."""
-    (tmp_path / "t.csv").write_text("0,4\n3600,4\n4000,0\n4600,4\n7200,4\n")
-    market = tmp_path / "m.yaml"
-    market.write_text("spot:\n  xeon-icelake-16vcpu: {trace: t.csv, fit_window_s: [0, 3600],\n"
-                      "                        trace_window_s: [3600, 7200]}\n"
-                      "checkpoint: {write_s: 0.003}\n")
-    args = (TINY, "--market", str(market), "--seeds", "4", "--sweep", "0")
+    # the sweep chooses on the fit window and reports its choice on the replayed part
+    assert "scored by the same jobs on the part of each trace the planner knows" in proc.stdout
     out = json.loads(_run(*args, "--json").stdout)
+    assert out["mean_reclaims"] == 0.0  # the replayed hour never falls below one unit
     rows = out["held_out"]["rows"]
     assert rows[0]["chosen"] and rows[0]["label"] == out["sweep"]["best"]
-    # the chosen plan's predicted cost is its jobs on the calm hour: the sweep's own score
+    assert f"  {rows[0]['label']} (chosen)" in proc.stdout
     best = next(c for c in out["sweep"]["candidates"] if c["label"] == out["sweep"]["best"])
     assert rows[0]["fit_window_cost_usd"] == pytest.approx(best["jobs"]["cost_usd"]["mean"])
     assert rows[0]["replay"]["on_demand"]["cost_usd"]["mean"] > 0
+
