@@ -140,6 +140,15 @@ class Plan:
     def has_mixed(self) -> bool:
         return any(s.is_mixed for s in self.stages)
 
+    def units_by_type(self) -> dict[str, int]:
+        """Units the stages rent, per type, in the order the types first appear (the PS's hosts
+        not included; every stage's units must be set)."""
+        used: dict[str, int] = {}
+        for stage in self.stages:
+            for name, n in stage.groups:
+                used[name] = used.get(name, 0) + int(n)
+        return used
+
     def problems(self, layer_names: tuple[str, ...], type_names: tuple[str, ...]) -> list[str]:
         """What makes this plan unusable for a model/cluster; empty when it is fine."""
         issues = []

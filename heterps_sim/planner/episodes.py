@@ -225,10 +225,7 @@ def fitted_market(market: Market, plan: Plan, problem: Problem | None = None) ->
     for capacity added to the restart. What a planner that only knows rates would predict
     for the replay."""
     from dataclasses import replace as with_
-    counts: dict[str, int] = {}
-    for st in plan.stages:
-        for name, n in st.groups:
-            counts[name] = counts.get(name, 0) + int(n)
+    counts = plan.units_by_type()
     host = _ps_host(problem) if problem is not None else None
     if host is not None:  # the PS's shards are units of their type too
         counts[host[0]] = counts.get(host[0], 0) + host[1]
@@ -265,11 +262,7 @@ def rental_episodes(problem: Problem, plan: Plan, market: Market, *, seeds: int 
     thr = problem.batch_size * steps / run
     hits = int((thr >= problem.throughput_limit * (1 - 1e-12)).sum())
     cost = np.array([j.cost_usd for j in jobs])
-    spot_units: dict[str, int] = {}
-    for st in plan.stages:
-        for name, n in st.groups:
-            if name in market.spot:
-                spot_units[name] = spot_units.get(name, 0) + int(n)
+    spot_units = {n: k for n, k in plan.units_by_type().items() if n in market.spot}
     host = _ps_host(problem)
     if host is not None and host[0] in market.spot:
         spot_units[host[0]] = spot_units.get(host[0], 0) + host[1]

@@ -164,10 +164,7 @@ def growth_moves(plan, problem: Problem | None = None) -> list:
     names = list(problem.type_names)
 
     def fits(p) -> bool:
-        used: dict[str, int] = {}
-        for st in p.stages:
-            for name, n in st.groups:
-                used[name] = used.get(name, 0) + int(n)
+        used = p.units_by_type()
         if p.ps is not None:
             used[p.ps.resource] = used.get(p.ps.resource, 0) + p.ps.num_shards
         return all(problem.available[names.index(n)] is None
@@ -268,16 +265,15 @@ def held_out(problem: Problem, market: Market, sweep: Sweep, *, seeds: int = 50)
     """The sweep's plans, chosen by their jobs on `market.known()`, replayed on `market`: the
     best, and every other plan renting a type whose trace holds a part out."""
     held = {n for n, t in market.spot.items() if t.fit_on is not None}
+    from heterps_sim.des.job import JobTooLong
     best, rows, seen = sweep.best, [], set()
     for c in ([best] if best is not None else []) + list(sweep.candidates):
         if c.plan is None or c.outcome is None:
             continue
         key = repr(c.plan.to_json_dict())
-        uses = {n for st in c.plan.stages for n, _ in st.groups}
-        if key in seen or (c is not best and not uses & held):
+        if key in seen or (c is not best and not c.plan.units_by_type().keys() & held):
             continue
         seen.add(key)
-        from heterps_sim.des.job import JobTooLong
         try:  # a plan chosen on a calm window may not finish on a harsh one: say so
             rows.append(HeldOutRow(c, rental_episodes(problem, c.plan, market, seeds=seeds,
                                                       step_s=c.outcome.step_s)))
@@ -298,18 +294,10 @@ def held_out(problem: Problem, market: Market, sweep: Sweep, *, seeds: int = 50)
 def _beyond_trace(sweep: Sweep, market: Market, names: set) -> bool:
     """Some plan of `sweep` rents more units of a traced type than its known trace always
     held (so planning within the trace would answer otherwise)."""
-    for c in sweep.candidates:
-        if c.plan is None:
-            continue
-        used: dict[str, int] = {}
-        for st in c.plan.stages:
-            for name, n in st.groups:
-                used[name] = used.get(name, 0) + int(n)
-        for name, n in used.items():
-            low = market.lowest_units(name) if name in names else None
-            if low is not None and n > low:
-                return True
-    return False
+    return any(n > market.lowest_units(name)
+               for c in sweep.candidates if c.plan is not None
+               for name, n in c.plan.units_by_type().items()
+               if name in names and market.lowest_units(name) is not None)
 
 
 def market_sweep(problem: Problem, market: Market, planner: Planner, *,

@@ -67,6 +67,13 @@ def test_plan_json_round_trip_and_replicas():
         plan_from_dict({"stages": [{"layers": ["a"], "resource": "t4", "gpus": 2}]})
 
 
+def test_units_by_type_sums_stages_and_mixed_replicas_in_first_seen_order():
+    plan = Plan(stages=(Stage(layers=("a",), resource="t4", num_replicas=2),
+                        Stage(layers=("b",), replicas=(("v100", 3), ("t4", 1))),
+                        Stage(layers=("c",), resource="v100", num_replicas=1)))
+    assert list(plan.units_by_type().items()) == [("t4", 3), ("v100", 4)]
+
+
 def test_plan_problems_name_the_first_mismatch():
     plan = Plan(stages=(Stage(layers=("a", "c"), resource="x"),))
     issues = plan.problems(("a", "b", "c"), ("y",))

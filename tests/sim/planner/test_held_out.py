@@ -70,7 +70,7 @@ def test_within_the_trace_caps_the_traced_type_at_its_known_low(tmp_path, tiny):
     assert capped.price_per_hour[k] == pytest.approx(0.05)
     # a plan grown within the caps never rents more than the cap; without them it may
     plan = planner.plan(capped).plan
-    assert sum(n for s in plan.stages for t, n in s.groups if t == name) <= 1
+    assert plan.units_by_type().get(name, 0) <= 1
     assert growth_moves(plan, capped) == []  # one stage of the capped type: nothing fits
     assert len(growth_moves(plan, problem)) == 1
 
@@ -90,9 +90,9 @@ def test_unit_repair_grows_within_the_caps_it_planned_on(tmp_path, tiny):
                               plan_on=capped).candidates
     assert not start.holds  # the premise: noise makes it miss, so units would be added
     grown = unit_repair(tight, start, market.known(), seeds=6, plan_on=capped)
-    assert sum(n for s in grown.plan.stages for t, n in s.groups if t == name) <= 1
+    assert grown.plan.units_by_type().get(name, 0) <= 1
     free = unit_repair(tight, start, market.known(), seeds=6)  # without the caps: it grows
-    assert sum(n for s in free.plan.stages for t, n in s.groups if t == name) > 1
+    assert free.plan.units_by_type().get(name, 0) > 1
 
 
 def test_the_choice_never_sees_the_held_out_part(tmp_path, tiny):
@@ -112,8 +112,7 @@ def test_the_choice_never_sees_the_held_out_part(tmp_path, tiny):
     # the plans renting the traced type are replayed on the harsh hour: the fall to 1 unit
     # leaves a job of 2 or 3 units waiting, so the replay costs more than the fit window said
     # and runs slower than the same plan on demand
-    traced = [r for r in held.rows
-              if any(t == name and n > 1 for s in r.candidate.plan.stages for t, n in s.groups)]
+    traced = [r for r in held.rows if r.candidate.plan.units_by_type().get(name, 0) > 1]
     assert traced
     for r in traced:
         assert r.replay is not None, r.failure
@@ -171,10 +170,10 @@ def test_the_within_trace_family_runs_only_where_the_trace_binds(tmp_path, tiny)
     sweep, _ = market_sweep(problem, low, planner, headrooms=(0.0, 1.0), seeds=3)
     spot = [c for c in sweep.candidates if c.label.startswith("spot prices")]
     within = [c for c in sweep.candidates if c.label.startswith("within trace")]
-    assert any(sum(n for s in c.plan.stages for t, n in s.groups if t == name) > 1
+    assert any(c.plan.units_by_type().get(name, 0) > 1
                for c in spot if c.plan is not None)  # the premise: the trace binds
     assert within and all(
-        c.plan is None or sum(n for s in c.plan.stages for t, n in s.groups if t == name) <= 1
+        c.plan is None or c.plan.units_by_type().get(name, 0) <= 1
         for c in within)
 
 
