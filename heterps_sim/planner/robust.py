@@ -161,15 +161,18 @@ def growth_moves(plan, problem: Problem | None = None) -> list:
         moves.append(replace(plan, ps=replace(plan.ps, num_shards=plan.ps.num_shards + 1)))
     if problem is None:
         return moves
-    names = list(problem.type_names)
+    return [m for m in moves if within_caps(m, problem)]
 
-    def fits(p) -> bool:
-        used = p.units_by_type()
-        if p.ps is not None:
-            used[p.ps.resource] = used.get(p.ps.resource, 0) + p.ps.num_shards
-        return all(problem.available[names.index(n)] is None
-                   or k <= problem.available[names.index(n)] for n, k in used.items())
-    return [m for m in moves if fits(m)]
+
+def within_caps(plan, problem: Problem) -> bool:
+    """The plan's units of each type (stages and parameter-server hosts together) are within
+    the type's available units."""
+    names = list(problem.type_names)
+    used = plan.units_by_type()
+    if plan.ps is not None:
+        used[plan.ps.resource] = used.get(plan.ps.resource, 0) + plan.ps.num_shards
+    return all(problem.available[names.index(n)] is None
+               or k <= problem.available[names.index(n)] for n, k in used.items())
 
 
 def unit_repair(problem: Problem, start: Candidate, market: Market, *, seeds: int = 50,
@@ -339,4 +342,4 @@ def market_sweep(problem: Problem, market: Market, planner: Planner, *,
 __all__ = ["CHECKPOINT_SCALES", "HEADROOMS", "MAX_ADDED_UNITS", "Candidate", "CheckpointChoice",
            "best_checkpoint", "checkpoint_sweep", "Sweep", "floor_quantile",
            "growth_moves", "HeldOut", "HeldOutRow", "held_out", "headroom_sweep", "market_sweep",
-           "repaired_on_means", "shortfall", "unit_repair", "with_unit_added"]
+           "repaired_on_means", "shortfall", "unit_repair", "with_unit_added", "within_caps"]

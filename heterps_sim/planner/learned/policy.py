@@ -1,0 +1,156 @@
+"""The learned spot policy: two LSTMs and the exact solver between them (torch).
+
+    policy = SpotPolicy()
+    step = act(policy, case, generator=g)          # sample a decision (training, search)
+    step = act(policy, case, greedy=True)          # the policy alone: its most likely decision
+    step.decision, step.log_prob, step.entropy
+
+1. A bidirectional LSTM reads the types in order of on-demand price (features.type_features):
+   each type's output scores renting it on spot (Bernoulli), their mean with the case's
+   features scores the headroom (HEADROOMS) and the checkpoint interval (CHECKPOINT_SCALES).
+2. The exact solver plans on the chosen spot prices at the raised floor (decide.Case.base).
+3. A second bidirectional LSTM reads that plan's stages (features.stage_features) and scores the
+   units to add to each (EXTRA_UNITS).
+A decision's log-probability is the sum over the three heads, so REINFORCE trains both LSTMs
+through the solver without differentiating it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from heterps_sim.planner.learned.decide import (
+    CHECKPOINT_SCALES,
+    EXTRA_UNITS,
+    HEADROOMS,
+    Case,
+    Decision,
+)
+from heterps_sim.planner.learned.features import (
+    CASE_FEATURES,
+    STAGE_FEATURES,
+    TYPE_FEATURES,
+    case_features,
+    stage_features,
+    tensor,
+    type_features,
+    type_order,
+)
+
+
+class SpotPolicy(nn.Module):
+    def __init__(self, hidden: int = 32):
+        super().__init__()
+        self.hidden = hidden
+        self.type_in = nn.Linear(TYPE_FEATURES + CASE_FEATURES, hidden)
+        self.type_lstm = nn.LSTM(hidden, hidden, batch_first=True, bidirectional=True)
+        self.spot = nn.Linear(2 * hidden, 1)
+        self.choice = nn.Sequential(nn.Linear(2 * hidden + CASE_FEATURES, hidden), nn.Tanh(),
+                                    nn.Linear(hidden, len(HEADROOMS) + len(CHECKPOINT_SCALES)))
+        self.stage_in = nn.Linear(STAGE_FEATURES + CASE_FEATURES, hidden)
+        self.stage_lstm = nn.LSTM(hidden, hidden, batch_first=True, bidirectional=True)
+        self.extra = nn.Linear(2 * hidden, len(EXTRA_UNITS))
+        with torch.no_grad():  # start near the exact solver's answer: no units added, Young's
+            self.extra.bias.copy_(torch.tensor([2.0] + [0.0] * (len(EXTRA_UNITS) - 1)))
+            bias = self.choice[-1].bias
+            bias.zero_()
+            bias[len(HEADROOMS) + CHECKPOINT_SCALES.index(1.0)] = 1.0
+
+    def first(self, types: torch.Tensor, case: torch.Tensor):
+        """(spot logits (M,), headroom logits, checkpoint logits) for the types in order."""
+        x = torch.cat([types, case.expand(types.shape[0], -1)], dim=-1)
+        out, _ = self.type_lstm(torch.tanh(self.type_in(x))[None])
+        out = out[0]
+        spot = self.spot(out)[:, 0]
+        both = self.choice(torch.cat([out.mean(0), case]))
+        return spot, both[:len(HEADROOMS)], both[len(HEADROOMS):]
+
+    def second(self, stages: torch.Tensor, case: torch.Tensor) -> torch.Tensor:
+        """(stages, EXTRA_UNITS) logits."""
+        x = torch.cat([stages, case.expand(stages.shape[0], -1)], dim=-1)
+        out, _ = self.stage_lstm(torch.tanh(self.stage_in(x))[None])
+        return self.extra(out[0])
+
+
+@dataclass
+class Step:
+    decision: Decision
+    log_prob: torch.Tensor
+    entropy: torch.Tensor
+
+
+def case_inputs(case: Case):
+    """(type features, case features) of a case, from the exact answers on mean times on
+    demand and all on spot (cached on the case)."""
+    cached = getattr(case, "_inputs", None)
+    if cached is None:
+        od = case.base(frozenset(), 0.0).plan
+        sp = case.base(frozenset(case.market.spot), 0.0).plan
+        types = type_features(case.problem, case.market,
+                              od.units_by_type() if od is not None else {},
+                              sp.units_by_type() if sp is not None else {})
+        cached = (tensor(types), tensor(case_features(case.problem, case.market)), types)
+        case._inputs = cached
+    return cached
+
+
+def _pick(dist, greedy: bool, generator):
+    if greedy:
+        if isinstance(dist, torch.distributions.Bernoulli):
+            return (dist.probs > 0.5).float()
+        return dist.probs.argmax(-1)
+    if isinstance(dist, torch.distributions.Bernoulli):
+        return (torch.rand(dist.probs.shape, generator=generator) < dist.probs).float()
+    return torch.multinomial(dist.probs, 1, generator=generator).squeeze(-1)
+
+
+def act(policy: SpotPolicy, case: Case, *, greedy: bool = False,
+        generator: torch.Generator | None = None, given: Decision | None = None) -> Step:
+    """One decision for `case`: sampled, the most likely one with `greedy`, or `given` (its
+    log-probability under the policy: what a gradient step on a known decision needs)."""
+    types_t, case_t, types_np = case_inputs(case)
+    problem, market = case.problem, case.market
+    spot_logit, head_logit, ckpt_logit = policy.first(types_t, case_t)
+    order = type_order(problem)
+    offered = torch.tensor([problem.type_names[j] in market.spot for j in order])
+    # a type the market does not offer on spot is never put there (its logit is ignored)
+    spot_logit = torch.where(offered, spot_logit, torch.full_like(spot_logit, -30.0))
+    d_spot = torch.distributions.Bernoulli(logits=spot_logit)
+    d_head = torch.distributions.Categorical(logits=head_logit)
+    d_ckpt = torch.distributions.Categorical(logits=ckpt_logit)
+    if given is None:
+        spot_pick = _pick(d_spot, greedy, generator)
+        head_pick = _pick(d_head, greedy, generator)
+        ckpt_pick = _pick(d_ckpt, greedy, generator)
+    else:
+        spot_pick = torch.tensor([float(problem.type_names[j] in given.spot) for j in order])
+        head_pick = torch.tensor(HEADROOMS.index(given.headroom))
+        ckpt_pick = torch.tensor(CHECKPOINT_SCALES.index(given.checkpoint_scale))
+    spot = frozenset(problem.type_names[j] for j, s in zip(order, spot_pick.tolist()) if s > 0)
+    headroom = HEADROOMS[int(head_pick)]
+    log_prob = ((d_spot.log_prob(spot_pick) * offered).sum() + d_head.log_prob(head_pick)
+                + d_ckpt.log_prob(ckpt_pick))
+    entropy = (d_spot.entropy() * offered).sum() + d_head.entropy() + d_ckpt.entropy()
+    extra: tuple = ()
+    base = case.base(spot, headroom)
+    if base.plan is not None:
+        stages = tensor(stage_features(problem, types_np, base.plan, base.stage_share, spot,
+                                       headroom))
+        d_extra = torch.distributions.Categorical(logits=policy.second(stages, case_t))
+        if given is None:
+            extra_pick = _pick(d_extra, greedy, generator)
+        else:
+            n = len(base.plan.stages)
+            extra_pick = torch.tensor([EXTRA_UNITS.index(e) for e in
+                                       (tuple(given.extra) + (0,) * n)[:n]])
+        extra = tuple(EXTRA_UNITS[int(i)] for i in extra_pick.tolist())
+        log_prob = log_prob + d_extra.log_prob(extra_pick).sum()
+        entropy = entropy + d_extra.entropy().sum()
+    return Step(Decision(spot, headroom, CHECKPOINT_SCALES[int(ckpt_pick)], extra),
+                log_prob, entropy)
+
+
+__all__ = ["SpotPolicy", "Step", "act", "case_inputs"]

@@ -1,0 +1,186 @@
+"""Train the learned spot policy in the simulator: REINFORCE on simulated jobs.
+
+    python -m heterps_sim.planner.learned.train --seconds 600 --out spot-policy.pt
+
+Each update draws a training case (family.case: a random problem and spot market; seeds below
+family.HELD_OUT_SEEDS, so no evaluation case is ever trained on), samples `samples` decisions
+from the policy (policy.act), scores each by `seeds` simulated jobs (decide.Case.score: the
+step-level simulator with jitter and stragglers, then the job-level one with the market's
+reclaims, checkpoints and restarts; the same seeds for every decision of the case) and takes
+one Adam step on -(advantage x log-probability) - entropy_bonus x entropy, the advantage being
+the reward standardised over the case's decisions (one reward per decision, no critic).
+Training stops at `seconds` or `updates`, whichever comes first (set `updates` for runs that
+repeat exactly). The CSV log beside the checkpoint has one row per update.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import pickle
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from heterps_sim.core.files import UserFileError, run_command
+from heterps_sim.core.flags import OneLineParser
+from heterps_sim.planner.learned.decide import Case
+from heterps_sim.planner.learned.family import HELD_OUT_SEEDS, case
+from heterps_sim.planner.learned.policy import SpotPolicy, act
+from heterps_sim.schedulers.fields import add_flags, plain_message
+
+FORMAT = "heterps-spot-policy/1"
+SHIPPED = Path(__file__).with_name("spot-policy.pt")
+"""The checkpoint shipped in the repository (docs/guide/spot.md says how it was trained)."""
+SEEDS_PER_RUN = 100_000
+"""Training run `seed` draws its cases from seeds seed x SEEDS_PER_RUN on."""
+
+
+class Args(BaseModel):
+    """The training run's settings (each field a --flag)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, allow_inf_nan=False)
+
+    out: str = "spot-policy.pt"
+    """checkpoint written at the end (a CSV log beside it)"""
+    init: str = ""
+    """checkpoint to start from ("" = a fresh policy, "shipped" = the shipped one)"""
+    seed: int = Field(default=0, ge=0, le=9)
+    """seeds the weights, the training cases and the sampling"""
+    hidden: int = Field(default=32, ge=4, le=256)
+    """LSTM hidden size"""
+    seconds: float = Field(default=600.0, gt=0, le=86_400)
+    """wall-clock budget"""
+    updates: int = Field(default=0, ge=0, le=1_000_000)
+    """cap on updates (0: none)"""
+    samples: int = Field(default=8, ge=2, le=256)
+    """decisions sampled per case"""
+    jobs: int = Field(default=10, ge=2, le=1000)
+    """simulated jobs per decision"""
+    lr: float = Field(default=3e-3, gt=0, le=1)
+    """Adam learning rate"""
+    entropy_bonus: float = Field(default=0.01, ge=0, le=10)
+    """weight of the entropy bonus"""
+    threads: int = Field(default=1, ge=1, le=64)
+    """torch threads"""
+
+
+def load_policy(path: str | Path) -> SpotPolicy:
+    """A checkpoint written by `train` (or SHIPPED)."""
+    try:
+        data = torch.load(Path(path), map_location="cpu", weights_only=True)
+    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as exc:
+        raise UserFileError(f"{path}: not a spot-policy checkpoint ({exc})") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise UserFileError(f"{path}: format: not a spot-policy checkpoint ({FORMAT})")
+    policy = SpotPolicy(hidden=int(data["hidden"]))
+    policy.load_state_dict(data["state_dict"])
+    policy.eval()
+    return policy
+
+
+def trained_stats(path: str | Path) -> dict:
+    """What the checkpoint says about its training (updates, wall time, jobs simulated)."""
+    return dict(torch.load(Path(path), map_location="cpu", weights_only=True)["trained"])
+
+
+def train(args: Args, log=None) -> tuple[SpotPolicy, dict]:
+    """Train; `log(row)` gets one dict per update. Returns the policy and its statistics."""
+    torch.manual_seed(args.seed)
+    policy = load_policy(SHIPPED if args.init == "shipped" else args.init) if args.init \
+        else SpotPolicy(hidden=args.hidden)
+    policy.train()
+    opt = torch.optim.Adam(policy.parameters(), lr=args.lr)
+    gen = torch.Generator().manual_seed(args.seed)
+    start = time.perf_counter()
+    next_seed, updates, jobs, samples_simulated, skipped = args.seed * SEEDS_PER_RUN, 0, 0, 0.0, 0
+    while time.perf_counter() - start < args.seconds and (not args.updates
+                                                           or updates < args.updates):
+        if next_seed >= HELD_OUT_SEEDS:
+            raise ValueError("training ran into the held-out cases' seeds")
+        problem, market = case(next_seed)
+        seed_used, next_seed = next_seed, next_seed + 1
+        c = Case(problem, market, seeds=args.jobs)
+        if not c.feasible:
+            skipped += 1
+            continue
+        steps = [act(policy, c, generator=gen) for _ in range(args.samples)]
+        scored = [c.score(s.decision) for s in steps]
+        rewards = torch.tensor([s.reward for s in scored], dtype=torch.float32)
+        jobs += c.jobs
+        samples_simulated += c.jobs * problem.num_samples
+        updates += 1
+        std = float(rewards.std())
+        loss = torch.tensor(0.0)
+        if std > 1e-9:
+            adv = (rewards - rewards.mean()) / std
+            logp = torch.stack([s.log_prob for s in steps])
+            ent = torch.stack([s.entropy for s in steps])
+            loss = -(adv * logp).mean() - args.entropy_bonus * ent.mean()
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
+            opt.step()
+        if log is not None:
+            log({"update": updates, "case_seed": seed_used,
+                 "wall_s": round(time.perf_counter() - start, 3),
+                 "reward_mean": float(rewards.mean()), "reward_best": float(rewards.max()),
+                 "holds_share": float(np.mean([s.holds for s in scored])),
+                 "loss": float(loss.detach()), "jobs": jobs})
+    wall = time.perf_counter() - start
+    policy.eval()
+    stats = {"updates": updates, "cases_skipped": skipped, "wall_s": wall, "jobs": jobs,
+             "simulated_samples": samples_simulated,
+             "jobs_per_s": jobs / wall if wall > 0 else math.nan,
+             "simulated_samples_per_s": samples_simulated / wall if wall > 0 else math.nan,
+             "args": args.model_dump()}
+    return policy, stats
+
+
+def save(path: str | Path, policy: SpotPolicy, stats: dict) -> None:
+    torch.save({"format": FORMAT, "hidden": policy.hidden, "state_dict": policy.state_dict(),
+                "trained": stats}, Path(path))
+
+
+def parse_args(argv: list[str] | None = None) -> Args:
+    parser = OneLineParser(prog="python -m heterps_sim.planner.learned.train",
+                           description="Train the learned spot policy in the simulator.")
+    add_flags(parser, Args)
+    ns = vars(parser.parse_args(argv))
+    try:
+        return Args(**ns)
+    except ValidationError as exc:
+        raise ValueError(plain_message(exc)) from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_command("python -m heterps_sim.planner.learned.train", "", lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> int:
+    try:
+        args = parse_args(argv)
+    except ValueError as exc:
+        raise UserFileError(str(exc)) from None
+    out = Path(args.out)
+    if not out.parent.is_dir():
+        raise UserFileError(f"{out}: out: its folder does not exist")
+    torch.set_num_threads(args.threads)
+    log_path = out.with_suffix(".csv")
+    with open(log_path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, ["update", "case_seed", "wall_s", "reward_mean",
+                                     "reward_best", "holds_share", "loss", "jobs"])
+        writer.writeheader()
+        policy, stats = train(args, lambda row: (writer.writerow(row), fh.flush()))
+    save(out, policy, stats)
+    print(f"{stats['updates']} updates in {stats['wall_s']:.1f} s: {stats['jobs']:,} jobs "
+          f"simulated ({stats['jobs_per_s']:.1f} jobs/s, {stats['simulated_samples_per_s']:.3g} "
+          f"training samples simulated per second); wrote {out} and {log_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,196 @@
+"""The learned spot policy (planner/learned/): its cases, what a decision costs in simulated
+jobs, the policy's decisions and gradient, training and its checkpoint."""
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from heterps_sim.core.files import UserFileError
+from heterps_sim.planner import Planner
+from heterps_sim.planner.episodes import rentable, rental_episodes
+from heterps_sim.planner.learned.decide import (
+    FAILED_REWARD,
+    HEADROOMS,
+    MISS_PENALTY,
+    Case,
+    Decision,
+    Scored,
+    grown,
+    sub_market,
+)
+from heterps_sim.planner.learned.evaluate import best_scored
+from heterps_sim.planner.learned.family import HELD_OUT_SEEDS, ROOM, case
+from heterps_sim.planner.learned.policy import SpotPolicy, act
+from heterps_sim.planner.learned.train import SHIPPED, Args, load_policy, main, save, train
+
+SEED = 7  # a training case: 3 layers, 3 types, two of them offered on spot, a binding floor
+
+
+@pytest.fixture(scope="module")
+def small():
+    problem, market = case(SEED)
+    return problem, market, Case(problem, market, seeds=4)
+
+
+def test_cases_are_seeded_and_their_floor_binds_with_room():
+    a, b = case(SEED), case(SEED)
+    assert a[0].throughput_limit == b[0].throughput_limit
+    assert a[0].num_samples == b[0].num_samples
+    assert {n: t.reclaims_per_hour for n, t in a[1].spot.items()} == \
+        {n: t.reclaims_per_hour for n, t in b[1].spot.items()}
+    problem, _ = a
+    answer = Planner().plan(problem)
+    assert answer.feasible
+    # room for the largest headroom: some plan meets ROOM x the floor on mean times
+    assert ROOM >= 1 + max(HEADROOMS)
+    assert Planner().plan(replace(problem, throughput_limit=ROOM * problem.throughput_limit)
+                          ).feasible
+    # held-out cases are other problems
+    assert case(HELD_OUT_SEEDS + SEED)[0].throughput_limit != problem.throughput_limit
+
+
+def test_the_on_demand_decision_costs_the_planners_answer_on_demand(small):
+    """An oracle built apart: the planner's answer on mean times, rented all on demand, the
+    same seeds, through rental_episodes directly."""
+    problem, market, c = small
+    answer = Planner().plan(problem)
+    direct = rental_episodes(problem, rentable(answer.plan, answer.result), market.on_demand(),
+                             seeds=4, reference=False)
+    scored = c.score(Decision(frozenset(), 0.0, 1.0))
+    assert scored.cost == pytest.approx(direct.cost.mean, rel=1e-12)
+    assert c.reference == pytest.approx(direct.cost.mean, rel=1e-12)
+    np.testing.assert_array_equal(scored.outcome.run_s, direct.run_s)
+
+
+def test_spot_decisions_rent_only_the_chosen_types_on_spot(small):
+    problem, market, c = small
+    assert len(market.spot) >= 2
+    one = sorted(market.spot)[:1]
+    sub = sub_market(market, one)
+    assert set(sub.spot) == set(one)
+    assert sub.checkpoint_write_s == market.checkpoint_write_s
+    d = Decision(frozenset(one), 0.0, 1.0)
+    scored = c.score(d)
+    plan = c.base(d.spot, 0.0).plan
+    assert scored.outcome.spot_units == {n: k for n, k in plan.units_by_type().items()
+                                         if n in one}
+
+
+def test_the_reward_is_the_log_cost_ratio_less_the_miss_penalty(small):
+    problem, market, c = small
+    for d in [Decision(frozenset(market.spot), h, 1.0) for h in HEADROOMS[:3]]:
+        s = c.score(d)
+        if s.outcome is None:
+            assert s.reward == FAILED_REWARD
+            continue
+        expected = -math.log(s.cost / c.reference)
+        missing = market.probability - s.outcome.meet.mean
+        if missing > 1e-12:
+            expected -= MISS_PENALTY + 5.0 * missing
+        assert s.reward == pytest.approx(expected, rel=1e-12)
+        assert s.holds == (missing <= 1e-12)
+
+
+def test_units_are_added_per_stage_within_the_caps(small):
+    problem, _, c = small
+    plan = c.base(frozenset(), 0.0).plan
+    assert grown(plan, (), problem) == plan
+    more = grown(plan, (2,) * len(plan.stages), problem)
+    assert [s.num_replicas for s in more.stages] == [s.num_replicas + 2 for s in plan.stages]
+    # cap every type at one unit more than the plan's: each stage of that type grows by one
+    # at most, stages in order
+    used = plan.units_by_type()
+    capped = replace(problem, available=tuple(used[n] + 1 if n in used else None
+                                              for n in problem.type_names))
+    grown_capped = grown(plan, (2,) * len(plan.stages), capped)
+    assert grown_capped.units_by_type() == {n: k + 1 for n, k in used.items()}
+
+
+def test_greedy_decisions_are_deterministic_and_spot_stays_within_the_market(small):
+    problem, market, c = small
+    torch.manual_seed(0)
+    policy = SpotPolicy()
+    with torch.no_grad():
+        a, b = act(policy, c, greedy=True), act(policy, c, greedy=True)
+        assert a.decision == b.decision
+        gen = torch.Generator().manual_seed(1)
+        sampled = [act(policy, c, generator=gen).decision for _ in range(12)]
+    assert all(d.spot <= set(market.spot) for d in sampled)
+    assert len({d for d in sampled}) > 1  # a fresh policy explores
+    # the log-probability of a given decision is what sampling it reported
+    gen = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        first = act(policy, c, generator=gen)
+        again = act(policy, c, given=first.decision)
+    assert again.decision == first.decision
+    assert float(again.log_prob) == pytest.approx(float(first.log_prob), abs=1e-6)
+
+
+def test_a_policy_gradient_step_makes_the_rewarded_decision_likelier(small):
+    _, market, c = small
+    torch.manual_seed(0)
+    policy = SpotPolicy()
+    good = Decision(frozenset(market.spot), HEADROOMS[1], 1.0)
+    bad = Decision(frozenset(), HEADROOMS[0], 2.0)
+    opt = torch.optim.SGD(policy.parameters(), lr=0.1)
+    before = float(act(policy, c, given=good).log_prob.detach())
+    loss = -(act(policy, c, given=good).log_prob - act(policy, c, given=bad).log_prob)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    assert float(act(policy, c, given=good).log_prob.detach()) > before
+
+
+def test_training_is_deterministic_and_its_checkpoint_round_trips(tmp_path):
+    args = Args(updates=2, samples=2, jobs=2, seconds=1e4, out=str(tmp_path / "p.pt"))
+    rows = []
+    p1, stats = train(args, rows.append)
+    p2, _ = train(args)
+    assert stats["updates"] == 2 and len(rows) == 2
+    assert stats["jobs"] > 0 and stats["simulated_samples"] > 0
+    for (k, v), (_, w) in zip(p1.state_dict().items(), p2.state_dict().items()):
+        assert torch.equal(v, w), k
+    save(args.out, p1, stats)
+    loaded = load_policy(args.out)
+    for (k, v), (_, w) in zip(p1.state_dict().items(), loaded.state_dict().items()):
+        assert torch.equal(v, w), k
+
+
+def test_bad_checkpoints_and_flags_are_one_line(tmp_path, capsys):
+    bad = tmp_path / "bad.pt"
+    bad.write_text("not a checkpoint")
+    with pytest.raises(UserFileError, match="not a spot-policy checkpoint"):
+        load_policy(bad)
+    torch.save({"format": "other"}, tmp_path / "other.pt")
+    with pytest.raises(UserFileError, match="format"):
+        load_policy(tmp_path / "other.pt")
+    assert main(["--samples", "1", "--out", str(tmp_path / "x.pt")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "samples" in err
+    assert main(["--out", str(tmp_path / "missing" / "x.pt")]) == 2
+    assert "folder does not exist" in capsys.readouterr().err
+
+
+def test_the_search_keeps_the_cheapest_decision_that_holds():
+    class Outcome:
+        def __init__(self, cost, holds):
+            self.cost = type("I", (), {"mean": cost})()
+            self.meets_probability = holds
+    d = [Decision(frozenset(), h, 1.0) for h in HEADROOMS[:4]]
+    scored = [Scored(d[0], None, Outcome(5.0, False), -0.5),
+              Scored(d[1], None, Outcome(9.0, True), -1.0),
+              Scored(d[2], None, Outcome(7.0, True), -0.8),
+              Scored(d[3], None, None, FAILED_REWARD)]
+    assert best_scored(scored).decision == d[2]
+    assert best_scored([scored[0], scored[3]]).decision == d[0]  # none holds: best reward
+
+
+def test_the_shipped_policy_loads_and_says_how_it_was_trained():
+    from heterps_sim.planner.learned.train import trained_stats
+    policy = load_policy(SHIPPED)
+    assert isinstance(policy, SpotPolicy)
+    stats = trained_stats(SHIPPED)
+    assert stats["updates"] > 0 and stats["jobs"] > 0 and stats["wall_s"] > 0
