@@ -45,6 +45,14 @@ def add_episodes(p) -> None:
                    help="also run the plan's jobs with checkpoints every 0.25x to 4x the "
                         "market's interval (the same seeds) and print the cheapest that holds "
                         "the floor often enough")
+    p.add_argument("--policy", metavar="CHECKPOINT",
+                   help="also plan with the learned spot policy ('shipped', or a checkpoint of "
+                        "python -m heterps_sim.planner.learned.train): which types go on spot, "
+                        "the headroom, units per stage and the checkpoint interval; prints its "
+                        "most likely decision and the cheapest holding the floor among that and "
+                        "--policy-samples sampled ones, scored by the same jobs")
+    p.add_argument("--policy-samples", type=number(int, 0, 1000), default=16,
+                   help="decisions sampled from the policy for its search (default 16)")
 
 
 def _headrooms(text: str) -> tuple[float, ...]:
@@ -91,6 +99,10 @@ def cmd_episodes(args) -> int:
     from heterps_sim.planner.episodes import rental_episodes
     loaded = load(args.input, args.model)
     market = load_market(args.market, list(loaded.problem.type_names))
+    policy = None
+    if args.policy:  # a bad checkpoint is refused before anything runs
+        from heterps_sim.planner.learned.train import SHIPPED, load_policy
+        policy = load_policy(SHIPPED if args.policy == "shipped" else args.policy)
     plan, result = _plan(args, loaded)
     if plan is None or result is None or not result.feasible:
         why = result.reason if result is not None else "no plan"
@@ -101,6 +113,7 @@ def cmd_episodes(args) -> int:
     except ValueError as exc:
         raise UserFileError(f"{args.market}: {exc}") from None
     sweep, held = _sweep(args, loaded, market) if args.sweep else (None, None)
+    learned = _learned(args, loaded, market, policy) if policy is not None else None
     checkpoints = None
     if args.checkpoints:
         from heterps_sim.planner.robust import checkpoint_sweep
@@ -114,7 +127,8 @@ def cmd_episodes(args) -> int:
                     **({"held_out": held_out_json(held)} if held is not None else {}),
                     **({"checkpoints": [{"scale": c.scale, "jobs": c.outcome.to_json_dict()}
                                         for c in checkpoints]}
-                       if checkpoints is not None else {})}))
+                       if checkpoints is not None else {}),
+                    **({"policy": learned_json(learned)} if learned is not None else {})}))
     else:
         from heterps_sim.plots.episodes import episode_lines, sweep_lines
         print("\n".join(episode_lines(loaded.problem, plan, outcome)))
@@ -126,9 +140,14 @@ def cmd_episodes(args) -> int:
         if checkpoints is not None:
             from heterps_sim.plots.episodes import checkpoint_lines
             print("\n" + "\n".join(checkpoint_lines(checkpoints)))
+        if learned is not None:
+            from heterps_sim.plots.episodes import learned_lines
+            print("\n" + "\n".join(learned_lines(loaded.problem, market, learned,
+                                                   args.policy)))
     from heterps_sim.planner.robust import best_checkpoint
     holds = (outcome.meets_probability or (sweep is not None and sweep.best is not None)
-            or (checkpoints is not None and best_checkpoint(checkpoints) is not None))
+            or (checkpoints is not None and best_checkpoint(checkpoints) is not None)
+            or (learned is not None and learned.searched.holds))
     return 0 if holds else EXIT_INFEASIBLE
 
 
@@ -147,6 +166,38 @@ def _sweep(args, loaded, market):
                             seeds=args.seeds)
     except ValueError as exc:
         raise UserFileError(f"{args.market}: {exc}") from None
+
+
+def _learned(args, loaded, market, policy):
+    """planner/learned/answer.learned_answer with the policy asked for, under the
+    scenario's scheduler and schedule; a market the policy's jobs cannot finish is bad input,
+    as for the plan's."""
+    from argparse import Namespace
+
+    from heterps_sim.cli.common import make_planner
+    from heterps_sim.planner.learned.answer import learned_answer
+    name, mode, seed, options = schedule_settings(
+        Namespace(scheduler=None, mode=None, seed=None, set=None), loaded)
+    planner = make_planner(name, mode, seed, options, pipeline_setting(args, loaded))
+    answer = learned_answer(loaded.problem, market, policy, seeds=args.seeds,
+                            samples=args.policy_samples, planner=planner)
+    if answer is None:
+        raise UserFileError(f"{args.input}: no plan meets the limit on demand: the policy has "
+                            "nothing to decide")
+    return answer
+
+
+def learned_json(answer) -> dict:
+    def one(s) -> dict:
+        return {"decision": {"spot": sorted(s.decision.spot), "headroom": s.decision.headroom,
+                             "units_added": list(s.decision.extra),
+                             "checkpoint_scale": s.decision.checkpoint_scale},
+                "plan": s.plan.to_json_dict() if s.plan is not None else None,
+                "jobs": s.outcome.to_json_dict() if s.outcome is not None else None,
+                "failure": s.failure or None}
+    return {"alone": one(answer.alone), "searched": one(answer.searched),
+            "decisions_tried": answer.tried, "alone_s": answer.alone_s,
+            "searched_s": answer.searched_s}
 
 
 def held_out_json(held) -> dict:

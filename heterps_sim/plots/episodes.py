@@ -172,3 +172,20 @@ def checkpoint_lines(choices) -> list[str]:
                  f"{money(best.outcome.cost.mean)} USD per job on average" if best is not None
                  else "no interval holds the floor as often as the market asks")
     return lines
+
+
+def learned_lines(problem, market, answer, source: str) -> list[str]:
+    """The learned spot policy's decisions and their jobs (planner/learned/answer.py)."""
+    lines = [f"learned spot policy ({source}): its most likely decision, then the cheapest "
+             f"holding the floor of {answer.tried} decisions it proposed, each scored by the "
+             f"same jobs (floor {problem.throughput_limit:,.0f} samples/s in "
+             f"{100 * market.probability:.0f}% of them):"]
+    for label, s in (("policy alone", answer.alone), ("policy + search", answer.searched)):
+        lines.append(f"  {label:16} {s.decision.text()}")
+        if s.outcome is None:
+            lines.append(f"  {'':16} no jobs: {s.failure}")
+            continue
+        units = ", ".join(f"{n} x{k}" for n, k in sorted(s.plan.units_by_type().items()))
+        lines.append(f"  {'':16} plan: {units} in {len(s.plan.stages)} stage(s); jobs: "
+                     f"{s.outcome.cost.text()} USD, floor held {_share(s.outcome)}")
+    return lines

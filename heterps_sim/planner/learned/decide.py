@@ -114,16 +114,21 @@ class Case:
         self._scores: dict = {}
         self.jobs = 0
         """Jobs simulated so far (each a whole training run, num_samples samples)."""
-        self.reference = self._reference()
+        self._reference: float | None = None
 
-    def _reference(self) -> float:
-        """The on-demand answer's mean job cost (on demand, no headroom): rewards' scale."""
-        s = self.score(Decision(frozenset(), 0.0, 1.0), reward=False)
-        return s.cost if s.outcome is not None else math.nan
+    @property
+    def reference(self) -> float:
+        """The on-demand answer's mean job cost (on demand, no headroom): rewards' scale (its
+        jobs are simulated on first use)."""
+        if self._reference is None:
+            s = self.score(Decision(frozenset(), 0.0, 1.0), reward=False)
+            self._reference = s.cost if s.outcome is not None else math.nan
+        return self._reference
 
     @property
     def feasible(self) -> bool:
-        return math.isfinite(self.reference)
+        """Some plan meets the floor on demand on mean times (the planner's answer exists)."""
+        return self.base(frozenset(), 0.0).plan is not None
 
     def base(self, spot, headroom: float) -> Base:
         key = (frozenset(spot), headroom)

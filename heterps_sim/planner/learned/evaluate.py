@@ -19,12 +19,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import torch
-
 from heterps_sim.planner.episodes import RentalOutcome, rental_episodes
-from heterps_sim.planner.learned.decide import Case, Decision, Scored, sub_market
+from heterps_sim.planner.learned.answer import learned_answer
+from heterps_sim.planner.learned.decide import Decision, sub_market
 from heterps_sim.planner.learned.family import HELD_OUT_SEEDS, case
-from heterps_sim.planner.learned.policy import SpotPolicy, act
+from heterps_sim.planner.learned.policy import SpotPolicy
 from heterps_sim.planner.planner import Planner
 
 FRESH_SEED = 10_000
@@ -74,47 +73,56 @@ def _fresh(problem, plan, market, d: Decision | None, fresh: int) -> RentalOutco
         return None
 
 
-def best_scored(scored: list[Scored]) -> Scored:
-    """The cheapest that holds the floor; if none holds, the highest reward."""
-    held = [s for s in scored if s.holds]
-    if held:
-        return min(held, key=lambda s: s.cost)
-    return max(scored, key=lambda s: s.reward)
-
-
-def evaluate_case(policy: SpotPolicy, index: int, *, seeds: int = 20, fresh: int = 30,
-                  samples: int = 16, search_seed: int = 0) -> CaseRow | None:
-    """One held-out case (None when no plan meets its floor even on demand on mean times)."""
+def baseline_pick(index: int, *, seeds: int = 20, fresh: int = 30) -> Pick | None:
+    """The best of the exact solver's baselines for held-out case `index` (robust.market_sweep,
+    chosen by `seeds` jobs), scored by `fresh` other jobs; None when no plan meets the floor
+    even on demand on mean times."""
     import time
 
     from heterps_sim.planner.robust import market_sweep
     problem, market = case(HELD_OUT_SEEDS + index)
-    t0 = time.perf_counter()
-    c = Case(problem, market, seeds=seeds)
-    if not c.feasible:
+    if not Planner().plan(problem).feasible:
         return None
-    with torch.no_grad():
-        greedy = act(policy, c, greedy=True).decision
-        t_alone = time.perf_counter() - t0
-        gen = torch.Generator().manual_seed(search_seed)
-        tried = [greedy] + [act(policy, c, generator=gen).decision for _ in range(samples)]
-    pick = best_scored([c.score(d) for d in tried])
-    t_search = time.perf_counter() - t0
-    alone_plan = c.score(greedy).plan
-    t1 = time.perf_counter()
+    start = time.perf_counter()
     sweep, _ = market_sweep(problem, market, Planner(), seeds=seeds)
     best = sweep.best
-    t_base = time.perf_counter() - t1
-    base_plan = best.plan if best is not None else None
-    return CaseRow(
-        index=index, layers=len(problem.layer_names), types=len(problem.type_names),
-        probability=market.probability,
-        baseline=Pick(best.label if best is not None else "none holds", None, base_plan,
-                      _fresh(problem, base_plan, market, None, fresh), t_base),
-        alone=Pick("policy alone", greedy, alone_plan,
-                   _fresh(problem, alone_plan, market, greedy, fresh), t_alone),
-        searched=Pick("policy + search", pick.decision, pick.plan,
-                      _fresh(problem, pick.plan, market, pick.decision, fresh), t_search))
+    wall = time.perf_counter() - start
+    plan = best.plan if best is not None else None
+    return Pick(best.label if best is not None else "none holds", None, plan,
+                _fresh(problem, plan, market, None, fresh), wall)
 
 
-__all__ = ["CaseRow", "FRESH_SEED", "Pick", "best_scored", "evaluate_case"]
+def policy_picks(policy: SpotPolicy, index: int, *, seeds: int = 20, fresh: int = 30,
+                 samples: int = 16, search_seed: int = 0) -> tuple[Pick, Pick] | None:
+    """(the policy alone, the policy + search) for held-out case `index`, each scored by
+    `fresh` jobs other than the `seeds` the search chose on."""
+    problem, market = case(HELD_OUT_SEEDS + index)
+    ans = learned_answer(problem, market, policy, seeds=seeds, samples=samples,
+                         search_seed=search_seed)
+    if ans is None:
+        return None
+    greedy, pick = ans.alone, ans.searched
+    return (Pick("policy alone", greedy.decision, greedy.plan,
+                 _fresh(problem, greedy.plan, market, greedy.decision, fresh), ans.alone_s),
+            Pick("policy + search", pick.decision, pick.plan,
+                 _fresh(problem, pick.plan, market, pick.decision, fresh), ans.searched_s))
+
+
+def evaluate_case(policy: SpotPolicy, index: int, *, seeds: int = 20, fresh: int = 30,
+                  samples: int = 16, search_seed: int = 0,
+                  baseline: Pick | None = None) -> CaseRow | None:
+    """One held-out case (None when no plan meets its floor even on demand on mean times);
+    `baseline`: baseline_pick's, when already computed (it does not depend on the policy)."""
+    picks = policy_picks(policy, index, seeds=seeds, fresh=fresh, samples=samples,
+                         search_seed=search_seed)
+    if picks is None:
+        return None
+    if baseline is None:
+        baseline = baseline_pick(index, seeds=seeds, fresh=fresh)
+    problem, market = case(HELD_OUT_SEEDS + index)
+    return CaseRow(index=index, layers=len(problem.layer_names),
+                   types=len(problem.type_names), probability=market.probability,
+                   baseline=baseline, alone=picks[0], searched=picks[1])
+
+
+__all__ = ["CaseRow", "FRESH_SEED", "Pick", "baseline_pick", "evaluate_case", "policy_picks"]

@@ -104,7 +104,7 @@ def train(args: Args, log=None) -> tuple[SpotPolicy, dict]:
         problem, market = case(next_seed)
         seed_used, next_seed = next_seed, next_seed + 1
         c = Case(problem, market, seeds=args.jobs)
-        if not c.feasible:
+        if not c.feasible or not math.isfinite(c.reference):  # no plan, or it does not run
             skipped += 1
             continue
         steps = [act(policy, c, generator=gen) for _ in range(args.samples)]

@@ -21,7 +21,7 @@ from heterps_sim.planner.learned.decide import (
     grown,
     sub_market,
 )
-from heterps_sim.planner.learned.evaluate import best_scored
+from heterps_sim.planner.learned.answer import best_scored
 from heterps_sim.planner.learned.family import HELD_OUT_SEEDS, ROOM, case
 from heterps_sim.planner.learned.policy import SpotPolicy, act
 from heterps_sim.planner.learned.train import SHIPPED, Args, load_policy, main, save, train
