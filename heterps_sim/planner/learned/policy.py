@@ -17,6 +17,7 @@ through the solver without differentiating it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -80,19 +81,45 @@ class Step:
     decision: Decision
     log_prob: torch.Tensor
     entropy: torch.Tensor
+    stages: torch.Tensor | None = None
+    """The stage features the second LSTM read (None: no plan for the first choices)."""
 
 
-def case_inputs(case: Case):
-    """(type features, case features) of a case, from the exact answers on mean times on
-    demand and all on spot (cached on the case)."""
+@dataclass
+class Inputs:
+    """What the policy reads of a case: its type and case features, which types the market
+    offers on spot, the type names in the order read, and `stages(spot, headroom)`, the stage
+    features of the plan the planner answers for a first decision (None: no plan)."""
+
+    types: torch.Tensor
+    case: torch.Tensor
+    offered: torch.Tensor
+    names: tuple
+    stages: Callable
+
+
+def inputs_of(case: Case) -> Inputs:
+    """The policy's inputs for a live case, from the exact answers on mean times on demand and
+    all on spot (its solves cached on the case)."""
     cached = getattr(case, "_inputs", None)
     if cached is None:
+        problem, market = case.problem, case.market
         od = case.base(frozenset(), 0.0).plan
-        sp = case.base(frozenset(case.market.spot), 0.0).plan
-        types = type_features(case.problem, case.market,
+        sp = case.base(frozenset(market.spot), 0.0).plan
+        types = type_features(problem, market,
                               od.units_by_type() if od is not None else {},
                               sp.units_by_type() if sp is not None else {})
-        cached = (tensor(types), tensor(case_features(case.problem, case.market)), types)
+        order = type_order(problem)
+
+        def stages(spot, headroom):
+            base = case.base(spot, headroom)
+            if base.plan is None:
+                return None
+            return tensor(stage_features(problem, types, base.plan, base.stage_share, spot,
+                                         headroom))
+        cached = Inputs(tensor(types), tensor(case_features(problem, market)),
+                        torch.tensor([problem.type_names[j] in market.spot for j in order]),
+                        tuple(problem.type_names[j] for j in order), stages)
         case._inputs = cached
     return cached
 
@@ -111,13 +138,15 @@ def act(policy: SpotPolicy, case: Case, *, greedy: bool = False,
         generator: torch.Generator | None = None, given: Decision | None = None) -> Step:
     """One decision for `case`: sampled, the most likely one with `greedy`, or `given` (its
     log-probability under the policy: what a gradient step on a known decision needs)."""
-    types_t, case_t, types_np = case_inputs(case)
-    problem, market = case.problem, case.market
-    spot_logit, head_logit, ckpt_logit = policy.first(types_t, case_t)
-    order = type_order(problem)
-    offered = torch.tensor([problem.type_names[j] in market.spot for j in order])
+    return act_on(policy, inputs_of(case), greedy=greedy, generator=generator, given=given)
+
+
+def act_on(policy: SpotPolicy, inp: Inputs, *, greedy: bool = False,
+           generator: torch.Generator | None = None, given: Decision | None = None) -> Step:
+    """act on a case's inputs (a rollout's, replayed in another process, needs no case)."""
+    spot_logit, head_logit, ckpt_logit = policy.first(inp.types, inp.case)
     # a type the market does not offer on spot is never put there (its logit is ignored)
-    spot_logit = torch.where(offered, spot_logit, torch.full_like(spot_logit, -30.0))
+    spot_logit = torch.where(inp.offered, spot_logit, torch.full_like(spot_logit, -30.0))
     d_spot = torch.distributions.Bernoulli(logits=spot_logit)
     d_head = torch.distributions.Categorical(logits=head_logit)
     d_ckpt = torch.distributions.Categorical(logits=ckpt_logit)
@@ -126,31 +155,29 @@ def act(policy: SpotPolicy, case: Case, *, greedy: bool = False,
         head_pick = _pick(d_head, greedy, generator)
         ckpt_pick = _pick(d_ckpt, greedy, generator)
     else:
-        spot_pick = torch.tensor([float(problem.type_names[j] in given.spot) for j in order])
+        spot_pick = torch.tensor([float(n in given.spot) for n in inp.names])
         head_pick = torch.tensor(HEADROOMS.index(given.headroom))
         ckpt_pick = torch.tensor(CHECKPOINT_SCALES.index(given.checkpoint_scale))
-    spot = frozenset(problem.type_names[j] for j, s in zip(order, spot_pick.tolist()) if s > 0)
+    spot = frozenset(n for n, s in zip(inp.names, spot_pick.tolist()) if s > 0)
     headroom = HEADROOMS[int(head_pick)]
-    log_prob = ((d_spot.log_prob(spot_pick) * offered).sum() + d_head.log_prob(head_pick)
+    log_prob = ((d_spot.log_prob(spot_pick) * inp.offered).sum() + d_head.log_prob(head_pick)
                 + d_ckpt.log_prob(ckpt_pick))
-    entropy = (d_spot.entropy() * offered).sum() + d_head.entropy() + d_ckpt.entropy()
+    entropy = (d_spot.entropy() * inp.offered).sum() + d_head.entropy() + d_ckpt.entropy()
     extra: tuple = ()
-    base = case.base(spot, headroom)
-    if base.plan is not None:
-        stages = tensor(stage_features(problem, types_np, base.plan, base.stage_share, spot,
-                                       headroom))
-        d_extra = torch.distributions.Categorical(logits=policy.second(stages, case_t))
+    stages = inp.stages(spot, headroom)
+    if stages is not None:
+        d_extra = torch.distributions.Categorical(logits=policy.second(stages, inp.case))
         if given is None:
             extra_pick = _pick(d_extra, greedy, generator)
         else:
-            n = len(base.plan.stages)
+            n = stages.shape[0]
             extra_pick = torch.tensor([EXTRA_UNITS.index(e) for e in
                                        (tuple(given.extra) + (0,) * n)[:n]])
         extra = tuple(EXTRA_UNITS[int(i)] for i in extra_pick.tolist())
         log_prob = log_prob + d_extra.log_prob(extra_pick).sum()
         entropy = entropy + d_extra.entropy().sum()
     return Step(Decision(spot, headroom, CHECKPOINT_SCALES[int(ckpt_pick)], extra),
-                log_prob, entropy)
+                log_prob, entropy, stages)
 
 
-__all__ = ["SpotPolicy", "Step", "act", "case_inputs"]
+__all__ = ["Inputs", "SpotPolicy", "Step", "act", "act_on", "inputs_of"]

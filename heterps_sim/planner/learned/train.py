@@ -1,16 +1,19 @@
 """Train the learned spot policy in the simulator: REINFORCE on simulated jobs.
 
-    python -m heterps_sim.planner.learned.train --seconds 600 --out spot-policy.pt
+    python -m heterps_sim.planner.learned.train --seconds 600 --workers 2 --out spot-policy.pt
 
-Each update draws a training case (family.case: a random problem and spot market; seeds below
-family.HELD_OUT_SEEDS, so no evaluation case is ever trained on), samples `samples` decisions
-from the policy (policy.act), scores each by `seeds` simulated jobs (decide.Case.score: the
-step-level simulator with jitter and stragglers, then the job-level one with the market's
-reclaims, checkpoints and restarts; the same seeds for every decision of the case) and takes
-one Adam step on -(advantage x log-probability) - entropy_bonus x entropy, the advantage being
-the reward standardised over the case's decisions (one reward per decision, no critic).
-Training stops at `seconds` or `updates`, whichever comes first (set `updates` for runs that
-repeat exactly). The CSV log beside the checkpoint has one row per update.
+Each update rolls out `workers` training cases at once, one per process (family.case: a random
+problem and spot market; seeds below family.HELD_OUT_SEEDS, so no evaluation case is ever
+trained on). For each case a worker samples `samples` decisions from the policy (policy.act_on)
+and scores each by `jobs` simulated jobs (decide.Case.score: the step-level simulator with
+jitter and stragglers, then the job-level one with the market's reclaims, checkpoints and
+restarts; the same seeds for every decision of the case). The learner replays the decisions'
+log-probabilities from what the policy read (Rollout) and takes one Adam step on the cases'
+mean of -(advantage x log-probability) - entropy_bonus x entropy, the advantage being the reward
+standardised over the case's decisions (one reward per decision, no critic). Training stops at
+`seconds` or `updates`, whichever comes first (set `updates` for runs that repeat exactly; the
+result does not depend on how the cases were spread over processes). The CSV log beside the
+checkpoint has one row per case.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import csv
 import math
 import pickle
 import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +34,7 @@ from heterps_sim.core.files import UserFileError, run_command
 from heterps_sim.core.flags import OneLineParser
 from heterps_sim.planner.learned.decide import Case
 from heterps_sim.planner.learned.family import HELD_OUT_SEEDS, case
-from heterps_sim.planner.learned.policy import SpotPolicy, act
+from heterps_sim.planner.learned.policy import Inputs, SpotPolicy, act_on, inputs_of
 from heterps_sim.schedulers.fields import add_flags, plain_message
 
 FORMAT = "heterps-spot-policy/1"
@@ -65,7 +70,9 @@ class Args(BaseModel):
     entropy_bonus: float = Field(default=0.01, ge=0, le=10)
     """weight of the entropy bonus"""
     threads: int = Field(default=1, ge=1, le=64)
-    """torch threads"""
+    """torch threads of the learner"""
+    workers: int = Field(default=1, ge=1, le=64)
+    """cases rolled out at once per update, one per process (each on one thread)"""
 
 
 def load_policy(path: str | Path) -> SpotPolicy:
@@ -87,53 +94,121 @@ def trained_stats(path: str | Path) -> dict:
     return dict(torch.load(Path(path), map_location="cpu", weights_only=True)["trained"])
 
 
-def train(args: Args, log=None) -> tuple[SpotPolicy, dict]:
-    """Train; `log(row)` gets one dict per update. Returns the policy and its statistics."""
+@dataclass
+class Rollout:
+    """One case's sampled decisions and their rewards, as a worker returns them: what the
+    policy read (so the learner replays the decisions' log-probabilities without the case)."""
+
+    case_seed: int
+    types: np.ndarray
+    case: np.ndarray
+    offered: np.ndarray
+    names: tuple
+    stages: dict
+    """(spot types, headroom) -> the stage features read for it (None: no plan)."""
+    decisions: list
+    rewards: list
+    holds: list
+    jobs: int
+    simulated_samples: float
+
+    def inputs(self) -> Inputs:
+        def stages(spot, headroom):
+            x = self.stages[(frozenset(spot), headroom)]
+            return None if x is None else torch.from_numpy(x)
+        return Inputs(torch.from_numpy(self.types), torch.from_numpy(self.case),
+                      torch.from_numpy(self.offered), self.names, stages)
+
+
+def rollout(job) -> Rollout | None:
+    """Sample `samples` decisions for one case and score each by `jobs` simulated jobs (None:
+    the case has no plan on demand, or its plan does not run). Runs in a worker process."""
+    state, hidden, case_seed, samples, jobs, gen_seed = job
+    torch.set_num_threads(1)
+    policy = SpotPolicy(hidden=hidden)
+    policy.load_state_dict(state)
+    policy.eval()
+    problem, market = case(case_seed)
+    c = Case(problem, market, seeds=jobs)
+    if not c.feasible or not math.isfinite(c.reference):  # no plan, or it does not run
+        return None
+    inp = inputs_of(c)
+    gen = torch.Generator().manual_seed(gen_seed)
+    with torch.no_grad():
+        steps = [act_on(policy, inp, generator=gen) for _ in range(samples)]
+    scored = [c.score(s.decision) for s in steps]
+    return Rollout(
+        case_seed, inp.types.numpy(), inp.case.numpy(), inp.offered.numpy(), inp.names,
+        {(s.decision.spot, s.decision.headroom):
+         None if s.stages is None else s.stages.numpy() for s in steps},
+        [s.decision for s in steps], [x.reward for x in scored], [x.holds for x in scored],
+        c.jobs, c.jobs * problem.num_samples)
+
+
+def train(args: Args, log=None, *, processes: int | None = None) -> tuple[SpotPolicy, dict]:
+    """Train; `log(row)` gets one dict per case. Returns the policy and its statistics. Each
+    update rolls out `workers` cases at once, then takes one Adam step on their losses
+    together; `processes` (default: workers) is how many processes run them, which the result
+    does not depend on."""
     torch.manual_seed(args.seed)
     policy = load_policy(SHIPPED if args.init == "shipped" else args.init) if args.init \
         else SpotPolicy(hidden=args.hidden)
     policy.train()
     opt = torch.optim.Adam(policy.parameters(), lr=args.lr)
-    gen = torch.Generator().manual_seed(args.seed)
     start = time.perf_counter()
-    next_seed, updates, jobs, samples_simulated, skipped = args.seed * SEEDS_PER_RUN, 0, 0, 0.0, 0
-    while time.perf_counter() - start < args.seconds and (not args.updates
-                                                           or updates < args.updates):
-        if next_seed >= HELD_OUT_SEEDS:
-            raise ValueError("training ran into the held-out cases' seeds")
-        problem, market = case(next_seed)
-        seed_used, next_seed = next_seed, next_seed + 1
-        c = Case(problem, market, seeds=args.jobs)
-        if not c.feasible or not math.isfinite(c.reference):  # no plan, or it does not run
-            skipped += 1
-            continue
-        steps = [act(policy, c, generator=gen) for _ in range(args.samples)]
-        scored = [c.score(s.decision) for s in steps]
-        rewards = torch.tensor([s.reward for s in scored], dtype=torch.float32)
-        jobs += c.jobs
-        samples_simulated += c.jobs * problem.num_samples
-        updates += 1
-        std = float(rewards.std())
-        loss = torch.tensor(0.0)
-        if std > 1e-9:
-            adv = (rewards - rewards.mean()) / std
-            logp = torch.stack([s.log_prob for s in steps])
-            ent = torch.stack([s.entropy for s in steps])
-            loss = -(adv * logp).mean() - args.entropy_bonus * ent.mean()
-            opt.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
-            opt.step()
-        if log is not None:
-            log({"update": updates, "case_seed": seed_used,
-                 "wall_s": round(time.perf_counter() - start, 3),
-                 "reward_mean": float(rewards.mean()), "reward_best": float(rewards.max()),
-                 "holds_share": float(np.mean([s.holds for s in scored])),
-                 "loss": float(loss.detach()), "jobs": jobs})
+    next_seed, updates, jobs, samples_simulated, skipped, cases = \
+        args.seed * SEEDS_PER_RUN, 0, 0, 0.0, 0, 0
+    processes = args.workers if processes is None else processes
+    pool = ProcessPoolExecutor(processes) if processes > 1 else None
+    try:
+        while time.perf_counter() - start < args.seconds and (not args.updates
+                                                               or updates < args.updates):
+            seeds = list(range(next_seed, next_seed + args.workers))
+            next_seed += args.workers
+            if next_seed >= HELD_OUT_SEEDS:
+                raise ValueError("training ran into the held-out cases' seeds")
+            state = {k: v.detach().clone() for k, v in policy.state_dict().items()}
+            work = [(state, policy.hidden, s, args.samples, args.jobs,
+                     args.seed * 1_000_003 + s) for s in seeds]
+            results = list(pool.map(rollout, work)) if pool else [rollout(w) for w in work]
+            losses = []
+            for r in results:
+                if r is None:
+                    skipped += 1
+                    continue
+                cases += 1
+                jobs += r.jobs
+                samples_simulated += r.simulated_samples
+                rewards = torch.tensor(r.rewards, dtype=torch.float32)
+                std = float(rewards.std())
+                if std > 1e-9:
+                    inp = r.inputs()
+                    steps = [act_on(policy, inp, given=d) for d in r.decisions]
+                    adv = (rewards - rewards.mean()) / std
+                    logp = torch.stack([s.log_prob for s in steps])
+                    ent = torch.stack([s.entropy for s in steps])
+                    losses.append(-(adv * logp).mean() - args.entropy_bonus * ent.mean())
+                if log is not None:
+                    log({"update": updates + 1, "case_seed": r.case_seed,
+                         "wall_s": round(time.perf_counter() - start, 3),
+                         "reward_mean": float(rewards.mean()),
+                         "reward_best": float(rewards.max()),
+                         "holds_share": float(np.mean(r.holds)),
+                         "loss": float(losses[-1].detach()) if std > 1e-9 else 0.0,
+                         "jobs": jobs})
+            updates += 1
+            if losses:
+                opt.zero_grad()
+                torch.stack(losses).mean().backward()
+                torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
+                opt.step()
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
     wall = time.perf_counter() - start
     policy.eval()
-    stats = {"updates": updates, "cases_skipped": skipped, "wall_s": wall, "jobs": jobs,
-             "simulated_samples": samples_simulated,
+    stats = {"updates": updates, "cases": cases, "cases_skipped": skipped, "wall_s": wall,
+             "jobs": jobs, "simulated_samples": samples_simulated,
              "jobs_per_s": jobs / wall if wall > 0 else math.nan,
              "simulated_samples_per_s": samples_simulated / wall if wall > 0 else math.nan,
              "args": args.model_dump()}

@@ -11,6 +11,7 @@ import torch
 from heterps_sim.core.files import UserFileError
 from heterps_sim.planner import Planner
 from heterps_sim.planner.episodes import rentable, rental_episodes
+from heterps_sim.planner.learned.answer import best_scored
 from heterps_sim.planner.learned.decide import (
     FAILED_REWARD,
     HEADROOMS,
@@ -21,7 +22,6 @@ from heterps_sim.planner.learned.decide import (
     grown,
     sub_market,
 )
-from heterps_sim.planner.learned.answer import best_scored
 from heterps_sim.planner.learned.family import HELD_OUT_SEEDS, ROOM, case
 from heterps_sim.planner.learned.policy import SpotPolicy, act
 from heterps_sim.planner.learned.train import SHIPPED, Args, load_policy, main, save, train
@@ -149,7 +149,17 @@ def test_training_is_deterministic_and_its_checkpoint_round_trips(tmp_path):
     rows = []
     p1, stats = train(args, rows.append)
     p2, _ = train(args)
-    assert stats["updates"] == 2 and len(rows) == 2
+    assert stats["updates"] == 2 and len(rows) == stats["cases"] >= 1
+    # two cases an update: rolled out by two processes as by one
+    two = args.model_copy(update={"workers": 2, "updates": 1})
+    a, _ = train(two, processes=2)
+    b, _ = train(two, processes=1)
+    for (k, v), (_, w) in zip(a.state_dict().items(), b.state_dict().items()):
+        assert torch.equal(v, w), k
+    torch.manual_seed(two.seed)  # the weights train() starts from
+    start = SpotPolicy(hidden=two.hidden)
+    assert any(not torch.equal(v, w) for v, w in zip(a.state_dict().values(),
+                                                      start.state_dict().values()))
     assert stats["jobs"] > 0 and stats["simulated_samples"] > 0
     for (k, v), (_, w) in zip(p1.state_dict().items(), p2.state_dict().items()):
         assert torch.equal(v, w), k
