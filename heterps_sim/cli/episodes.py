@@ -197,7 +197,9 @@ def learned_json(answer) -> dict:
                 "failure": s.failure or None}
     return {"alone": one(answer.alone), "searched": one(answer.searched),
             "decisions_tried": answer.tried, "alone_s": answer.alone_s,
-            "searched_s": answer.searched_s}
+            "searched_s": answer.searched_s,
+            **({"held_out": answer.replay.to_json_dict()} if answer.replay is not None else {}),
+            **({"held_out_failure": answer.replay_failure} if answer.replay_failure else {})}
 
 
 def held_out_json(held) -> dict:

@@ -177,7 +177,8 @@ def checkpoint_lines(choices) -> list[str]:
 def learned_lines(problem, market, answer, source: str) -> list[str]:
     """The learned spot policy's decisions and their jobs (planner/learned/answer.py)."""
     lines = [f"learned spot policy ({source}): its most likely decision, then the cheapest "
-             f"holding the floor of {answer.tried} decisions it proposed, each scored by the "
+             f"holding the floor of the {answer.tried} distinct decision(s) it proposed, each "
+             f"scored by the "
              f"same jobs (floor {problem.throughput_limit:,.0f} samples/s in "
              f"{100 * market.probability:.0f}% of them):"]
     for label, s in (("policy alone", answer.alone), ("policy + search", answer.searched)):
@@ -188,4 +189,17 @@ def learned_lines(problem, market, answer, source: str) -> list[str]:
         units = ", ".join(f"{n} x{k}" for n, k in sorted(s.plan.units_by_type().items()))
         lines.append(f"  {'':16} plan: {units} in {len(s.plan.stages)} stage(s); jobs: "
                      f"{s.outcome.cost.text()} USD, floor held {_share(s.outcome)}")
+    r = answer.replay
+    if r is not None:
+        lost = 1.0 - float(r.reference.run_s.mean()) / float(r.run_s.mean()) \
+            if r.reference is not None else 0.0
+        ref = (f"; the same plan on demand {r.reference.cost.text()} USD "
+               f"({r.reference.cost.mean / r.cost.mean:.2f}x), throughput lost "
+               f"{100 * lost:.1f}%" if r.reference is not None else "")
+        lines.append(f"  held out: the search's pick replayed on the part of each trace held "
+                     f"out: {r.cost.text()} USD, floor held {_share(r)}{ref}; predicted "
+                     f"{100 * (answer.searched.outcome.cost.mean / r.cost.mean - 1):+.1f}%")
+    elif answer.replay_failure:
+        lines.append(f"  held out: the search's pick does not finish there: "
+                     f"{answer.replay_failure}")
     return lines

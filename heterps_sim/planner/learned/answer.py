@@ -35,6 +35,11 @@ class LearnedAnswer:
     solve; no simulation)."""
     searched_s: float
     """Wall time of the policy and its search, the jobs included."""
+    replay: object = None
+    """When the market holds a part of a trace out (Market.holds_out): the search's pick
+    replayed there (episodes.RentalOutcome, the same seeds and step times; its reference the
+    same plan on demand); else None."""
+    replay_failure: str = ""
 
 
 def best_scored(scored: list[Scored]) -> Scored:
@@ -60,8 +65,21 @@ def learned_answer(problem: Problem, market: Market, policy: SpotPolicy, *, seed
         gen = torch.Generator().manual_seed(search_seed)
         tried = [greedy] + [act(policy, c, generator=gen).decision for _ in range(samples)]
     scored = {d: c.score(d) for d in tried}
-    return LearnedAnswer(scored[greedy], best_scored(list(scored.values())), len(scored),
-                         alone_s, time.perf_counter() - start)
+    pick = best_scored(list(scored.values()))
+    searched_s = time.perf_counter() - start
+    replay, failure = None, ""
+    if market.holds_out and pick.outcome is not None:
+        from heterps_sim.des.job import JobTooLong
+        from heterps_sim.planner.episodes import rental_episodes
+        from heterps_sim.planner.learned.decide import sub_market
+        try:  # chosen on the known part; does it hold on the part it never saw?
+            replay = rental_episodes(problem, pick.plan, sub_market(market, pick.decision.spot),
+                                     seeds=seeds, step_s=pick.outcome.step_s,
+                                     checkpoint_scale=pick.decision.checkpoint_scale)
+        except JobTooLong as exc:
+            failure = str(exc)
+    return LearnedAnswer(scored[greedy], pick, len(scored), alone_s, searched_s, replay,
+                         failure)
 
 
 __all__ = ["LearnedAnswer", "best_scored", "learned_answer"]

@@ -135,16 +135,22 @@ def _pick(dist, greedy: bool, generator):
 
 
 def act(policy: SpotPolicy, case: Case, *, greedy: bool = False,
-        generator: torch.Generator | None = None, given: Decision | None = None) -> Step:
+        generator: torch.Generator | None = None, given: Decision | None = None,
+        temperature: float = 1.0) -> Step:
     """One decision for `case`: sampled, the most likely one with `greedy`, or `given` (its
     log-probability under the policy: what a gradient step on a known decision needs)."""
-    return act_on(policy, inputs_of(case), greedy=greedy, generator=generator, given=given)
+    return act_on(policy, inputs_of(case), greedy=greedy, generator=generator, given=given,
+                  temperature=temperature)
 
 
 def act_on(policy: SpotPolicy, inp: Inputs, *, greedy: bool = False,
-           generator: torch.Generator | None = None, given: Decision | None = None) -> Step:
-    """act on a case's inputs (a rollout's, replayed in another process, needs no case)."""
-    spot_logit, head_logit, ckpt_logit = policy.first(inp.types, inp.case)
+           generator: torch.Generator | None = None, given: Decision | None = None,
+           temperature: float = 1.0) -> Step:
+    """act on a case's inputs (a rollout's, replayed in another process, needs no case);
+    `temperature` divides every logit (above 1: a search's samples spread wider than
+    training's)."""
+    spot_logit, head_logit, ckpt_logit = (x / temperature
+                                          for x in policy.first(inp.types, inp.case))
     # a type the market does not offer on spot is never put there (its logit is ignored)
     spot_logit = torch.where(inp.offered, spot_logit, torch.full_like(spot_logit, -30.0))
     d_spot = torch.distributions.Bernoulli(logits=spot_logit)
@@ -166,7 +172,8 @@ def act_on(policy: SpotPolicy, inp: Inputs, *, greedy: bool = False,
     extra: tuple = ()
     stages = inp.stages(spot, headroom)
     if stages is not None:
-        d_extra = torch.distributions.Categorical(logits=policy.second(stages, inp.case))
+        d_extra = torch.distributions.Categorical(
+            logits=policy.second(stages, inp.case) / temperature)
         if given is None:
             extra_pick = _pick(d_extra, greedy, generator)
         else:

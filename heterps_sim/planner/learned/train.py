@@ -57,8 +57,15 @@ class Args(BaseModel):
     """seeds the weights, the training cases and the sampling"""
     hidden: int = Field(default=32, ge=4, le=256)
     """LSTM hidden size"""
-    seconds: float = Field(default=600.0, gt=0, le=86_400)
-    """wall-clock budget"""
+    seconds: float = Field(default=600.0, ge=0, le=86_400)
+    """wall-clock budget of the REINFORCE phase"""
+    imitation_cases: int = Field(default=0, ge=0, le=100_000)
+    """training cases labelled by a search in the simulator and imitated first (0: none)"""
+    imitation_epochs: int = Field(default=30, ge=1, le=10_000)
+    """passes over the labels"""
+    labels: str = ""
+    """pickle of the labels: read when it holds as many labels of this seed and jobs,
+    else written once they are made ("" = not kept)"""
     updates: int = Field(default=0, ge=0, le=1_000_000)
     """cap on updates (0: none)"""
     samples: int = Field(default=8, ge=2, le=256)
@@ -160,8 +167,20 @@ def train(args: Args, log=None, *, processes: int | None = None) -> tuple[SpotPo
         args.seed * SEEDS_PER_RUN, 0, 0, 0.0, 0, 0
     processes = args.workers if processes is None else processes
     pool = ProcessPoolExecutor(processes) if processes > 1 else None
+    imitation = {}
     try:
-        while time.perf_counter() - start < args.seconds and (not args.updates
+        if args.imitation_cases:
+            labels, used = _labels(args, pool)
+            jobs += sum(r.jobs for r in labels)
+            samples_simulated += sum(r.simulated_samples for r in labels)
+            labelled_s = time.perf_counter() - start
+            from heterps_sim.planner.learned.imitation import imitate
+            loss = imitate(policy, labels, epochs=args.imitation_epochs, seed=args.seed)
+            policy.train()
+            imitation = {"cases": len(labels), "seeds_drawn": used, "label_s": labelled_s,
+                         "wall_s": time.perf_counter() - start, "last_loss": loss}
+        rl_start = time.perf_counter()
+        while time.perf_counter() - rl_start < args.seconds and (not args.updates
                                                                or updates < args.updates):
             seeds = list(range(next_seed, next_seed + args.workers))
             next_seed += args.workers
@@ -211,8 +230,37 @@ def train(args: Args, log=None, *, processes: int | None = None) -> tuple[SpotPo
              "jobs": jobs, "simulated_samples": samples_simulated,
              "jobs_per_s": jobs / wall if wall > 0 else math.nan,
              "simulated_samples_per_s": samples_simulated / wall if wall > 0 else math.nan,
-             "args": args.model_dump()}
+             "imitation": imitation, "args": args.model_dump()}
     return policy, stats
+
+
+IMITATION_OFFSET = 50_000
+"""Imitation labels come from a run's seeds seed x SEEDS_PER_RUN + this on (REINFORCE's from
+seed x SEEDS_PER_RUN on), so the two phases see different cases."""
+
+
+def _labels(args: Args, pool) -> tuple[list, int]:
+    """`imitation_cases` labelled training cases (imitation.search_label), in seed order."""
+    from heterps_sim.planner.learned.imitation import search_label
+    key = (args.seed, args.jobs, args.imitation_cases)
+    if args.labels and Path(args.labels).exists():
+        with open(args.labels, "rb") as fh:
+            stored = pickle.load(fh)
+        if stored.get("key") == key:
+            return stored["labels"], stored["seeds_drawn"]
+    seed = args.seed * SEEDS_PER_RUN + IMITATION_OFFSET
+    labels, first = [], seed
+    while len(labels) < args.imitation_cases:
+        want = args.imitation_cases - len(labels)
+        seeds = list(range(seed, seed + max(want, args.workers)))
+        seed += len(seeds)
+        got = (list(pool.map(search_label, seeds, [args.jobs] * len(seeds))) if pool
+               else [search_label(s, args.jobs) for s in seeds])
+        labels += [r for r in got if r is not None][:want]
+    if args.labels:
+        with open(args.labels, "wb") as fh:
+            pickle.dump({"key": key, "labels": labels, "seeds_drawn": seed - first}, fh)
+    return labels, seed - first
 
 
 def save(path: str | Path, policy: SpotPolicy, stats: dict) -> None:
@@ -251,6 +299,10 @@ def _main(argv: list[str] | None) -> int:
         writer.writeheader()
         policy, stats = train(args, lambda row: (writer.writerow(row), fh.flush()))
     save(out, policy, stats)
+    if stats["imitation"]:
+        im = stats["imitation"]
+        print(f"imitation: {im['cases']} cases labelled by a search in the simulator in "
+              f"{im['label_s']:.1f} s, imitated to a loss of {im['last_loss']:.3f}")
     print(f"{stats['updates']} updates in {stats['wall_s']:.1f} s: {stats['jobs']:,} jobs "
           f"simulated ({stats['jobs_per_s']:.1f} jobs/s, {stats['simulated_samples_per_s']:.3g} "
           f"training samples simulated per second); wrote {out} and {log_path}")

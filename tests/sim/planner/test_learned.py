@@ -204,3 +204,24 @@ def test_the_shipped_policy_loads_and_says_how_it_was_trained():
     assert isinstance(policy, SpotPolicy)
     stats = trained_stats(SHIPPED)
     assert stats["updates"] > 0 and stats["jobs"] > 0 and stats["wall_s"] > 0
+
+
+def test_a_search_label_is_the_best_of_its_grid_and_imitation_learns_it():
+    from heterps_sim.planner.learned.imitation import imitate, search_label, spot_sets
+    label = search_label(SEED, jobs=3)
+    problem, market = case(SEED)
+    c = Case(problem, market, seeds=3)
+    grid = [c.score(Decision(s, h, 1.0)) for s in spot_sets(market.spot) for h in HEADROOMS]
+    held = [g for g in grid if g.holds]
+    chosen = c.score(label.decisions[0])
+    # the refinements (checkpoints, units) never lose what the grid's best had
+    if held:
+        assert chosen.holds and chosen.cost <= min(g.cost for g in held) + 1e-12
+    else:
+        assert chosen.reward >= max(g.reward for g in grid) - 1e-12
+    assert label.rewards[0] == pytest.approx(chosen.reward)
+    torch.manual_seed(0)
+    policy = SpotPolicy()
+    imitate(policy, [label], epochs=60, lr=0.02)
+    with torch.no_grad():
+        assert act(policy, c, greedy=True).decision == label.decisions[0]
