@@ -3,8 +3,9 @@
 
     ans = learned_answer(problem, market, policy, seeds=20, samples=16)
     ans.alone       the policy's most likely decision and its jobs (decide.Scored)
-    ans.searched    the cheapest holding the floor among that and `samples` sampled decisions,
-                    each scored by the same `seeds` jobs (the highest reward if none holds)
+    ans.searched    the cheapest holding the floor among that and `samples` decisions sampled
+                    at SEARCH_TEMPERATURE, each scored by the same `seeds` jobs (the highest
+                    reward if none holds)
 
 The jobs run on the market the planner knows (Market.known), so a held-out part of a trace stays
 out of the choice.
@@ -50,9 +51,14 @@ def best_scored(scored: list[Scored]) -> Scored:
     return max(scored, key=lambda s: s.reward)
 
 
+SEARCH_TEMPERATURE = 2.0
+"""The search samples its decisions at this temperature (every logit halved): a trained policy
+is sharp, and samples at its own temperature repeat its most likely decision."""
+
+
 def learned_answer(problem: Problem, market: Market, policy: SpotPolicy, *, seeds: int = 20,
-                   samples: int = 16, search_seed: int = 0,
-                   planner: Planner | None = None) -> LearnedAnswer | None:
+                   samples: int = 16, search_seed: int = 0, planner: Planner | None = None,
+                   temperature: float = SEARCH_TEMPERATURE) -> LearnedAnswer | None:
     """None when no plan meets the floor even on demand on mean times."""
     start = time.perf_counter()
     c = Case(problem, market, seeds=seeds, planner=planner)
@@ -63,7 +69,8 @@ def learned_answer(problem: Problem, market: Market, policy: SpotPolicy, *, seed
         c.base(greedy.spot, greedy.headroom)
         alone_s = time.perf_counter() - start
         gen = torch.Generator().manual_seed(search_seed)
-        tried = [greedy] + [act(policy, c, generator=gen).decision for _ in range(samples)]
+        tried = [greedy] + [act(policy, c, generator=gen, temperature=temperature).decision
+                            for _ in range(samples)]
     scored = {d: c.score(d) for d in tried}
     pick = best_scored(list(scored.values()))
     searched_s = time.perf_counter() - start
@@ -82,4 +89,4 @@ def learned_answer(problem: Problem, market: Market, policy: SpotPolicy, *, seed
                          failure)
 
 
-__all__ = ["LearnedAnswer", "best_scored", "learned_answer"]
+__all__ = ["LearnedAnswer", "SEARCH_TEMPERATURE", "best_scored", "learned_answer"]

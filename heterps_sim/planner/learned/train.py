@@ -64,8 +64,8 @@ class Args(BaseModel):
     imitation_epochs: int = Field(default=30, ge=1, le=10_000)
     """passes over the labels"""
     labels: str = ""
-    """pickle of the labels: read when it holds as many labels of this seed and jobs,
-    else written once they are made ("" = not kept)"""
+    """pickle of the labels of this seed and jobs: read, extended when it holds fewer than
+    imitation_cases, and written back ("" = not kept)"""
     updates: int = Field(default=0, ge=0, le=1_000_000)
     """cap on updates (0: none)"""
     samples: int = Field(default=8, ge=2, le=256)
@@ -240,27 +240,33 @@ seed x SEEDS_PER_RUN on), so the two phases see different cases."""
 
 
 def _labels(args: Args, pool) -> tuple[list, int]:
-    """`imitation_cases` labelled training cases (imitation.search_label), in seed order."""
+    """The first `imitation_cases` training cases with a plan, from the run's imitation seeds
+    on, each labelled by imitation.search_label. A labels file of the same seed and jobs is
+    read and, when it holds fewer, extended (a label depends on its case's seed alone, so the
+    same labels as made at once)."""
     from heterps_sim.planner.learned.imitation import search_label
-    key = (args.seed, args.jobs, args.imitation_cases)
+    key = (args.seed, args.jobs)
+    first = args.seed * SEEDS_PER_RUN + IMITATION_OFFSET
+    labels: list = []
     if args.labels and Path(args.labels).exists():
         with open(args.labels, "rb") as fh:
             stored = pickle.load(fh)
         if stored.get("key") == key:
-            return stored["labels"], stored["seeds_drawn"]
-    seed = args.seed * SEEDS_PER_RUN + IMITATION_OFFSET
-    labels, first = [], seed
+            labels = stored["labels"]
+    seed = labels[-1].case_seed + 1 if labels else first
     while len(labels) < args.imitation_cases:
         want = args.imitation_cases - len(labels)
         seeds = list(range(seed, seed + max(want, args.workers)))
-        seed += len(seeds)
         got = (list(pool.map(search_label, seeds, [args.jobs] * len(seeds))) if pool
                else [search_label(s, args.jobs) for s in seeds])
-        labels += [r for r in got if r is not None][:want]
+        kept = [r for r in got if r is not None][:want]
+        labels += kept
+        seed = kept[-1].case_seed + 1 if len(kept) == want else seed + len(seeds)
     if args.labels:
         with open(args.labels, "wb") as fh:
-            pickle.dump({"key": key, "labels": labels, "seeds_drawn": seed - first}, fh)
-    return labels, seed - first
+            pickle.dump({"key": key, "labels": labels}, fh)
+    labels = labels[:args.imitation_cases]
+    return labels, labels[-1].case_seed + 1 - first
 
 
 def save(path: str | Path, policy: SpotPolicy, stats: dict) -> None:

@@ -225,3 +225,25 @@ def test_a_search_label_is_the_best_of_its_grid_and_imitation_learns_it():
     imitate(policy, [label], epochs=60, lr=0.02)
     with torch.no_grad():
         assert act(policy, c, greedy=True).decision == label.decisions[0]
+
+
+def test_a_labels_file_is_extended_to_the_labels_made_at_once(tmp_path, monkeypatch):
+    """_labels keeps the first cases with a plan in seed order, however it got there."""
+    from types import SimpleNamespace
+
+    import heterps_sim.planner.learned.imitation as imitation
+    from heterps_sim.planner.learned.train import IMITATION_OFFSET, _labels
+
+    def fake(seed, jobs):  # every third case has no plan
+        return None if seed % 3 == 0 else SimpleNamespace(case_seed=seed, jobs=jobs)
+    monkeypatch.setattr(imitation, "search_label", fake)
+    path = str(tmp_path / "labels.pkl")
+    at_once, _ = _labels(Args(imitation_cases=9, jobs=2, labels=""), None)
+    _labels(Args(imitation_cases=4, jobs=2, labels=path), None)
+    grown_labels, drawn = _labels(Args(imitation_cases=9, jobs=2, labels=path), None)
+    assert [r.case_seed for r in grown_labels] == [r.case_seed for r in at_once]
+    assert all(r.case_seed % 3 for r in at_once) and len(at_once) == 9
+    assert drawn == at_once[-1].case_seed + 1 - IMITATION_OFFSET
+    # another seed or job count does not reuse the file
+    other, _ = _labels(Args(imitation_cases=2, jobs=3, labels=path), None)
+    assert [r.jobs for r in other] == [3, 3]
