@@ -170,14 +170,15 @@ def train(args: Args, log=None, *, processes: int | None = None) -> tuple[SpotPo
     imitation = {}
     try:
         if args.imitation_cases:
-            labels, used = _labels(args, pool)
-            jobs += sum(r.jobs for r in labels)
-            samples_simulated += sum(r.simulated_samples for r in labels)
+            labels, used, made = _labels(args, pool)
+            jobs += sum(r.jobs for r in made)  # the jobs this run simulated (not a file's)
+            samples_simulated += sum(r.simulated_samples for r in made)
             labelled_s = time.perf_counter() - start
             from heterps_sim.planner.learned.imitation import imitate
             loss = imitate(policy, labels, epochs=args.imitation_epochs, seed=args.seed)
             policy.train()
-            imitation = {"cases": len(labels), "seeds_drawn": used, "label_s": labelled_s,
+            imitation = {"cases": len(labels), "labelled_here": len(made),
+                         "seeds_drawn": used, "label_s": labelled_s,
                          "wall_s": time.perf_counter() - start, "last_loss": loss}
         rl_start = time.perf_counter()
         while time.perf_counter() - rl_start < args.seconds and (not args.updates
@@ -239,11 +240,11 @@ IMITATION_OFFSET = 50_000
 seed x SEEDS_PER_RUN on), so the two phases see different cases."""
 
 
-def _labels(args: Args, pool) -> tuple[list, int]:
+def _labels(args: Args, pool) -> tuple[list, int, list]:
     """The first `imitation_cases` training cases with a plan, from the run's imitation seeds
-    on, each labelled by imitation.search_label. A labels file of the same seed and jobs is
-    read and, when it holds fewer, extended (a label depends on its case's seed alone, so the
-    same labels as made at once)."""
+    on, each labelled by imitation.search_label; the seeds drawn; the labels made here. A
+    labels file of the same seed and jobs is read and, when it holds fewer, extended (a label
+    depends on its case's seed alone, so the same labels as made at once)."""
     from heterps_sim.planner.learned.imitation import search_label
     key = (args.seed, args.jobs)
     first = args.seed * SEEDS_PER_RUN + IMITATION_OFFSET
@@ -254,6 +255,7 @@ def _labels(args: Args, pool) -> tuple[list, int]:
         if stored.get("key") == key:
             labels = stored["labels"]
     seed = labels[-1].case_seed + 1 if labels else first
+    made: list = []
     while len(labels) < args.imitation_cases:
         want = args.imitation_cases - len(labels)
         seeds = list(range(seed, seed + max(want, args.workers)))
@@ -261,12 +263,13 @@ def _labels(args: Args, pool) -> tuple[list, int]:
                else [search_label(s, args.jobs) for s in seeds])
         kept = [r for r in got if r is not None][:want]
         labels += kept
+        made += kept
         seed = kept[-1].case_seed + 1 if len(kept) == want else seed + len(seeds)
     if args.labels:
         with open(args.labels, "wb") as fh:
             pickle.dump({"key": key, "labels": labels}, fh)
     labels = labels[:args.imitation_cases]
-    return labels, labels[-1].case_seed + 1 - first
+    return labels, labels[-1].case_seed + 1 - first, made
 
 
 def save(path: str | Path, policy: SpotPolicy, stats: dict) -> None:
@@ -307,8 +310,9 @@ def _main(argv: list[str] | None) -> int:
     save(out, policy, stats)
     if stats["imitation"]:
         im = stats["imitation"]
-        print(f"imitation: {im['cases']} cases labelled by a search in the simulator in "
-              f"{im['label_s']:.1f} s, imitated to a loss of {im['last_loss']:.3f}")
+        print(f"imitation: {im['cases']} cases labelled by a search in the simulator "
+              f"({im['labelled_here']} here, in {im['label_s']:.1f} s; the rest read from "
+              f"{args.labels or '-'}), imitated to a loss of {im['last_loss']:.3f}")
     print(f"{stats['updates']} updates in {stats['wall_s']:.1f} s: {stats['jobs']:,} jobs "
           f"simulated ({stats['jobs_per_s']:.1f} jobs/s, {stats['simulated_samples_per_s']:.3g} "
           f"training samples simulated per second); wrote {out} and {log_path}")

@@ -203,7 +203,8 @@ def test_the_shipped_policy_loads_and_says_how_it_was_trained():
     policy = load_policy(SHIPPED)
     assert isinstance(policy, SpotPolicy)
     stats = trained_stats(SHIPPED)
-    assert stats["updates"] > 0 and stats["jobs"] > 0 and stats["wall_s"] > 0
+    assert stats["updates"] > 0 or stats["imitation"]["cases"] > 0
+    assert stats["jobs"] > 0 and stats["wall_s"] > 0
 
 
 def test_a_search_label_is_the_best_of_its_grid_and_imitation_learns_it():
@@ -238,12 +239,14 @@ def test_a_labels_file_is_extended_to_the_labels_made_at_once(tmp_path, monkeypa
         return None if seed % 3 == 0 else SimpleNamespace(case_seed=seed, jobs=jobs)
     monkeypatch.setattr(imitation, "search_label", fake)
     path = str(tmp_path / "labels.pkl")
-    at_once, _ = _labels(Args(imitation_cases=9, jobs=2, labels=""), None)
+    at_once, _, made = _labels(Args(imitation_cases=9, jobs=2, labels=""), None)
+    assert made == at_once
     _labels(Args(imitation_cases=4, jobs=2, labels=path), None)
-    grown_labels, drawn = _labels(Args(imitation_cases=9, jobs=2, labels=path), None)
+    grown_labels, drawn, made = _labels(Args(imitation_cases=9, jobs=2, labels=path), None)
+    assert len(made) == 5  # four were read
     assert [r.case_seed for r in grown_labels] == [r.case_seed for r in at_once]
     assert all(r.case_seed % 3 for r in at_once) and len(at_once) == 9
     assert drawn == at_once[-1].case_seed + 1 - IMITATION_OFFSET
     # another seed or job count does not reuse the file
-    other, _ = _labels(Args(imitation_cases=2, jobs=3, labels=path), None)
+    other, _, _ = _labels(Args(imitation_cases=2, jobs=3, labels=path), None)
     assert [r.jobs for r in other] == [3, 3]
