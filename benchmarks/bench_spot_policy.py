@@ -53,28 +53,50 @@ def picks(job):
                         samples=args.samples)
 
 
-def baselines(args, pool) -> dict:
-    """{case index: baseline Pick} for the first `cases` feasible held-out cases, from the
-    cache file when it was written with the same settings (the baselines do not depend on the
-    policy, and they are most of the benchmark's time)."""
-    key = (args.cases, args.seeds, args.fresh)
-    cache = Path(args.cache) if args.cache else None
-    if cache is not None and cache.exists():
-        with open(cache, "rb") as fh:
+def _cached(path: str, key, make):
+    """make() unless `path` holds a pickle written with the same key (then its value)."""
+    if path and Path(path).exists():
+        with open(path, "rb") as fh:
             stored = pickle.load(fh)
         if stored["key"] == key:
-            return stored["picks"]
-    found, index = {}, 0
-    while len(found) < args.cases:
-        batch = list(range(index, index + args.cases - len(found)))
-        index += len(batch)
-        for i, pick in pool.map(baseline, [(args, i) for i in batch]):
-            if pick is not None:
-                found[i] = pick
-    if cache is not None:
-        with open(cache, "wb") as fh:
-            pickle.dump({"key": key, "picks": found}, fh)
-    return found
+            return stored["value"]
+    value = make()
+    if path:
+        with open(path, "wb") as fh:
+            pickle.dump({"key": key, "value": value}, fh)
+    return value
+
+
+def policy_cases(args, name: str, pool) -> dict:
+    """{case index: (alone, searched)} for the first `cases` held-out cases with a plan (the
+    same cases the baselines take: both need the planner's answer on demand)."""
+    def make():
+        found, index = {}, 0
+        while len(found) < args.cases:
+            batch = list(range(index, index + args.cases - len(found)))
+            index += len(batch)
+            for i, pp in zip(batch, pool.map(picks, [(args, name, i) for i in batch])):
+                if pp is not None:
+                    found[i] = pp
+        return found
+    safe = "".join(c if c.isalnum() else "_" for c in name)
+    path = f"{args.cache}.{safe}" if args.cache else ""
+    return _cached(path, (args.cases, args.seeds, args.fresh, args.samples), make)
+
+
+def baselines(args, pool) -> dict:
+    """{case index: baseline Pick} for the first `cases` held-out cases with a plan, cached
+    (they do not depend on the policy, and they are most of the benchmark's time)."""
+    def make():
+        found, index = {}, 0
+        while len(found) < args.cases:
+            batch = list(range(index, index + args.cases - len(found)))
+            index += len(batch)
+            for i, pick in pool.map(baseline, [(args, i) for i in batch]):
+                if pick is not None:
+                    found[i] = pick
+        return found
+    return _cached(args.cache, (args.cases, args.seeds, args.fresh), make)
 
 
 def geo_ci(ratios: np.ndarray, rng: np.random.Generator) -> tuple[float, float, float]:
@@ -95,23 +117,30 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=16, help="sampled decisions of the search")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--cache", default="", help="pickle of the baselines (reused when it "
-                                                "matches --cases, --seeds and --fresh)")
+                                                "matches --cases, --seeds and --fresh), and "
+                                                "beside it each policy's picks")
+    ap.add_argument("--picks-only", action="store_true",
+                    help="compute and cache the policies' picks only (needs --cache)")
     args = ap.parse_args()
     start = time.perf_counter()
     with ProcessPoolExecutor(args.workers) as pool:
+        if args.picks_only:  # the policies' picks alone, cached for a later run's report
+            for name in args.policy.split(","):
+                got = policy_cases(args, name, pool)
+                print(f"policy {name}: picks of {len(got)} cases cached")
+            return
         base = baselines(args, pool)
         print(f"baselines of {len(base)} held-out cases (indices {min(base)} to {max(base)}), "
               f"{args.seeds} jobs per choice, {args.fresh} fresh jobs per score: "
               f"{time.perf_counter() - start:.0f} s")
         for name in args.policy.split(","):
             t0 = time.perf_counter()
-            got = list(pool.map(picks, [(args, name, i) for i in base]))
+            got = policy_cases(args, name, pool)
             from heterps_sim.planner.learned.evaluate import CaseRow
             from heterps_sim.planner.learned.family import HELD_OUT_SEEDS, case
             rows = []
-            for i, pp in zip(base, got):
-                if pp is None:  # not feasible for the policy's planner: cannot happen (same)
-                    continue
+            for i in base:
+                pp = got[i]
                 problem, market = case(HELD_OUT_SEEDS + i)
                 rows.append(CaseRow(index=i, layers=len(problem.layer_names),
                                     types=len(problem.type_names),
