@@ -198,7 +198,10 @@ def unit_repair(problem: Problem, start: Candidate, market: Market, *, seeds: in
     while not outcome.meets_probability and added < max_added:
         best = None
         for trial in growth_moves(plan, problem if plan_on is None else plan_on):
-            o = rental_episodes(problem, trial, market, seeds=seeds, reference=False)
+            try:
+                o = rental_episodes(problem, trial, market, seeds=seeds, reference=False)
+            except ValueError:  # one unit more is one too many (the minimum batch per unit)
+                continue
             gain = short - shortfall(problem, o)
             if gain <= 0.0:
                 continue

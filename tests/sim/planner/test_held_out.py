@@ -186,3 +186,28 @@ def test_shortfall_is_the_mean_distance_below_the_floor():
     outcome = SimpleNamespace(steps=10, run_s=np.array([50.0, 100.0, 200.0, 250.0]))
     # throughputs 20, 10, 5, 4: shortfalls 0, 0, 5, 6
     assert shortfall(problem, outcome) == pytest.approx(11 / 4)
+
+
+def test_unit_repair_skips_a_unit_the_plan_cannot_run_with(tmp_path, tiny, monkeypatch):
+    """A unit more can put a stage past its minimum batch per unit, and that plan does not run
+    in the simulator (rental_episodes raises): the growth tries the other moves and goes on
+    instead of failing the whole sweep."""
+    import heterps_sim.planner.robust as robust
+    problem, planner, name = tiny
+    market = _market(tmp_path, name, (0, 3600), fit=None)
+    tight = replace(problem, throughput_limit=0.99 * planner.plan(problem).result.throughput)
+    (start,) = robust.headroom_sweep(tight, market, planner, headrooms=(0.0,),
+                                     seeds=6).candidates
+    assert not start.holds  # the premise: noise makes it miss, so units would be added
+    real = robust.rental_episodes
+    tried = []
+
+    def refuse_beyond_two(problem, plan, market, **kw):
+        tried.append(sum(plan.units_by_type().values()))
+        if tried[-1] > 2:
+            raise ValueError("the plan does not run in the simulator at seed 0: too many units")
+        return real(problem, plan, market, **kw)
+    monkeypatch.setattr(robust, "rental_episodes", refuse_beyond_two)
+    grown = robust.unit_repair(tight, start, market, seeds=6)
+    assert max(tried) > 2  # a refused plan was tried, and skipped
+    assert sum(grown.plan.units_by_type().values()) <= 2
