@@ -23,7 +23,7 @@ import torch
 
 from heterps_sim.planner.learned.decide import CHECKPOINT_SCALES, HEADROOMS, Case, Decision
 from heterps_sim.planner.learned.family import case
-from heterps_sim.planner.learned.policy import SpotPolicy, act_on, inputs_of
+from heterps_sim.planner.learned.policy import Rollout, SpotPolicy, act_on, inputs_of
 
 
 def _better(a, b) -> bool:
@@ -46,9 +46,8 @@ def spot_sets(offered) -> list[frozenset]:
 
 
 def search_label(case_seed: int, jobs: int = 10):
-    """The best decision the search finds for training case `case_seed`, as a train.Rollout
+    """The best decision the search finds for training case `case_seed`, as a policy.Rollout
     of one decision (None: no plan on demand, or its plan does not run)."""
-    from heterps_sim.planner.learned.train import Rollout
     problem, market = case(case_seed)
     c = Case(problem, market, seeds=jobs)
     if not c.feasible or not math.isfinite(c.reference):

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -96,6 +97,32 @@ class Inputs:
     offered: torch.Tensor
     names: tuple
     stages: Callable
+
+
+@dataclass
+class Rollout:
+    """One case's sampled decisions and their rewards, as a worker returns them: what the
+    policy read (so the learner replays the decisions' log-probabilities without the case)."""
+
+    case_seed: int
+    types: np.ndarray
+    case: np.ndarray
+    offered: np.ndarray
+    names: tuple
+    stages: dict
+    """(spot types, headroom) -> the stage features read for it (None: no plan)."""
+    decisions: list
+    rewards: list
+    holds: list
+    jobs: int
+    simulated_samples: float
+
+    def inputs(self) -> Inputs:
+        def stages(spot, headroom):
+            x = self.stages[(frozenset(spot), headroom)]
+            return None if x is None else torch.from_numpy(x)
+        return Inputs(torch.from_numpy(self.types), torch.from_numpy(self.case),
+                      torch.from_numpy(self.offered), self.names, stages)
 
 
 def inputs_of(case: Case) -> Inputs:
@@ -187,4 +214,4 @@ def act_on(policy: SpotPolicy, inp: Inputs, *, greedy: bool = False,
                 log_prob, entropy, stages)
 
 
-__all__ = ["Inputs", "SpotPolicy", "Step", "act", "act_on", "inputs_of"]
+__all__ = ["Inputs", "Rollout", "SpotPolicy", "Step", "act", "act_on", "inputs_of"]

@@ -23,7 +23,6 @@ import math
 import pickle
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +33,7 @@ from heterps_sim.core.files import UserFileError, run_command
 from heterps_sim.core.flags import OneLineParser
 from heterps_sim.planner.learned.decide import Case
 from heterps_sim.planner.learned.family import HELD_OUT_SEEDS, case
-from heterps_sim.planner.learned.policy import Inputs, SpotPolicy, act_on, inputs_of
+from heterps_sim.planner.learned.policy import Rollout, SpotPolicy, act_on, inputs_of
 from heterps_sim.schedulers.fields import add_flags, plain_message
 
 FORMAT = "heterps-spot-policy/1"
@@ -99,32 +98,6 @@ def load_policy(path: str | Path) -> SpotPolicy:
 def trained_stats(path: str | Path) -> dict:
     """What the checkpoint says about its training (updates, wall time, jobs simulated)."""
     return dict(torch.load(Path(path), map_location="cpu", weights_only=True)["trained"])
-
-
-@dataclass
-class Rollout:
-    """One case's sampled decisions and their rewards, as a worker returns them: what the
-    policy read (so the learner replays the decisions' log-probabilities without the case)."""
-
-    case_seed: int
-    types: np.ndarray
-    case: np.ndarray
-    offered: np.ndarray
-    names: tuple
-    stages: dict
-    """(spot types, headroom) -> the stage features read for it (None: no plan)."""
-    decisions: list
-    rewards: list
-    holds: list
-    jobs: int
-    simulated_samples: float
-
-    def inputs(self) -> Inputs:
-        def stages(spot, headroom):
-            x = self.stages[(frozenset(spot), headroom)]
-            return None if x is None else torch.from_numpy(x)
-        return Inputs(torch.from_numpy(self.types), torch.from_numpy(self.case),
-                      torch.from_numpy(self.offered), self.names, stages)
 
 
 def rollout(job) -> Rollout | None:
