@@ -27,12 +27,10 @@ from heterps_sim.planner.learned.policy import Rollout, SpotPolicy, act_on, inpu
 
 
 def _better(a, b) -> bool:
-    """Scored a is better than b: holds where b does not, else cheaper, else higher reward."""
-    if a.holds != b.holds:
-        return a.holds
-    if a.holds:
-        return a.cost < b.cost
-    return a.reward > b.reward
+    """Scored a is better than b as the search ranks them (answer.best_scored: holds the floor
+    where b does not, else cheaper, else a higher reward); a tie keeps b."""
+    from heterps_sim.planner.learned.answer import best_scored
+    return best_scored([b, a]) is a
 
 
 def spot_sets(offered) -> list[frozenset]:
