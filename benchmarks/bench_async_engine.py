@@ -9,9 +9,13 @@ messages), printed per plan:
 
 - measured throughput (median of --repeats runs) beside the simulator's prediction at the
   run's compute speed (this VM's speed drifts up to 2x; the raw prediction is shown too);
-- the time per microbatch with the pipeline's bubbles taken out: step time / (m + s - 1) for
-  1f1b (the flushed pipeline's length), step time / m for async (no fill, no drain), and the
-  async/1f1b ratio of what is left per microbatch and boundary after compute;
+- what each schedule spends on its boundary messages and runtime, per microbatch and boundary:
+  the measured step less the simulator's step for the same schedule at the run's speed with
+  the messages free (no transfer time, no message CPU; the fill, drain, stage imbalance,
+  all-reduces and cores kept), over m x (stages - 1); and the async/1f1b ratio of it;
+- beside it the older measure, step time / (m + s - 1) for 1f1b and / m for async less the
+  bottleneck's compute per microbatch, which reads 1f1b's unbalanced fill and drain as time
+  saved (a 1f1b step of m bottleneck microbatches and a lighter stage's is divided by m + 1);
 - cores busy: the ranks' CPU seconds (every thread, gloo's included) per second of the
   measured steps; near the host's core count, the ranks waited for cores.
 """
@@ -53,6 +57,9 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--out", default="runs/bench-async-engine")
+    p.add_argument("--core-sharing", choices=("fifo", "fair"), default="fifo",
+                   help="how the simulator shares the host's cores between the ranks "
+                        "(validate's option)")
     args = p.parse_args()
     profile = ROOT / "traces" / "profiles"
     plans = _plans()
@@ -60,15 +67,15 @@ def main() -> None:
         scenario=str(ROOT / "scenarios" / "exec-tiny.yaml"), plans=tuple(plans),
         steps=args.steps, repeats=args.repeats, max_ranks=3, out_dir=args.out,
         profile_rows=read_profile_rows(profile / "vm-cpu-tiny-ctr.csv", "tiny-ctr"),
-        links=read_links(profile / "vm-links.json")))
+        links=read_links(profile / "vm-links.json"), core_sharing=args.core_sharing))
     rows = report["plans"]
     print(f"exec-tiny on this host ({report['host_cores']} cores, load "
           f"{report['host_load_before']:.2f} before), {args.steps} steps, median of "
           f"{args.repeats} runs")
     print(f"{'replicas':>8} {'m':>2} {'schedule':>8} {'D':>2} {'measured/s':>11} "
-          f"{'sim@speed/s':>12} {'error':>7} {'sim raw/s':>10} {'ms/mb':>7} {'left/mb/bd':>11} "
-          f"{'cores busy':>10}")
-    per_mb = {}
+          f"{'sim@speed/s':>12} {'error':>7} {'sim raw/s':>10} {'msgs/mb/bd':>11} "
+          f"{'older':>7} {'cores busy':>10}")
+    per_mb, older = {}, {}
     errors = []
     for plan, row in zip(plans, rows, strict=True):
         s, m = len(plan.stages), plan.num_microbatches
@@ -76,7 +83,9 @@ def main() -> None:
         mb = step / (m if plan.schedule == "async" else m + s - 1)
         compute = max(row["measured_stage_compute_s"]) / m  # the bottleneck's, per microbatch
         left = max(mb - compute, 0.0) / (2 if s > 2 else 1)  # boundaries of the middle stage
-        per_mb[row["replicas"], plan.schedule] = left
+        older[row["replicas"], plan.schedule] = left
+        messages = (step - row["des_compute_only_step_s"]) / (m * (s - 1))
+        per_mb[row["replicas"], plan.schedule] = messages
         err = 100 * (row["des_at_run_speed"] / row["measured"] - 1)
         if plan.schedule == "async":
             errors.append(abs(err))
@@ -84,13 +93,19 @@ def main() -> None:
             else "-"
         print(f"{row['replicas']:>8} {m:>2} {plan.schedule:>8} {d:>2} {row['measured']:>11,.0f} "
               f"{row['des_at_run_speed']:>12,.0f} {err:>+6.1f}% {row['des']:>10,.0f} "
-              f"{1e3 * mb:>7.3f} {1e3 * left:>11.3f} {row['measured_cpu_cores'] or 0:>10.2f}")
+              f"{1e3 * messages:>11.3f} {1e3 * left:>7.3f} "
+              f"{row['measured_cpu_cores'] or 0:>10.2f}")
     ratios = [per_mb[r, "async"] / per_mb[r, "1f1b"] for r, sch in per_mb if sch == "1f1b"
               and per_mb[r, "1f1b"] > 0]
+    old_ratios = [older[r, "async"] / older[r, "1f1b"] for r, sch in older if sch == "1f1b"
+                  and older[r, "1f1b"] > 0]
     print(f"async vs simulator at run speed: median |error| {statistics.median(errors):.1f}%, "
           f"worst {max(errors):.1f}%")
-    print("async / 1f1b time left per microbatch and boundary after compute: "
+    print("async / 1f1b messages and runtime per microbatch and boundary (ms, the step less "
+          "the schedule's own with messages free): "
           + ", ".join(f"{x:.2f}" for x in ratios) + f" (median {statistics.median(ratios):.2f})")
+    print("older measure (bubbles by count, bottleneck compute out): "
+          + ", ".join(f"{x:.2f}" for x in old_ratios))
 
 
 if __name__ == "__main__":

@@ -292,6 +292,13 @@ def validate(req: ValidateRequest, progress=None) -> dict:
         des_at_speed = simulate(at_speed["des"], plan, seed=req.seed, options=des_options,
                                 record_spans=False).result
         analytic_at_speed = evaluate_plan(at_speed["analytic"], plan)
+        # the same schedule at the same speed with its boundary messages free (no transfer
+        # time, no message CPU): what the schedule's own shape (fill, drain, imbalance,
+        # all-reduces, cores) explains; the rest of a measured step is messages and runtime
+        free = des_options.model_copy(update={"effects": des_options.effects - {"transfers"},
+                                              "message_cpu": None})
+        compute_only = simulate(at_speed["des"], plan, seed=req.seed, options=free,
+                                record_spans=False).result
         rows.append({
             "plan": n, "stages": len(plan.stages),
             "replicas": "-".join(str(s.num_replicas) for s in plan.stages),
@@ -302,6 +309,7 @@ def validate(req: ValidateRequest, progress=None) -> dict:
             "des_at_run_speed": des_at_speed.throughput,
             "analytic_at_run_speed": analytic_at_speed.throughput,
             "measured_step_s": measured.step_time_s, "des_step_s": des.step_time_s,
+            "des_compute_only_step_s": compute_only.step_time_s,
             "measured_split": _split(measured.extra["stages"], measured.bottleneck_stage),
             "des_split": _des_split(des, measured.bottleneck_stage),
             "des_bubble": des.extra.get("bubble_fraction", 0.0),
