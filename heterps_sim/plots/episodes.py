@@ -176,10 +176,11 @@ def checkpoint_lines(choices) -> list[str]:
 
 def learned_lines(problem, market, answer, source: str) -> list[str]:
     """The learned spot policy's decisions and their jobs (planner/learned/answer.py)."""
-    lines = [f"learned spot policy ({source}): its most likely decision, then the cheapest "
+    from heterps_sim.planner.learned.answer import ALONE_QUANTILE
+    lines = [f"learned spot policy ({source}): its decision alone (its most likely choices, "
+             f"the headroom at its {100 * ALONE_QUANTILE:.0f}th percentile), then the cheapest "
              f"holding the floor of the {answer.tried} distinct decision(s) it proposed, each "
-             f"scored by the "
-             f"same jobs (floor {problem.throughput_limit:,.0f} samples/s in "
+             f"scored by the same jobs (floor {problem.throughput_limit:,.0f} samples/s in "
              f"{100 * market.probability:.0f}% of them):"]
     for label, s in (("policy alone", answer.alone), ("policy + search", answer.searched)):
         lines.append(f"  {label:16} {s.decision.text()}")

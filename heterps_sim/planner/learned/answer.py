@@ -2,10 +2,11 @@
 --policy` prints and the benchmark scores.
 
     ans = learned_answer(problem, market, policy, seeds=20, samples=16)
-    ans.alone       the policy's most likely decision and its jobs (decide.Scored)
-    ans.searched    the cheapest holding the floor among that and `samples` decisions sampled
-                    at SEARCH_TEMPERATURE, each scored by the same `seeds` jobs (the highest
-                    reward if none holds)
+    ans.alone       the policy's decision (its most likely one, the headroom by
+                    ALONE_QUANTILE) and its jobs (decide.Scored)
+    ans.searched    the cheapest holding the floor among that, the most likely decision and
+                    `samples` decisions sampled at SEARCH_TEMPERATURE, each scored by the same
+                    `seeds` jobs (the highest reward if none holds)
 
 The jobs run on the market the planner knows (Market.known), so a held-out part of a trace stays
 out of the choice.
@@ -51,6 +52,12 @@ def best_scored(scored: list[Scored]) -> Scored:
     return max(scored, key=lambda s: s.reward)
 
 
+ALONE_QUANTILE = 0.85
+"""The policy alone's headroom: the least whose cumulative probability reaches this (policy.
+act_on's headroom_quantile), not the most likely one. Chosen as the rule of highest mean
+reward on 30 validation cases (benchmarks/bench_spot_alone.py; docs/results' learned spot
+policy page)."""
+
 SEARCH_TEMPERATURE = 2.0
 """The search samples its decisions at this temperature (every logit halved): a trained policy
 is sharp, and samples at its own temperature repeat its most likely decision."""
@@ -65,12 +72,14 @@ def learned_answer(problem: Problem, market: Market, policy: SpotPolicy, *, seed
     if not c.feasible:
         return None
     with torch.no_grad():
-        greedy = act(policy, c, greedy=True).decision
+        greedy = act(policy, c, greedy=True, headroom_quantile=ALONE_QUANTILE).decision
         c.base(greedy.spot, greedy.headroom)
         alone_s = time.perf_counter() - start
+        likeliest = act(policy, c, greedy=True).decision  # (the mode's headroom)
         gen = torch.Generator().manual_seed(search_seed)
-        tried = [greedy] + [act(policy, c, generator=gen, temperature=temperature).decision
-                            for _ in range(samples)]
+        tried = [greedy, likeliest] + [act(policy, c, generator=gen,
+                                           temperature=temperature).decision
+                                       for _ in range(samples)]
     scored = {d: c.score(d) for d in tried}
     pick = best_scored(list(scored.values()))
     searched_s = time.perf_counter() - start
@@ -89,4 +98,4 @@ def learned_answer(problem: Problem, market: Market, policy: SpotPolicy, *, seed
                          failure)
 
 
-__all__ = ["LearnedAnswer", "SEARCH_TEMPERATURE", "best_scored", "learned_answer"]
+__all__ = ["ALONE_QUANTILE", "LearnedAnswer", "SEARCH_TEMPERATURE", "best_scored", "learned_answer"]

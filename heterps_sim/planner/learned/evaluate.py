@@ -7,9 +7,10 @@ For held-out case `index` (family.case(HELD_OUT_SEEDS + index)):
   answer repaired in the simulator (a); its answers at raised floors on demand and on spot
   prices, and those grown unit by unit (b)), the cheapest holding the floor chosen by `seeds`
   jobs;
-- the policy alone: its most likely decision (no search, no simulation);
-- the policy with a small search: its most likely decision and `samples` sampled ones, the
-  cheapest holding the floor chosen by the same `seeds` jobs.
+- the policy alone: its most likely decision, the headroom by answer.ALONE_QUANTILE (no
+  search, no simulation);
+- the policy with a small search: that decision, the most likely one and `samples` sampled
+  ones, the cheapest holding the floor chosen by the same `seeds` jobs.
 Each chosen plan is then scored by `fresh` jobs on other seeds (from FRESH_SEED): a choice made
 on some jobs is not scored on them.
 """
@@ -21,9 +22,9 @@ from dataclasses import dataclass
 
 from heterps_sim.planner.episodes import RentalOutcome, rental_episodes
 from heterps_sim.planner.learned.answer import learned_answer
-from heterps_sim.planner.learned.decide import Decision, sub_market
-from heterps_sim.planner.learned.family import HELD_OUT_SEEDS, case
-from heterps_sim.planner.learned.policy import SpotPolicy
+from heterps_sim.planner.learned.decide import Case, Decision, sub_market
+from heterps_sim.planner.learned.family import HELD_OUT_SEEDS, VALIDATION_SEEDS, case
+from heterps_sim.planner.learned.policy import SpotPolicy, act
 from heterps_sim.planner.planner import Planner
 
 FRESH_SEED = 10_000
@@ -125,4 +126,31 @@ def evaluate_case(policy: SpotPolicy, index: int, *, seeds: int = 20, fresh: int
                    baseline=baseline, alone=picks[0], searched=picks[1])
 
 
-__all__ = ["CaseRow", "FRESH_SEED", "Pick", "baseline_pick", "evaluate_case", "policy_picks"]
+def alone_by_quantile(policy: SpotPolicy, index: int, rules: tuple, *,
+                      seeds: int = 20) -> dict | None:
+    """Validation case `index` (family.case(VALIDATION_SEEDS + index): the training family,
+    never trained on nor held out): the policy alone's decision under each headroom rule
+    (None: the most likely headroom; a float q: the least whose cumulative probability
+    reaches q; ("fixed", h): headroom h whatever the policy says, its spot types and checkpoint
+    interval kept, no unit added: the ablation), each scored by the same `seeds` jobs (decide.Case.score: the training reward).
+    None when no plan meets the floor even on demand on mean times."""
+    from dataclasses import replace
+
+    import torch
+    problem, market = case(VALIDATION_SEEDS + index)
+    c = Case(problem, market, seeds=seeds)
+    if not c.feasible:
+        return None
+    out = {}
+    with torch.no_grad():
+        for rule in rules:
+            if isinstance(rule, tuple):  # (no unit added: the policy alone rarely adds one)
+                d = replace(act(policy, c, greedy=True).decision, headroom=rule[1], extra=())
+            else:
+                d = act(policy, c, greedy=True, headroom_quantile=rule).decision
+            out[rule] = c.score(d)
+    return out
+
+
+__all__ = ["CaseRow", "FRESH_SEED", "Pick", "alone_by_quantile", "baseline_pick",
+           "evaluate_case", "policy_picks"]

@@ -27,6 +27,9 @@ PROBABILITIES = (0.8, 0.9, 0.95)
 TRAIN_SEEDS = 0
 """Training problems are drawn from seeds 0, 1, 2, ...; held-out ones from HELD_OUT_SEEDS on."""
 HELD_OUT_SEEDS = 1_000_000
+VALIDATION_SEEDS = 999_000
+"""Cases a decoding choice is tuned on (answer.ALONE_QUANTILE): the training family, never
+trained on (training stops before these seeds) and never held out."""
 
 
 def random_market(rng: np.random.Generator, problem: Problem) -> Market:
@@ -106,4 +109,4 @@ def case(seed: int) -> tuple[Problem, Market]:
     return random_case(np.random.default_rng([seed, 0x5907]))
 
 
-__all__ = ["HELD_OUT_SEEDS", "binding_limit", "case", "random_case", "random_market"]
+__all__ = ["HELD_OUT_SEEDS", "VALIDATION_SEEDS", "binding_limit", "case", "random_case", "random_market"]

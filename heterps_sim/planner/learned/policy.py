@@ -2,7 +2,7 @@
 
     policy = SpotPolicy()
     step = act(policy, case, generator=g)          # sample a decision (training, search)
-    step = act(policy, case, greedy=True)          # the policy alone: its most likely decision
+    step = act(policy, case, greedy=True)          # its most likely decision
     step.decision, step.log_prob, step.entropy
 
 1. A bidirectional LSTM reads the types in order of on-demand price (features.type_features):
@@ -151,10 +151,13 @@ def inputs_of(case: Case) -> Inputs:
     return cached
 
 
-def _pick(dist, greedy: bool, generator):
+def _pick(dist, greedy: bool, generator, quantile: float | None = None):
     if greedy:
         if isinstance(dist, torch.distributions.Bernoulli):
             return (dist.probs > 0.5).float()
+        if quantile is not None:  # an ordinal choice: the least whose cumulative share >= q
+            reached = torch.cumsum(dist.probs, -1) >= quantile - 1e-9
+            return reached.float().argmax(-1)
         return dist.probs.argmax(-1)
     if isinstance(dist, torch.distributions.Bernoulli):
         return (torch.rand(dist.probs.shape, generator=generator) < dist.probs).float()
@@ -163,19 +166,21 @@ def _pick(dist, greedy: bool, generator):
 
 def act(policy: SpotPolicy, case: Case, *, greedy: bool = False,
         generator: torch.Generator | None = None, given: Decision | None = None,
-        temperature: float = 1.0) -> Step:
+        temperature: float = 1.0, headroom_quantile: float | None = None) -> Step:
     """One decision for `case`: sampled, the most likely one with `greedy`, or `given` (its
     log-probability under the policy: what a gradient step on a known decision needs)."""
     return act_on(policy, inputs_of(case), greedy=greedy, generator=generator, given=given,
-                  temperature=temperature)
+                  temperature=temperature, headroom_quantile=headroom_quantile)
 
 
 def act_on(policy: SpotPolicy, inp: Inputs, *, greedy: bool = False,
            generator: torch.Generator | None = None, given: Decision | None = None,
-           temperature: float = 1.0) -> Step:
+           temperature: float = 1.0, headroom_quantile: float | None = None) -> Step:
     """act on a case's inputs (a rollout's, replayed in another process, needs no case);
     `temperature` divides every logit (above 1: a search's samples spread wider than
-    training's)."""
+    training's). `headroom_quantile` (with greedy): the headroom is the least whose
+    cumulative probability reaches it, not the most likely one (headrooms are ordered, and a
+    step too low misses the floor where a step too high only costs more)."""
     spot_logit, head_logit, ckpt_logit = (x / temperature
                                           for x in policy.first(inp.types, inp.case))
     # a type the market does not offer on spot is never put there (its logit is ignored)
@@ -185,7 +190,7 @@ def act_on(policy: SpotPolicy, inp: Inputs, *, greedy: bool = False,
     d_ckpt = torch.distributions.Categorical(logits=ckpt_logit)
     if given is None:
         spot_pick = _pick(d_spot, greedy, generator)
-        head_pick = _pick(d_head, greedy, generator)
+        head_pick = _pick(d_head, greedy, generator, headroom_quantile)
         ckpt_pick = _pick(d_ckpt, greedy, generator)
     else:
         spot_pick = torch.tensor([float(n in given.spot) for n in inp.names])

@@ -3,8 +3,8 @@
     python -m heterps_sim.planner.learned.train --seconds 600 --workers 2 --out spot-policy.pt
 
 Each update rolls out `workers` training cases at once, one per process (family.case: a random
-problem and spot market; seeds below family.HELD_OUT_SEEDS, so no evaluation case is ever
-trained on). For each case a worker samples `samples` decisions from the policy (policy.act_on)
+problem and spot market; seeds below family.VALIDATION_SEEDS, so no validation or evaluation
+case is ever trained on). For each case a worker samples `samples` decisions from the policy (policy.act_on)
 and scores each by `jobs` simulated jobs (decide.Case.score: the step-level simulator with
 jitter and stragglers, then the job-level one with the market's reclaims, checkpoints and
 restarts; the same seeds for every decision of the case). The learner replays the decisions'
@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from heterps_sim.core.files import UserFileError, run_command
 from heterps_sim.core.flags import OneLineParser
 from heterps_sim.planner.learned.decide import Case
-from heterps_sim.planner.learned.family import HELD_OUT_SEEDS, case
+from heterps_sim.planner.learned.family import VALIDATION_SEEDS, case
 from heterps_sim.planner.learned.policy import Rollout, SpotPolicy, act_on, inputs_of
 from heterps_sim.schedulers.fields import add_flags, plain_message
 
@@ -158,8 +158,8 @@ def train(args: Args, log=None, *, processes: int | None = None) -> tuple[SpotPo
                                                                or updates < args.updates):
             seeds = list(range(next_seed, next_seed + args.workers))
             next_seed += args.workers
-            if next_seed >= HELD_OUT_SEEDS:
-                raise ValueError("training ran into the held-out cases' seeds")
+            if next_seed >= VALIDATION_SEEDS:
+                raise ValueError("training ran into the validation and held-out cases' seeds")
             state = {k: v.detach().clone() for k, v in policy.state_dict().items()}
             work = [(state, policy.hidden, s, args.samples, args.jobs,
                      args.seed * 1_000_003 + s) for s in seeds]

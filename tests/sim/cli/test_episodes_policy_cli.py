@@ -26,7 +26,7 @@ def test_the_policys_decisions_are_priced_by_the_same_jobs_as_a_plan_alone():
     proc = _run("--seeds", "4", "--policy", "shipped", "--policy-samples", "3", "--json")
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)["policy"]
-    assert 1 <= out["decisions_tried"] <= 4
+    assert 1 <= out["decisions_tried"] <= 5  # the alone decision, the likeliest, 3 samples
     problem = load_input(TINY).problem
     market = load_market(MARKET, list(problem.type_names))
     for key in ("alone", "searched"):

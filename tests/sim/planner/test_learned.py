@@ -109,6 +109,30 @@ def test_units_are_added_per_stage_within_the_caps(small):
     assert grown_capped.units_by_type() == {n: k + 1 for n, k in used.items()}
 
 
+def test_a_headroom_quantile_takes_the_least_headroom_whose_cumulative_share_reaches_it():
+    from heterps_sim.planner.learned.policy import _pick
+    d = torch.distributions.Categorical(probs=torch.tensor([0.1, 0.3, 0.2, 0.4]))
+    assert int(_pick(d, True, None)) == 3  # the most likely
+    # cumulative 0.1, 0.4, 0.6, 1.0
+    assert [int(_pick(d, True, None, q)) for q in (0.05, 0.1, 0.4, 0.5, 0.6, 0.61, 1.0)] == \
+        [0, 0, 1, 2, 2, 3, 3]
+
+
+def test_the_policy_alone_plans_at_its_quantile_headroom_and_the_search_scores_the_mode(small):
+    from heterps_sim.planner.learned.answer import ALONE_QUANTILE, learned_answer
+    problem, market, c = small
+    policy = load_policy(SHIPPED)
+    with torch.no_grad():
+        want = act(policy, c, greedy=True, headroom_quantile=ALONE_QUANTILE).decision
+        mode = act(policy, c, greedy=True).decision
+    ans = learned_answer(problem, market, policy, seeds=c.seeds, samples=0)
+    assert ans.alone.decision == want
+    assert ans.tried == len({want, mode})  # no samples: the two greedy rules alone
+    best = best_scored([c.score(want), c.score(mode)])
+    assert ans.searched.decision == best.decision
+    assert ans.searched.reward == pytest.approx(best.reward, rel=1e-12)
+
+
 def test_greedy_decisions_are_deterministic_and_spot_stays_within_the_market(small):
     problem, market, c = small
     torch.manual_seed(0)
