@@ -1,7 +1,7 @@
 """The learned spot policy against the exact solver's baselines on held-out random cases.
 
     .venv/bin/python benchmarks/bench_spot_policy.py [--policy PATH] [--cases 20] [--seeds 20]
-        [--fresh 40] [--samples 16] [--workers 2]
+        [--fresh 40] [--samples 16] [--workers 2] [--grid]
 
 For each held-out case (planner/learned/family.py: a random problem whose floor binds, a random
 spot market, seeds the training never draws) it prints the plan each method chooses, scored by
@@ -53,6 +53,14 @@ def picks(job):
                         samples=args.samples)
 
 
+def grid(job):
+    import torch
+    torch.set_num_threads(1)
+    from heterps_sim.planner.learned.evaluate import grid_pick
+    args, index = job
+    return index, grid_pick(index, seeds=args.seeds, fresh=args.fresh)
+
+
 def _cached(path: str, key, make):
     """make() unless `path` holds a pickle written with the same key (then its value)."""
     if path and Path(path).exists():
@@ -99,6 +107,34 @@ def baselines(args, pool) -> dict:
     return _cached(args.cache, (args.cases, args.seeds, args.fresh), make)
 
 
+def grid_picks(args, cases, pool) -> dict:
+    """{case index: the grid search's Pick} for the baselines' cases, cached beside them."""
+    def make():
+        return dict(pool.map(grid, [(args, i) for i in cases]))
+    path = f"{args.cache}.grid" if args.cache else ""
+    return _cached(path, (tuple(cases), args.seeds, args.fresh), make)
+
+
+def grid_report(base: dict, got: dict) -> None:
+    """The grid search against the sweep's best, as report's summary lines."""
+    rng = np.random.default_rng(0)
+    rows = [(got[i], base[i]) for i in base if got.get(i) is not None]
+    held = sum(g.holds for g, _ in rows)
+    both = [(g.cost, b.cost) for g, b in rows if g.holds and b.holds]
+    line = (f"grid search (the policy's choices searched in full): holds the floor on fresh "
+            f"jobs in {held}/{len(rows)} cases (baseline {sum(b.holds for _, b in rows)})")
+    if both:
+        ratios = np.array([a / b for a, b in both])
+        g, lo, hi = geo_ci(ratios, rng)
+        line += (f"; where both hold ({len(both)}): cost / baseline geometric mean {g:.3f} "
+                 f"(95% bootstrap {lo:.3f} to {hi:.3f}), median {np.median(ratios):.3f}, "
+                 f"cheaper by >= 5% in {(ratios <= 0.95).sum()}, dearer by >= 5% in "
+                 f"{(ratios >= 1.05).sum()}")
+    print(line)
+    print(f"median wall time to choose: grid search "
+          f"{np.median([g.wall_s for g, _ in rows]):.1f} s")
+
+
 def geo_ci(ratios: np.ndarray, rng: np.random.Generator) -> tuple[float, float, float]:
     logs = np.log(ratios)
     boots = [np.exp(rng.choice(logs, len(logs)).mean()) for _ in range(4000)]
@@ -119,6 +155,9 @@ def main() -> None:
     ap.add_argument("--cache", default="", help="pickle of the baselines (reused when it "
                                                 "matches --cases, --seeds and --fresh), and "
                                                 "beside it each policy's picks")
+    ap.add_argument("--grid", action="store_true",
+                    help="also the search in the simulator over the policy's choices (what it "
+                         "imitates, in full): the reference a policy over them could reach")
     ap.add_argument("--picks-only", action="store_true",
                     help="compute and cache the policies' picks only (needs --cache)")
     args = ap.parse_args()
@@ -133,6 +172,11 @@ def main() -> None:
         print(f"baselines of {len(base)} held-out cases (indices {min(base)} to {max(base)}), "
               f"{args.seeds} jobs per choice, {args.fresh} fresh jobs per score: "
               f"{time.perf_counter() - start:.0f} s")
+        if args.grid:
+            t0 = time.perf_counter()
+            got = grid_picks(args, sorted(base), pool)
+            print(f"\n## grid search, {time.perf_counter() - t0:.0f} s\n")
+            grid_report(base, got)
         for name in args.policy.split(","):
             t0 = time.perf_counter()
             got = policy_cases(args, name, pool)

@@ -93,6 +93,26 @@ def baseline_pick(index: int, *, seeds: int = 20, fresh: int = 30) -> Pick | Non
                 _fresh(problem, plan, market, None, fresh), wall)
 
 
+def grid_pick(index: int, *, seeds: int = 20, fresh: int = 30) -> Pick | None:
+    """The search in the simulator over the policy's own choices (imitation.grid_search: what
+    the policy was trained to imitate, run in full) for held-out case `index`, chosen by the
+    same `seeds` jobs as the other methods, scored by `fresh` other jobs: what the best policy
+    over these choices could reach with these jobs. None when no plan meets the floor even on
+    demand on mean times."""
+    import time
+
+    from heterps_sim.planner.learned.imitation import grid_search
+    problem, market = case(HELD_OUT_SEEDS + index)
+    start = time.perf_counter()
+    c = Case(problem, market, seeds=seeds)
+    if not c.feasible or not math.isfinite(c.reference):
+        return None
+    best = grid_search(c)
+    wall = time.perf_counter() - start
+    d = best.decision
+    return Pick("grid search", d, best.plan, _fresh(problem, best.plan, market, d, fresh), wall)
+
+
 def policy_picks(policy: SpotPolicy, index: int, *, seeds: int = 20, fresh: int = 30,
                  samples: int = 16, search_seed: int = 0) -> tuple[Pick, Pick] | None:
     """(the policy alone, the policy + search) for held-out case `index`, each scored by
@@ -153,4 +173,4 @@ def alone_by_quantile(policy: SpotPolicy, index: int, rules: tuple, *,
 
 
 __all__ = ["CaseRow", "FRESH_SEED", "Pick", "alone_by_quantile", "baseline_pick",
-           "evaluate_case", "policy_picks"]
+           "evaluate_case", "grid_pick", "policy_picks"]

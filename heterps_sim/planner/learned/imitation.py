@@ -43,15 +43,13 @@ def spot_sets(offered) -> list[frozenset]:
     return list(dict.fromkeys(sets))
 
 
-def search_label(case_seed: int, jobs: int = 10):
-    """The best decision the search finds for training case `case_seed`, as a policy.Rollout
-    of one decision (None: no plan on demand, or its plan does not run)."""
-    problem, market = case(case_seed)
-    c = Case(problem, market, seeds=jobs)
-    if not c.feasible or not math.isfinite(c.reference):
-        return None
+def grid_search(c: Case):
+    """The best decision (decide.Scored) a search in the simulator finds for case `c`: every
+    spot set of spot_sets at every headroom, then each checkpoint interval for the best, then
+    a unit more in each stage of its plan while that improves, all scored by `c`'s jobs (the
+    imitation's labels, and the upper reference of what a policy over these choices can do)."""
     best = None
-    for spot in spot_sets(market.spot):
+    for spot in spot_sets(c.market.spot):
         for h in HEADROOMS:
             s = c.score(Decision(spot, h, 1.0))
             if best is None or _better(s, best):
@@ -71,6 +69,18 @@ def search_label(case_seed: int, jobs: int = 10):
             s = c.score(Decision(d.spot, d.headroom, d.checkpoint_scale, tuple(trial)))
             if _better(s, best):
                 best, extra = s, trial
+    return best
+
+
+def search_label(case_seed: int, jobs: int = 10):
+    """The best decision the search finds for training case `case_seed`, as a policy.Rollout
+    of one decision (None: no plan on demand, or its plan does not run)."""
+    problem, market = case(case_seed)
+    c = Case(problem, market, seeds=jobs)
+    if not c.feasible or not math.isfinite(c.reference):
+        return None
+    best = grid_search(c)
+    base = c.base(best.decision.spot, best.decision.headroom)
     d = best.decision
     if base.plan is not None and len(d.extra) < len(base.plan.stages):
         d = Decision(d.spot, d.headroom, d.checkpoint_scale,
