@@ -120,19 +120,25 @@ def grid_report(base: dict, got: dict) -> None:
     rng = np.random.default_rng(0)
     rows = [(got[i], base[i]) for i in base if got.get(i) is not None]
     held = sum(g.holds for g, _ in rows)
-    both = [(g.cost, b.cost) for g, b in rows if g.holds and b.holds]
-    line = (f"grid search (the policy's choices searched in full): holds the floor on fresh "
-            f"jobs in {held}/{len(rows)} cases (baseline {sum(b.holds for _, b in rows)})")
-    if both:
-        ratios = np.array([a / b for a, b in both])
-        g, lo, hi = geo_ci(ratios, rng)
-        line += (f"; where both hold ({len(both)}): cost / baseline geometric mean {g:.3f} "
-                 f"(95% bootstrap {lo:.3f} to {hi:.3f}), median {np.median(ratios):.3f}, "
-                 f"cheaper by >= 5% in {(ratios <= 0.95).sum()}, dearer by >= 5% in "
-                 f"{(ratios >= 1.05).sum()}")
-    print(line)
+    print(f"grid search (the policy's choices searched in full): holds the floor on fresh "
+          f"jobs in {held}/{len(rows)} cases (baseline {sum(b.holds for _, b in rows)})"
+          + both_hold(rows, rng))
     print(f"median wall time to choose: grid search "
           f"{np.median([g.wall_s for g, _ in rows]):.1f} s")
+
+
+def both_hold(pairs: list, rng: np.random.Generator) -> str:
+    """"; where both hold ...": a method's picks against the baseline's, [(pick, baseline)],
+    on the cases where both hold the floor on the fresh jobs ("" when none do)."""
+    both = [(a.cost, b.cost) for a, b in pairs if a.holds and b.holds]
+    if not both:
+        return ""
+    ratios = np.array([a / b for a, b in both])
+    g, lo, hi = geo_ci(ratios, rng)
+    return (f"; where both hold ({len(both)}): cost / baseline geometric mean {g:.3f} "
+            f"(95% bootstrap {lo:.3f} to {hi:.3f}), median {np.median(ratios):.3f}, "
+            f"cheaper by >= 5% in {(ratios <= 0.95).sum()}, dearer by >= 5% in "
+            f"{(ratios >= 1.05).sum()}")
 
 
 def geo_ci(ratios: np.ndarray, rng: np.random.Generator) -> tuple[float, float, float]:
@@ -210,19 +216,10 @@ def report(rows) -> None:
     rng = np.random.default_rng(0)
     print()
     for key in ("alone", "searched"):
-        both = [(getattr(r, key).cost, r.baseline.cost) for r in rows
-                if getattr(r, key).holds and r.baseline.holds]
         held = sum(getattr(r, key).holds for r in rows)
-        line = (f"{key}: holds the floor on fresh jobs in {held}/{len(rows)} cases "
-                f"(baseline {sum(r.baseline.holds for r in rows)}/{len(rows)})")
-        if both:
-            ratios = np.array([a / b for a, b in both])
-            g, lo, hi = geo_ci(ratios, rng)
-            line += (f"; where both hold ({len(both)}): cost / baseline geometric mean {g:.3f} "
-                     f"(95% bootstrap {lo:.3f} to {hi:.3f}), median {np.median(ratios):.3f}, "
-                     f"cheaper by >= 5% in {(ratios <= 0.95).sum()}, dearer by >= 5% in "
-                     f"{(ratios >= 1.05).sum()}")
-        print(line)
+        print(f"{key}: holds the floor on fresh jobs in {held}/{len(rows)} cases "
+              f"(baseline {sum(r.baseline.holds for r in rows)}/{len(rows)})"
+              + both_hold([(getattr(r, key), r.baseline) for r in rows], rng))
     walls = {k: np.median([getattr(r, k).wall_s for r in rows])
              for k in ("baseline", "alone", "searched")}
     print(f"median wall time to choose: baseline {walls['baseline']:.1f} s, policy alone "
