@@ -43,11 +43,11 @@ def _name(rule) -> str:
 def one(job):
     import torch
     torch.set_num_threads(1)
-    from heterps_sim.planner.learned.evaluate import alone_by_quantile
+    from heterps_sim.planner.learned.evaluate import alone_by_rule
     from heterps_sim.planner.learned.train import SHIPPED, load_policy
     policy_name, index, rules, seeds = job
     policy = load_policy(SHIPPED if policy_name == "shipped" else policy_name)
-    return index, alone_by_quantile(policy, index, rules, seeds=seeds)
+    return index, alone_by_rule(policy, index, rules, seeds=seeds)
 
 
 def main() -> None:

@@ -98,4 +98,5 @@ def learned_answer(problem: Problem, market: Market, policy: SpotPolicy, *, seed
                          failure)
 
 
-__all__ = ["ALONE_QUANTILE", "LearnedAnswer", "SEARCH_TEMPERATURE", "best_scored", "learned_answer"]
+__all__ = ["ALONE_QUANTILE", "LearnedAnswer", "SEARCH_TEMPERATURE", "best_scored",
+           "learned_answer"]

@@ -146,14 +146,15 @@ def evaluate_case(policy: SpotPolicy, index: int, *, seeds: int = 20, fresh: int
                    baseline=baseline, alone=picks[0], searched=picks[1])
 
 
-def alone_by_quantile(policy: SpotPolicy, index: int, rules: tuple, *,
+def alone_by_rule(policy: SpotPolicy, index: int, rules: tuple, *,
                       seeds: int = 20) -> dict | None:
     """Validation case `index` (family.case(VALIDATION_SEEDS + index): the training family,
     never trained on nor held out): the policy alone's decision under each headroom rule
     (None: the most likely headroom; a float q: the least whose cumulative probability
     reaches q; ("fixed", h): headroom h whatever the policy says, its spot types and checkpoint
-    interval kept, no unit added: the ablation), each scored by the same `seeds` jobs (decide.Case.score: the training reward).
-    None when no plan meets the floor even on demand on mean times."""
+    interval kept, no unit added: the ablation), each scored by the same `seeds` jobs
+    (decide.Case.score: the training reward). None when no plan meets the floor even on
+    demand on mean times."""
     from dataclasses import replace
 
     import torch
@@ -172,5 +173,5 @@ def alone_by_quantile(policy: SpotPolicy, index: int, rules: tuple, *,
     return out
 
 
-__all__ = ["CaseRow", "FRESH_SEED", "Pick", "alone_by_quantile", "baseline_pick",
+__all__ = ["CaseRow", "FRESH_SEED", "Pick", "alone_by_rule", "baseline_pick",
            "evaluate_case", "grid_pick", "policy_picks"]

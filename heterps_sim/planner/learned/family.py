@@ -109,4 +109,5 @@ def case(seed: int) -> tuple[Problem, Market]:
     return random_case(np.random.default_rng([seed, 0x5907]))
 
 
-__all__ = ["HELD_OUT_SEEDS", "VALIDATION_SEEDS", "binding_limit", "case", "random_case", "random_market"]
+__all__ = ["HELD_OUT_SEEDS", "VALIDATION_SEEDS", "binding_limit", "case", "random_case",
+           "random_market"]
