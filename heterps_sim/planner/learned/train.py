@@ -7,13 +7,13 @@ problem and spot market; seeds below family.VALIDATION_SEEDS, so no validation o
 case is ever trained on). For each case a worker samples `samples` decisions from the policy
 (policy.act_on) and scores each by `jobs` simulated jobs (decide.Case.score: the step-level
 simulator with jitter and stragglers, then the job-level one with the market's reclaims,
-checkpoints and restarts; the same seeds for every decision of the case). The learner replays the decisions'
-log-probabilities from what the policy read (Rollout) and takes one Adam step on the cases'
-mean of -(advantage x log-probability) - entropy_bonus x entropy, the advantage being the reward
-standardised over the case's decisions (one reward per decision, no critic). Training stops at
-`seconds` or `updates`, whichever comes first (set `updates` for runs that repeat exactly; the
-result does not depend on how the cases were spread over processes). The CSV log beside the
-checkpoint has one row per case.
+checkpoints and restarts; the same seeds for every decision of the case). The learner replays
+the decisions' log-probabilities from what the policy read (Rollout) and takes one Adam step on
+the cases' mean of -(advantage x log-probability) - entropy_bonus x entropy, the advantage
+being the reward standardised over the case's decisions (one reward per decision, no critic).
+Training stops at `seconds` or `updates`, whichever comes first (set `updates` for runs that
+repeat exactly; the result does not depend on how the cases were spread over processes). The
+CSV log beside the checkpoint has one row per case.
 """
 
 from __future__ import annotations
