@@ -16,8 +16,12 @@ Sections:
             and the 2 of seed 200): what the polish's compound moves buy (heterps_sim/schedulers/search/level_moves.py,
             heterps_sim/schedulers/search/window_moves.py), the same polish from an untrained policy's plans, and both
             decodes polished (untrained_starts, the default)
+  alone     (--alone N) the policy alone, no PPO, no polish, no untrained starts: its greedy
+            decode and greedy + 256 samples, on the same N + 2 held-out 64 x 64 problems,
+            for each checkpoint of --checkpoints (the issue's "policy alone" targets)
 Usage: python benchmarks/bench_rl_improved.py [--instances 3] [--finetune 10] [--json]
        [--no-baselines] (the ablation only: a short run) [--heldout 6] (that section only)
+       [--alone 18 --checkpoints shipped,other.pt] (that section only)
 """
 
 from __future__ import annotations
@@ -103,10 +107,37 @@ def heldout_variants(finetune: float) -> dict[str, dict]:
     }
 
 
+def heldout_problems(count: int) -> list:
+    """The 64 x 64 held-out problems: seed 200's two and `count` of seed 300."""
+    problems = [x for x in random_problems(200, 2) if x[0] == "random 64x64"]
+    return problems + list(random_problems(300, count, sizes=(64,)))
+
+
+def alone(count: int, checkpoints: list[str]) -> None:
+    """The policy alone per checkpoint on the held-out 64 x 64 problems: gap % and decode
+    wall time per problem, then median (worst) and the slowest decode."""
+    decodes = {"greedy": dict(decode_samples=0), "greedy + 256 samples": {}}
+    cells = {(c, d): [] for c in checkpoints for d in decodes}
+    print("gap % (decode s) per checkpoint and decode: "
+          + " | ".join(f"{c}: {d}" for c, d in cells))
+    for _, label, p, best in heldout_problems(count):
+        line = []
+        for c, d in cells:
+            r = run("rl", p, best, checkpoint=c, updates=0, polish_starts=0,
+                    untrained_starts=False, **decodes[d])
+            cells[(c, d)].append((r["gap"], r["wall_s"]))
+            line.append(f"{fmt(r['gap']):>6s} ({r['wall_s']:4.2f})")
+        print(f"{label:14s} " + "  ".join(line), flush=True)
+    for (c, d), got in cells.items():
+        gaps = [g for g, _ in got]
+        print(f"{c}: {d:22s} median {fmt(statistics.median(gaps))}  worst {fmt(max(gaps))}  "
+              f"optimal in {sum(g <= 1e-9 for g in gaps)}/{len(gaps)}  slowest decode "
+              f"{max(w for _, w in got):.2f} s")
+
+
 def heldout(count: int, finetune: float) -> None:
     """Gap % and wall time per 64 x 64 held-out problem and variant; median (worst)."""
-    problems = [x for x in random_problems(200, 2) if x[0] == "random 64x64"]
-    problems += list(random_problems(300, count, sizes=(64,)))
+    problems = heldout_problems(count)
     names = heldout_variants(finetune)
     gaps: dict[str, list[float]] = {n: [] for n in names}
     print("gap % (wall s) per variant: " + " | ".join(names))
@@ -129,12 +160,18 @@ def main() -> None:
     ap.add_argument("--no-baselines", action="store_true", help="skip the equal-time section")
     ap.add_argument("--heldout", type=int, default=0,
                     help="run only the 64 x 64 held-out section on this many + 2 problems")
+    ap.add_argument("--alone", type=int, default=0,
+                    help="run only the policy-alone section on this many + 2 problems")
+    ap.add_argument("--checkpoints", default="shipped",
+                    help="comma list of checkpoints for --alone ('shipped' or a path)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     warm = next(random_problems(1, 1, sizes=(8,)))
     run("rl", warm[2], warm[3], updates=1)  # numba / torch warm-up
     if args.heldout:
         return heldout(args.heldout, args.finetune)
+    if args.alone:
+        return alone(args.alone, args.checkpoints.split(","))
     names = variants(args.finetune)
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores "
           f"(shared), torch {torch.__version__} on 1 thread; gap % to the exact optimum")

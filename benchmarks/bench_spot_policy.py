@@ -1,7 +1,7 @@
 """The learned spot policy against the exact solver's baselines on held-out random cases.
 
     .venv/bin/python benchmarks/bench_spot_policy.py [--policy PATH] [--cases 20] [--seeds 20]
-        [--fresh 40] [--samples 16] [--workers 2] [--grid]
+        [--fresh 40] [--samples 16] [--workers 2] [--grid [--split]] [--hindsight]
 
 For each held-out case (planner/learned/family.py: a random problem whose floor binds, a random
 spot market, seeds the training never draws) it prints the plan each method chooses, scored by
@@ -11,7 +11,10 @@ prices, and those grown unit by unit; chosen by `seeds` jobs), the policy alone 
 decision, no simulation) and the policy with a small search (its most likely decision and
 `samples` sampled ones, chosen by the same `seeds` jobs). Then the summary: on the cases where
 both hold the floor on the fresh jobs, the geometric mean of cost / baseline's cost with a 95%
-bootstrap interval over cases, and how often each method holds the floor.
+bootstrap interval over cases, and how often each method holds the floor. --grid adds the
+search over the policy's own choices, --split that search's plans with some units of each spot
+type kept on demand, --hindsight every method against the sweep's cheapest plan that holds on
+the fresh jobs themselves (the most any rule choosing among the sweep's plans could reach).
 """
 
 from __future__ import annotations
@@ -59,6 +62,14 @@ def grid(job):
     from heterps_sim.planner.learned.evaluate import grid_pick
     args, index = job
     return index, grid_pick(index, seeds=args.seeds, fresh=args.fresh)
+
+
+def hindsight(job):
+    import torch
+    torch.set_num_threads(1)
+    from heterps_sim.planner.learned.evaluate import hindsight_pick
+    args, index = job
+    return index, hindsight_pick(index, seeds=args.seeds, fresh=args.fresh)
 
 
 def _cached(path: str, key, make):
@@ -115,6 +126,70 @@ def grid_picks(args, cases, pool) -> dict:
     return _cached(path, (tuple(cases), args.seeds, args.fresh), make)
 
 
+def hindsight_picks(args, cases, pool) -> dict:
+    """{case index: the sweep's cheapest plan holding on the fresh jobs}, cached beside the
+    baselines."""
+    def make():
+        return dict(pool.map(hindsight, [(args, i) for i in cases]))
+    path = f"{args.cache}.hindsight" if args.cache else ""
+    return _cached(path, (tuple(cases), args.seeds, args.fresh), make)
+
+
+SPLIT_SHARES = (0.0, 0.25, 0.5, 0.75)
+
+
+def split(job):
+    """One case's grid pick rented with a share of each spot type's units on demand, for each
+    of SPLIT_SHARES, on the fresh jobs: [(share, USD, holds)]. The split is modelled as each
+    spot type's reclaim rate times (1 - share) and its price blended (share x on demand +
+    (1 - share) x spot): the same total rate as that many units kept on demand, by Poisson
+    superposition, with fractional units and replacements billed at the blend."""
+    import torch
+    torch.set_num_threads(1)
+    from dataclasses import replace
+
+    from heterps_sim.planner.episodes import rental_episodes
+    from heterps_sim.planner.learned.decide import sub_market
+    from heterps_sim.planner.learned.evaluate import FRESH_SEED
+    from heterps_sim.planner.learned.family import HELD_OUT_SEEDS, case
+    args, index, pick = job
+    problem, market = case(HELD_OUT_SEEDS + index)
+    names = list(problem.type_names)
+    on = sub_market(market, pick.decision.spot)
+    rows, step = [], None
+    for share in SPLIT_SHARES:
+        spot = {n: replace(t, price_per_hour=share * float(problem.price_per_hour[names.index(n)])
+                           + (1 - share) * t.price_per_hour,
+                           reclaims_per_hour=(1 - share) * t.reclaims_per_hour)
+                for n, t in on.spot.items()}
+        out = rental_episodes(problem, pick.plan, replace(on, spot=spot), seeds=args.fresh,
+                              reference=False, first_seed=FRESH_SEED, step_s=step,
+                              checkpoint_scale=pick.decision.checkpoint_scale)
+        step = out.step_s
+        rows.append((share, out.cost.mean, out.meets_probability))
+    return index, rows
+
+
+def split_report(args, grid: dict, pool) -> None:
+    """Would keeping some units of each spot type on demand pay? The grid search's picks
+    (those with spot types) rented with SPLIT_SHARES on demand, on the fresh jobs."""
+    jobs = [(args, i, g) for i, g in sorted(grid.items())
+            if g is not None and g.plan is not None and g.decision.spot]
+    got = dict(pool.map(split, jobs))
+    ratios = []
+    for i, rows in got.items():
+        print(f"case {i}: " + ", ".join(f"{100 * sh:.0f}% on demand {c:.4g} USD"
+                                        f"{' holds' if h else ''}" for sh, c, h in rows))
+        held = [c for _, c, h in rows if h]
+        if rows[0][2]:
+            ratios.append(min(held) / rows[0][1])
+    r = np.array(ratios)
+    print(f"where the pick holds all on spot ({len(r)} cases): the cheapest split that holds / "
+          f"all on spot: geometric mean {np.exp(np.log(r).mean()):.4f}, least {r.min():.4f}; "
+          f"holds only with some units on demand in "
+          f"{sum(not rows[0][2] and any(h for _, _, h in rows) for rows in got.values())}")
+
+
 def grid_report(base: dict, got: dict) -> None:
     """The grid search against the sweep's best, as report's summary lines."""
     rng = np.random.default_rng(0)
@@ -125,6 +200,17 @@ def grid_report(base: dict, got: dict) -> None:
           + both_hold(rows, rng))
     print(f"median wall time to choose: grid search "
           f"{np.median([g.wall_s for g, _ in rows]):.1f} s")
+
+
+def hindsight_report(label: str, got: dict, hind: dict) -> None:
+    """A method's picks against the sweep in hindsight (hindsight_pick): where both hold, and
+    where only one does."""
+    rng = np.random.default_rng(0)
+    pairs = [(got[i], hind[i]) for i in hind if got.get(i) is not None]
+    only = sum(a.holds and not h.holds for a, h in pairs)
+    lost = sum(h.holds and not a.holds for a, h in pairs)
+    print(f"{label} against the sweep in hindsight: only it holds in {only}, only the sweep "
+          f"in {lost}" + both_hold(pairs, rng))
 
 
 def both_hold(pairs: list, rng: np.random.Generator) -> str:
@@ -164,6 +250,13 @@ def main() -> None:
     ap.add_argument("--grid", action="store_true",
                     help="also the search in the simulator over the policy's choices (what it "
                          "imitates, in full): the reference a policy over them could reach")
+    ap.add_argument("--split", action="store_true",
+                    help="with --grid: the grid's picks with a share of each spot type's "
+                         "units kept on demand (does a split pay?)")
+    ap.add_argument("--hindsight", action="store_true",
+                    help="also hold each method to the sweep's cheapest plan that holds the "
+                         "floor on the fresh jobs themselves (a bound no rule choosing among "
+                         "the sweep's plans can beat)")
     ap.add_argument("--picks-only", action="store_true",
                     help="compute and cache the policies' picks only (needs --cache)")
     args = ap.parse_args()
@@ -178,11 +271,24 @@ def main() -> None:
         print(f"baselines of {len(base)} held-out cases (indices {min(base)} to {max(base)}), "
               f"{args.seeds} jobs per choice, {args.fresh} fresh jobs per score: "
               f"{time.perf_counter() - start:.0f} s")
+        grid = hind = None
         if args.grid:
             t0 = time.perf_counter()
-            got = grid_picks(args, sorted(base), pool)
+            grid = grid_picks(args, sorted(base), pool)
             print(f"\n## grid search, {time.perf_counter() - t0:.0f} s\n")
-            grid_report(base, got)
+            grid_report(base, grid)
+            if args.split:
+                print("\n## a share of each spot type on demand\n")
+                split_report(args, grid, pool)
+        if args.hindsight:
+            t0 = time.perf_counter()
+            hind = hindsight_picks(args, sorted(base), pool)
+            print(f"\n## the sweep in hindsight, {time.perf_counter() - t0:.0f} s\n")
+            print(f"the sweep's cheapest plan holding on the fresh jobs exists in "
+                  f"{sum(h.holds for h in hind.values())}/{len(hind)} cases (its pick holds "
+                  f"in {sum(base[i].holds for i in hind)})")
+            if grid is not None:
+                hindsight_report("grid search", {i: grid[i] for i in grid}, hind)
         for name in args.policy.split(","):
             t0 = time.perf_counter()
             got = policy_cases(args, name, pool)
@@ -199,6 +305,9 @@ def main() -> None:
             print(f"\n## policy {name}: {args.samples} sampled decisions, "
                   f"{time.perf_counter() - t0:.0f} s\n")
             report(rows)
+            if hind is not None:
+                hindsight_report(f"policy {name} alone", {i: got[i][0] for i in base}, hind)
+                hindsight_report(f"policy {name} + search", {i: got[i][1] for i in base}, hind)
 
 
 def report(rows) -> None:

@@ -274,3 +274,26 @@ def test_a_labels_file_is_extended_to_the_labels_made_at_once(tmp_path, monkeypa
     # another seed or job count does not reuse the file
     other, _, _ = _labels(Args(imitation_cases=2, jobs=3, labels=path), None)
     assert [r.jobs for r in other] == [3, 3]
+
+
+def test_the_sweep_in_hindsight_is_the_cheapest_of_its_plans_holding_on_the_fresh_jobs(
+        monkeypatch):
+    """hindsight_pick keeps the cheapest plan of the sweep that holds the floor on the fresh
+    jobs: every plan of the sweep scored apart (rental_episodes on the fresh seeds) agrees, so
+    the sweep's own pick, chosen on other jobs, can be no cheaper where it holds."""
+    from heterps_sim.planner import robust
+    from heterps_sim.planner.learned import evaluate
+    problem, market = case(SEED)
+    monkeypatch.setattr(evaluate, "case", lambda seed: (problem, market))
+    swept = []
+    sweep_once = robust.market_sweep
+    monkeypatch.setattr(robust, "market_sweep",
+                        lambda *a, **k: swept.append(sweep_once(*a, **k)) or swept[-1])
+    hind = evaluate.hindsight_pick(0, seeds=4, fresh=6)
+    sweep, _ = swept[0]
+    held = [out.cost.mean for out in (
+        rental_episodes(problem, cand.plan, market, seeds=6, reference=False,
+                        first_seed=evaluate.FRESH_SEED)
+        for cand in sweep.candidates if cand.plan is not None) if out.meets_probability]
+    assert len(held) >= 2  # a choice to make: the case has several plans that hold
+    assert hind.holds and hind.cost == pytest.approx(min(held), rel=1e-12)
