@@ -91,6 +91,7 @@ TRAINING_LIMITS = {
     **dict.fromkeys(("lr", "imitation_lr", "clip"), 10.0),
     "entropy": 100.0, "max_grad_norm": 1e6, "threads": 1024, "epochs": 1000,
     "imitation_problems": 10**6, "max_stage_layers": 10_000, "des_steps": 10_000,
+    "dagger_rounds": 1000, "dagger_updates": 10**9,
 }
 """The largest value each numeric training setting may take (the trainers' `Args`): far
 above any real recipe, far below what overflows (a lr of 1e308 trained to NaN weights and

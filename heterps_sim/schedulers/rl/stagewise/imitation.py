@@ -37,6 +37,34 @@ def exact_assignment(problem: Problem, mode: str = "least") -> np.ndarray | None
     return plan_assignment(problem, plan)
 
 
+def completion(problem: Problem, prefix: list[tuple[int, int, int]],
+               mode: str = "least") -> list[tuple[int, int, int]] | None:
+    """The stages [(start, w, type)] of the exact optimum among the plans that begin with the
+    stages `prefix` (the rest of the model after them; its first stage of another type than
+    the prefix's last, as the policy's next decision must be): what DAgger labels a state the
+    policy reached by itself with. None when no such plan is feasible. Every other type is made
+    unrunnable on the prefix's layers, and the last prefix type on the next layer, so the
+    exact solver's optimum of that problem is this one (its plans are the original's)."""
+    from heterps_sim.schedulers.rl.stagewise.segments import assignment_to_segments
+    oct_s = problem.oct_s.copy()
+    end = 0
+    for s, w, j in prefix:
+        others = np.ones(problem.num_types, bool)
+        others[j] = False
+        oct_s[s:s + w + 1, others] = np.nan
+        end = s + w + 1
+    if end >= problem.num_layers:
+        return None
+    oct_s[end, prefix[-1][2]] = np.nan
+    from dataclasses import replace
+    best = exact_assignment(replace(problem, oct_s=oct_s), mode)
+    if best is None:
+        return None
+    segs = assignment_to_segments(best)
+    assert segs[:len(prefix)] == list(prefix), "the forced prefix was not kept"
+    return segs[len(prefix):]
+
+
 def plan_assignment(problem: Problem, plan: Plan) -> np.ndarray:
     return np.array([problem.type_index(st.resource) for st in plan.stages
                      for _ in st.layers], np.int64)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import csv
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numba
@@ -83,6 +83,12 @@ class Args(BaseModel):
     """comma list of layer counts of the imitation problems ("" = problems.SIZES, 4-64)"""
     imitation_lr: float = 3e-3
     """imitation Adam learning rate"""
+    dagger_rounds: int = 0
+    """DAgger rounds after imitation: each decodes every imitation problem greedily and,
+    where the plan leaves the teacher's, adds the exact optimum of the rest from the first
+    stage it chose differently (stagewise.imitation.completion), then imitates"""
+    dagger_updates: int = 1000
+    """imitation steps after each DAgger round (over the teachers' and the rounds' sequences)"""
     problems: list[str] = Field(default_factory=list)
     """scenario / problem files for the PPO phase (none: the imitation problems)"""
     ppo_seconds: float = 0.0
@@ -124,6 +130,7 @@ class Args(BaseModel):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
         for name in ("imitation_problems", "imitation_seconds", "imitation_updates",
+                     "dagger_rounds", "dagger_updates",
                      "ppo_seconds", "ppo_updates", "entropy"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
@@ -163,6 +170,9 @@ class Task:
     best_cost: float = float("inf")
     best_plan: np.ndarray | None = None
     evaluations: int = 0
+    extra: list = field(default_factory=list)
+    """DAgger's sequences: (starts, slots, first), the loss on decisions from `first` on (the
+    exact optimum of the rest after the policy's own first stages)"""
     judge: DesJudge | None = None
     """with the DES reward: the simulator's verdicts (schedulers/rl/stagewise/des_reward.py); best_* are then DES"""
     des_top: int = 4
@@ -198,19 +208,27 @@ def evaluate(problem: Problem, plans: np.ndarray, mode: str, threads: int):
 # ---------------------------------------------------------------------------------------------
 # Phase 1: imitation of exact optima
 # ---------------------------------------------------------------------------------------------
-def imitate(policy: SegmentPolicy, tasks: list[Task], args: Args, log) -> int:
-    tasks = [t for t in tasks if t.teacher is not None]
-    if not tasks or args.imitation_seconds <= 0:
+def imitate(policy: SegmentPolicy, tasks: list[Task], args: Args, log,
+            updates: int | None = None) -> int:
+    """Cross-entropy on the teachers' decisions and DAgger's (each task's teacher, loss on every
+    decision, and its `extra` sequences, loss from their `first` decision on), `imitation_batch`
+    sequences per Adam step, until imitation_seconds or `updates` (default imitation_updates)."""
+    seqs = [(t, *t.teacher, 0) for t in tasks if t.teacher is not None]
+    seqs += [(t, *x) for t in tasks for x in t.extra]
+    cap = args.imitation_updates if updates is None else updates
+    if not seqs or args.imitation_seconds <= 0 or (updates is not None and updates <= 0):
         return 0
     opt = torch.optim.Adam(policy.parameters(), lr=args.imitation_lr)
-    rng = np.random.default_rng(args.seed)
+    # the first phase draws as it always did (the shipped checkpoint's command reproduces it)
+    rng = np.random.default_rng(args.seed if updates is None else [args.seed, len(seqs)])
     start, step = time.perf_counter(), 0
-    while time.perf_counter() - start < args.imitation_seconds and not (
-            args.imitation_updates and step >= args.imitation_updates):
+    while time.perf_counter() - start < args.imitation_seconds and not (cap and step >= cap):
         opt.zero_grad()
         total, hits = 0.0, 0
-        for i in rng.choice(len(tasks), size=min(args.imitation_batch, len(tasks)), replace=False):
-            _, logp, _ = policy.log_prob(tasks[i].tensors, *tasks[i].teacher)
+        for i in rng.choice(len(seqs), size=min(args.imitation_batch, len(seqs)), replace=False):
+            task, starts, slots, first = seqs[i]
+            _, logp, _ = policy.log_prob(task.tensors, starts, slots)
+            logp = logp[first:]
             loss = -logp.mean() / args.imitation_batch
             loss.backward()
             total += float(loss.detach()) * args.imitation_batch
@@ -221,6 +239,54 @@ def imitate(policy: SegmentPolicy, tasks: list[Task], args: Args, log) -> int:
         log(phase="imitation", update=step, wall_s=round(time.perf_counter() - start, 3),
             loss=total / args.imitation_batch, teacher_argmax_share=hits / args.imitation_batch)
     return step
+
+
+def dagger_round(policy: SegmentPolicy, tasks: list[Task], args: Args) -> int:
+    """One DAgger round: each task's greedy plan; where it first leaves the teacher's (the
+    teacher's own or a sequence a round added), the exact optimum of the rest after the
+    policy's stages up to there (imitation.completion) is added to the task's `extra`.
+    Returns the sequences added."""
+    from heterps_sim.schedulers.rl.stagewise.imitation import completion
+    added = 0
+    for task in tasks:
+        if task.teacher is None:
+            continue
+        with torch.no_grad():
+            plan, starts, slots = policy.sample(task.tensors, 1, greedy=True)
+        mine = assignment_to_segments(plan[0])
+        known = [task.teacher] + [(s, c) for s, c, _ in task.extra]
+        if any(np.array_equal(starts[0][starts[0] >= 0], s[0]) and
+               np.array_equal(slots[0][starts[0] >= 0], c[0]) for s, c in known):
+            continue  # the policy already follows one of its teachers
+        for cut in range(1, len(mine)):  # the shortest prefix no teacher shares
+            if not any(_prefix_of(task, s, c, mine[:cut]) for s, c in known):
+                break
+        else:
+            continue
+        rest = completion(task.problem, mine[:cut], args.mode)
+        if rest is None:
+            continue
+        got = _decisions(task.tensors, mine[:cut] + rest)
+        if got is not None:
+            task.extra.append((*got, cut))
+            added += 1
+    return added
+
+
+def _prefix_of(task: Task, starts: np.ndarray, slots: np.ndarray, prefix: list) -> bool:
+    """The teacher sequence (starts, slots) begins with the stages `prefix`."""
+    segs = assignment_to_segments(task.tensors.assignments(starts, slots)[0])
+    return segs[:len(prefix)] == prefix
+
+
+def _decisions(tensors: SegmentTensors, segments: list) -> tuple | None:
+    """SegmentTensors.decisions, or None when a stage is not one of the candidates."""
+    cand = tensors.cand.numpy()
+    for s, w, j in segments:
+        row = cand[s, :int(tensors.present[s].sum())]
+        if not np.any(row == w * tensors.num_types + j):
+            return None
+    return tensors.decisions(segments)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -373,6 +439,10 @@ def _main(argv: list[str] | None) -> int:
                             refresh=False)
 
         steps = imitate(policy, solved, args, log)
+        for r in range(args.dagger_rounds):
+            added = dagger_round(policy, solved, args)
+            print(f"DAgger round {r + 1}: {added} sequences added")
+            steps += imitate(policy, solved, args, log, updates=args.dagger_updates)
         tasks = [make_task(p, args) for p in files] or solved
         updates = ppo(policy, tasks, args, log)
         bar.close()

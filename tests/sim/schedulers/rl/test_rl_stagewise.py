@@ -155,3 +155,67 @@ def test_polish_split_moves_reach_a_second_stage(seed, start_type):
     assert with_splits == pytest.approx(best, rel=1e-9)
     assert len(space.stages(plan)[0]) >= 2
     assert without > best * 1.001
+
+
+@pytest.mark.parametrize("seed", [1, 4, 9])
+def test_the_completion_of_a_prefix_is_the_brute_force_optimum_of_its_plans(seed):
+    """imitation.completion against every assignment of a 5 x 3 problem: the cheapest plan
+    whose stages begin with the prefix and whose next stage is of another type."""
+    import itertools
+
+    from heterps_sim.cost.batch import evaluate_assignments
+    from heterps_sim.schedulers.rl.stagewise.imitation import completion, random_problem
+    from heterps_sim.schedulers.rl.stagewise.segments import assignment_to_segments
+    problem = random_problem(np.random.default_rng(seed), 5, 3, limit_quantile=2.0)
+    every = np.array(list(itertools.product(range(3), repeat=5)))
+    cost = evaluate_assignments(problem, every).cost_usd
+    segs = [assignment_to_segments(a) for a in every]
+    checked = 0
+    for prefix in {tuple(s[:1]) for s in segs} | {tuple(s[:2]) for s in segs if len(s) > 2}:
+        prefix = list(prefix)
+        mine = [c for c, s in zip(cost, segs) if s[:len(prefix)] == prefix and len(s) > len(prefix)]
+        best = min(mine, default=np.inf)
+        rest = completion(problem, prefix)
+        if not np.isfinite(best):
+            assert rest is None
+            continue
+        got = evaluate_assignments(problem, _assignment(prefix + rest, 5)[None]).cost_usd[0]
+        assert got == pytest.approx(best, rel=1e-9)
+        checked += 1
+    assert checked >= 5
+
+
+def _assignment(segments, layers):
+    out = np.zeros(layers, np.int64)
+    for s, w, j in segments:
+        out[s:s + w + 1] = j
+    return out
+
+
+def test_a_dagger_round_labels_where_the_greedy_plan_leaves_the_teacher(small):
+    """An untrained policy leaves the optimum's stages: the round adds one sequence, which
+    begins with the policy's own stages up to where it left and then is the exact optimum of
+    the rest (no cheaper plan shares that beginning); a policy that follows its teacher gets
+    none."""
+    from heterps_sim.cost.batch import evaluate_assignments
+    from heterps_sim.schedulers.rl.stagewise.segments import assignment_to_segments
+    from heterps_sim.schedulers.rl.stagewise.train import dagger_round
+    args = Args(hidden=16, embed=8, encoder=16)
+    task = make_task(small, args, exact_assignment(small))
+    for seed in range(20):  # an untrained policy whose greedy plan is not the optimum's
+        torch.manual_seed(seed)
+        policy = SegmentPolicy(args.hidden, args.embed, args.encoder)
+        plan = policy.sample(task.tensors, 1, greedy=True)[0][0]
+        teacher = task.tensors.assignments(*task.teacher)[0]
+        if (plan != teacher).any():
+            break
+    assert dagger_round(policy, [task], args) == 1
+    starts, slots, first = task.extra[0]
+    labelled = task.tensors.assignments(starts, slots)[0]
+    mine = assignment_to_segments(plan)
+    assert assignment_to_segments(labelled)[:first] == mine[:first]
+    assert assignment_to_segments(teacher)[:first] != mine[:first]
+    assert evaluate_assignments(small, labelled[None]).cost_usd[0] >= \
+        evaluate_assignments(small, teacher[None]).cost_usd[0] * (1 - 1e-12)
+    follower = make_task(small, args, plan)  # its greedy plan is its teacher
+    assert dagger_round(policy, [follower], args) == 0 and follower.extra == []
