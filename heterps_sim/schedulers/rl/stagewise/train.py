@@ -6,6 +6,9 @@
 1. Imitation (pre-training): `imitation_problems` random problems (schedulers/rl/stagewise/imitation.py, seeded) are
    solved exactly; the policy learns to reproduce each optimum stage by stage (cross-entropy
    of the optimum's decisions, teacher forcing), `imitation_batch` problems per Adam step.
+   With `dagger_rounds`, each round then labels the state where the greedy plan first leaves
+   its teachers' stages with the exact optimum of the rest (imitation.completion) and runs
+   `dagger_updates` more steps over all sequences (DAgger).
 2. PPO (fine-tuning on the true objective): per update, sample `batch` plans of one problem,
    cost them in one `cost_batch.evaluate_assignments` call, reward = -ln(cost / reference)
    with the graded infeasibility penalty (reward.py), advantage = the reward standardised
