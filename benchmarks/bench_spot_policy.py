@@ -39,12 +39,14 @@ def _policy(name: str):
     return load_policy(SHIPPED if name == "shipped" else name)
 
 
-def baseline(job):
+def one_pick(job):
+    """(index, evaluate.<kind>_pick(index)) for kind baseline, grid or hindsight: one held-out
+    case in a worker."""
     import torch
     torch.set_num_threads(1)
-    from heterps_sim.planner.learned.evaluate import baseline_pick
-    args, index = job
-    return index, baseline_pick(index, seeds=args.seeds, fresh=args.fresh)
+    from heterps_sim.planner.learned import evaluate
+    args, kind, index = job
+    return index, getattr(evaluate, f"{kind}_pick")(index, seeds=args.seeds, fresh=args.fresh)
 
 
 def picks(job):
@@ -54,22 +56,6 @@ def picks(job):
     args, name, index = job
     return policy_picks(_policy(name), index, seeds=args.seeds, fresh=args.fresh,
                         samples=args.samples)
-
-
-def grid(job):
-    import torch
-    torch.set_num_threads(1)
-    from heterps_sim.planner.learned.evaluate import grid_pick
-    args, index = job
-    return index, grid_pick(index, seeds=args.seeds, fresh=args.fresh)
-
-
-def hindsight(job):
-    import torch
-    torch.set_num_threads(1)
-    from heterps_sim.planner.learned.evaluate import hindsight_pick
-    args, index = job
-    return index, hindsight_pick(index, seeds=args.seeds, fresh=args.fresh)
 
 
 def _cached(path: str, key, make):
@@ -111,7 +97,7 @@ def baselines(args, pool) -> dict:
         while len(found) < args.cases:
             batch = list(range(index, index + args.cases - len(found)))
             index += len(batch)
-            for i, pick in pool.map(baseline, [(args, i) for i in batch]):
+            for i, pick in pool.map(one_pick, [(args, "baseline", i) for i in batch]):
                 if pick is not None:
                     found[i] = pick
         return found
@@ -121,7 +107,7 @@ def baselines(args, pool) -> dict:
 def grid_picks(args, cases, pool) -> dict:
     """{case index: the grid search's Pick} for the baselines' cases, cached beside them."""
     def make():
-        return dict(pool.map(grid, [(args, i) for i in cases]))
+        return dict(pool.map(one_pick, [(args, "grid", i) for i in cases]))
     path = f"{args.cache}.grid" if args.cache else ""
     return _cached(path, (tuple(cases), args.seeds, args.fresh), make)
 
@@ -130,7 +116,7 @@ def hindsight_picks(args, cases, pool) -> dict:
     """{case index: the sweep's cheapest plan holding on the fresh jobs}, cached beside the
     baselines."""
     def make():
-        return dict(pool.map(hindsight, [(args, i) for i in cases]))
+        return dict(pool.map(one_pick, [(args, "hindsight", i) for i in cases]))
     path = f"{args.cache}.hindsight" if args.cache else ""
     return _cached(path, (tuple(cases), args.seeds, args.fresh), make)
 
