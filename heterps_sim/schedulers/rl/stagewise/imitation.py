@@ -11,6 +11,8 @@ factory itself with other seeds, so no benchmark problem is ever trained on.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from heterps_sim.core.plan import Plan
@@ -56,8 +58,7 @@ def completion(problem: Problem, prefix: list[tuple[int, int, int]],
     if end >= problem.num_layers:
         return None
     oct_s[end, prefix[-1][2]] = np.nan
-    from dataclasses import replace
-    best = exact_assignment(replace(problem, oct_s=oct_s), mode)
+    best = exact_assignment(dataclasses.replace(problem, oct_s=oct_s), mode)
     if best is None:
         return None
     segs = assignment_to_segments(best)

@@ -111,11 +111,16 @@ class SegmentTensors:
         return out
 
     def decisions(self, segments: list[tuple[int, int, int]]) -> tuple[np.ndarray, np.ndarray]:
-        """(starts, slots), each (1, T), of a plan given as [(start, w, type)] stages."""
+        """(starts, slots), each (1, T), of a plan given as [(start, w, type)] stages; a
+        ValueError when a stage is not one of the candidates (a stage too long, or one that
+        cannot run)."""
         cand = self.cand.numpy()
         starts, slots = [], []
         for s, w, j in segments:
-            c = int(np.searchsorted(cand[s, :int(self.present[s].sum())], w * self.num_types + j))
+            row = cand[s, :int(self.present[s].sum())]
+            c = int(np.searchsorted(row, w * self.num_types + j))
+            if c >= len(row) or row[c] != w * self.num_types + j:
+                raise ValueError(f"stage ({s}, {w}, {j}) is not a candidate")
             starts.append(s)
             slots.append(c)
         return np.array([starts]), np.array([slots])

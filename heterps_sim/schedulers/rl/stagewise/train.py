@@ -257,39 +257,22 @@ def dagger_round(policy: SegmentPolicy, tasks: list[Task], args: Args) -> int:
         with torch.no_grad():
             plan, starts, slots = policy.sample(task.tensors, 1, greedy=True)
         mine = assignment_to_segments(plan[0])
-        known = [task.teacher] + [(s, c) for s, c, _ in task.extra]
-        if any(np.array_equal(starts[0][starts[0] >= 0], s[0]) and
-               np.array_equal(slots[0][starts[0] >= 0], c[0]) for s, c in known):
+        known = [assignment_to_segments(task.tensors.assignments(s, c)[0])
+                 for s, c in [task.teacher] + [(s, c) for s, c, _ in task.extra]]
+        if mine in known:
             continue  # the policy already follows one of its teachers
-        for cut in range(1, len(mine)):  # the shortest prefix no teacher shares
-            if not any(_prefix_of(task, s, c, mine[:cut]) for s, c in known):
-                break
-        else:
-            continue
+        # the shortest prefix of its stages that no teacher shares
+        cut = next(k for k in range(1, len(mine) + 1)
+                   if all(seq[:k] != mine[:k] for seq in known))
         rest = completion(task.problem, mine[:cut], args.mode)
         if rest is None:
             continue
-        got = _decisions(task.tensors, mine[:cut] + rest)
-        if got is not None:
-            task.extra.append((*got, cut))
-            added += 1
+        try:
+            task.extra.append((*task.tensors.decisions(mine[:cut] + rest), cut))
+        except ValueError:  # a stage of the optimum longer than the policy may build
+            continue
+        added += 1
     return added
-
-
-def _prefix_of(task: Task, starts: np.ndarray, slots: np.ndarray, prefix: list) -> bool:
-    """The teacher sequence (starts, slots) begins with the stages `prefix`."""
-    segs = assignment_to_segments(task.tensors.assignments(starts, slots)[0])
-    return segs[:len(prefix)] == prefix
-
-
-def _decisions(tensors: SegmentTensors, segments: list) -> tuple | None:
-    """SegmentTensors.decisions, or None when a stage is not one of the candidates."""
-    cand = tensors.cand.numpy()
-    for s, w, j in segments:
-        row = cand[s, :int(tensors.present[s].sum())]
-        if not np.any(row == w * tensors.num_types + j):
-            return None
-    return tensors.decisions(segments)
 
 
 # ---------------------------------------------------------------------------------------------

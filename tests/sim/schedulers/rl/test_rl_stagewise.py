@@ -219,3 +219,11 @@ def test_a_dagger_round_labels_where_the_greedy_plan_leaves_the_teacher(small):
         evaluate_assignments(small, teacher[None]).cost_usd[0] * (1 - 1e-12)
     follower = make_task(small, args, plan)  # its greedy plan is its teacher
     assert dagger_round(policy, [follower], args) == 0 and follower.extra == []
+
+
+def test_decisions_refuse_a_stage_that_is_not_a_candidate(small):
+    pt = SegmentTensors.build(encode_segments(small, max_stage_layers=2))
+    starts, slots = pt.decisions([(0, 0, 0), (1, 1, 1)])
+    assert starts.tolist() == [[0, 1]]
+    with pytest.raises(ValueError, match="not a candidate"):
+        pt.decisions([(0, 2, 0)])  # three layers: longer than the policy may build
