@@ -193,12 +193,16 @@ def on_core(world: World, rep: Replica, d: float):
     """cores: run d seconds of work whose CPU part (cpu_share x d) holds one of the host's
     cores, queueing FIFO for it (or sharing them all, core_sharing="fair"); the rest (an
     emulated type's dilation) sleeps without one.
-    Returns when the work started (got its core)."""
+    Returns when the work started (got its core; fair: its work's length before it ended)."""
     shares = world.options.cpu_share
     cpu = d * (1.0 if shares is None else shares[rep.stage.index])
     if world.options.core_sharing == "fair":  # starts now, at the shared speed
-        start = world.env.now
         yield world.cores.run(cpu)
+        # Recorded as its work's length ending when it completes. Slowed by the sharing, it
+        # waited for the cores as a FIFO operation waits before it starts; a replica's
+        # compute seconds (stats' stage_compute_s, validate's run speed) are its work, not
+        # that wait (counted as compute, validate read the machine as slower than it ran).
+        start = world.env.now - cpu
     else:
         with world.cores.request() as req:
             yield req

@@ -316,3 +316,22 @@ def test_fair_cores_in_the_simulator():
     assert throughput(p, plan, "cores", host_cores=2, core_sharing="fair") == pytest.approx(free)
     with pytest.raises(ValueError):
         DesOptions(core_sharing="random")
+
+
+def test_a_shared_core_slows_the_work_without_adding_to_it():
+    """One core shared by two stages (fair): each replica's compute seconds per step are its
+    work, as with the FIFO queue and with cores left out, though every operation took
+    longer than its work while both ran; what the step lost is waiting, not compute."""
+    p = chain_problem([0.6, 0.4], batch_size=64)
+    plan = chain_plan(p, [1, 1], microbatches=4)
+
+    def run(**options):
+        opts = DesOptions(num_steps=6, **options)
+        return simulate(p, plan, seed=0, options=opts, record_spans=False).result
+
+    alone = run(effects="none").extra["stage_compute_s"]
+    assert alone == pytest.approx([0.6, 0.4])
+    for sharing in ("fifo", "fair"):
+        shared = run(effects="cores", host_cores=1, core_sharing=sharing)
+        assert shared.extra["stage_compute_s"] == pytest.approx(alone)
+        assert shared.step_time_s == pytest.approx(1.0, rel=1e-3)  # the core does it all
