@@ -18,20 +18,29 @@ messages), printed per plan:
   saved (a 1f1b step of m bottleneck microbatches and a lighter stage's is divided by m + 1);
 - cores busy: the ranks' CPU seconds (every thread, gloo's included) per second of the
   measured steps; near the host's core count, the ranks waited for cores.
+
+--rescore DIR predicts the runs saved in DIR (an earlier --out, copied first) again without
+launching anything, e.g. under the other --core-sharing rule: both rules scored on the same
+measurements (the printed load is this moment's, not the runs').
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench_validate_rescore import _Saved  # noqa: E402
+
 from heterps_exec.calibration.inputs import read_links, read_profile_rows  # noqa: E402
 from heterps_exec.calibration.validate import ValidateRequest, validate  # noqa: E402
+from heterps_exec.launch import torchrun  # noqa: E402
 from heterps_sim.core.asynchrony import staleness  # noqa: E402
 from heterps_sim.core.plan import Plan, Stage  # noqa: E402
 from heterps_sim.inputs.zoo import get_model  # noqa: E402
@@ -60,18 +69,29 @@ def main() -> None:
     p.add_argument("--core-sharing", choices=("fifo", "fair"), default="fifo",
                    help="how the simulator shares the host's cores between the ranks "
                         "(validate's option)")
+    p.add_argument("--rescore", metavar="DIR", default=None,
+                   help="predict the runs saved in DIR again, launching nothing")
     args = p.parse_args()
     profile = ROOT / "traces" / "profiles"
     plans = _plans()
+    out = args.out
+    if args.rescore:
+        out = str(Path(tempfile.mkdtemp(prefix="rescore-")) / "runs")
+        shutil.copytree(args.rescore, out)
+        torchrun.launch = lambda spec, options=None: _Saved()
     report = validate(ValidateRequest(
         scenario=str(ROOT / "scenarios" / "exec-tiny.yaml"), plans=tuple(plans),
-        steps=args.steps, repeats=args.repeats, max_ranks=3, out_dir=args.out,
+        steps=args.steps, repeats=args.repeats, max_ranks=3, out_dir=out,
         profile_rows=read_profile_rows(profile / "vm-cpu-tiny-ctr.csv", "tiny-ctr"),
         links=read_links(profile / "vm-links.json"), core_sharing=args.core_sharing))
+    if args.rescore:
+        shutil.rmtree(Path(out).parent, ignore_errors=True)
     rows = report["plans"]
-    print(f"exec-tiny on this host ({report['host_cores']} cores, load "
-          f"{report['host_load_before']:.2f} before), {args.steps} steps, median of "
-          f"{args.repeats} runs")
+    where = (f"the runs saved in {args.rescore}" if args.rescore else
+             f"this host ({report['host_cores']} cores, load {report['host_load_before']:.2f} "
+             "before)")
+    print(f"exec-tiny on {where}, {args.steps} steps, median of {args.repeats} runs, "
+          f"cores shared {args.core_sharing}")
     print(f"{'replicas':>8} {'m':>2} {'schedule':>8} {'D':>2} {'measured/s':>11} "
           f"{'sim@speed/s':>12} {'error':>7} {'sim raw/s':>10} {'msgs/mb/bd':>11} "
           f"{'older':>7} {'cores busy':>10}")

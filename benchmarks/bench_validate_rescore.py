@@ -15,14 +15,18 @@ write into its run folders); the profile and links are the committed ones, read 
 current directory.
 
 Usage: python benchmarks/bench_validate_rescore.py RUN_DIR NUM_PLANS MAX_RANKS
+       [--repeats R] [--core-sharing fifo|fair] [--steps S]
+
+(the run's own --repeats, --steps and --seed 0; --core-sharing scores the same runs under
+another rule for the host's cores.)
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import json
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
@@ -49,7 +53,20 @@ def _modules():
 
 
 def main() -> None:
-    run_dir, plans, max_ranks = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run_dir")
+    ap.add_argument("plans", type=int)
+    ap.add_argument("max_ranks", type=int)
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=None)
+    ap.add_argument("--core-sharing", choices=("fifo", "fair"), default=None)
+    args = ap.parse_args()
+    run_dir, plans, max_ranks = args.run_dir, args.plans, args.max_ranks
+    extra = {"repeats": args.repeats} if args.repeats != 1 else {}
+    if args.steps is not None:
+        extra["steps"] = args.steps
+    if args.core_sharing is not None:  # (versions before 11-28 have only the FIFO cores)
+        extra["core_sharing"] = args.core_sharing
     cli, validate = _modules()
     try:  # the launcher's torchrun half (launch/ became a folder on 11-27)
         launch = importlib.import_module("heterps_exec.launch.torchrun")
@@ -70,7 +87,7 @@ def main() -> None:
         rows, links = cli._profile_rows(PROFILE, model), json.loads(Path(LINKS).read_text())
     report = validate.validate(validate.ValidateRequest(
         scenario=SCENARIO, num_plans=plans, max_ranks=max_ranks, out_dir=str(work),
-        profile_rows=rows, links=links))
+        profile_rows=rows, links=links, **extra))
     import heterps_exec
     print(f"# code: {Path(heterps_exec.__file__).parent.parent}")
     for key in ("mape_des", "kendall_tau_des", "mape_des_at_run_speed",
