@@ -142,8 +142,7 @@ def test_held_out_rows_are_distinct_plans(tmp_path, tiny):
 def test_a_plan_that_cannot_finish_on_the_held_out_part_is_reported_not_raised(tmp_path, tiny):
     """Chosen on a calm hour (no checkpoints needed), a job of 25 minutes on 3 units replays an
     hour that holds 3 units for 20 minutes at a time: it never finishes there."""
-    from heterps_sim.planner.robust import Candidate, Sweep
-    from heterps_sim.planner.robust import with_unit_added
+    from heterps_sim.planner.robust import Candidate, Sweep, with_unit_added
     problem, planner, name = tiny
     problem = replace(problem, num_samples=1500 * problem.throughput_limit / 0.8)
     market = _market(tmp_path, name, (3600, 7200))
