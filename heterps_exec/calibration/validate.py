@@ -331,7 +331,8 @@ def validate(req: ValidateRequest, progress=None) -> dict:
             "component_errors_des": component_errors(rows),
             "links": {"latency_s": latency, "bytes_per_s": bandwidth},
             "step_overhead_s": overhead, "microbatch_overhead_s": per_microbatch,
-            "repeats": req.repeats, "host_load_before": load_before,
+            "repeats": req.repeats, "core_sharing": req.core_sharing,
+            "host_load_before": load_before,
             "host_cores": os.cpu_count() or 1, "plans": rows}
 
 

@@ -9,8 +9,9 @@ Draws N diverse plans (stage counts 1-4, replica counts up to --max-ranks ranks,
 1f1b, microbatches, the scenario's types emulated at their relative speeds unless --binding
 says otherwise), predicts each with the analytic model and the simulator on a problem
 calibrated to this machine (per-layer fits of the profile, gloo latency and bandwidth, the
-host's cores), runs each with the engine, and writes OUT/validate.csv, OUT/report.json and
-OUT/scatter.png (predicted vs measured, both predictors). Without --profile / --links it
+host's cores, shared as --core-sharing says), runs each with the engine, and writes
+OUT/validate.csv, OUT/report.json and OUT/scatter.png (predicted vs measured, both
+predictors). Without --profile / --links it
 measures them first (two or three minutes). --repeats R runs every plan R times, in R
 rounds over all plans, and keeps each plan's run of median throughput (a noisy host).
 --json prints {"num_plans", "mape_des", "mape_analytic", "kendall_tau_des",
@@ -38,6 +39,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="runs per plan, in rounds over the plans; the median run counts")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-ranks", type=int, default=6)
+    p.add_argument("--core-sharing", choices=("fifo", "fair"), default="fifo",
+                   help="how the simulator shares this host's cores among the ranks: a "
+                        "waiting computation gets the next free core (fifo), or all running "
+                        "ones share them at cores / running speed, as the OS does (fair)")
     p.add_argument("--out", default="runs/validate", metavar="DIR")
     p.add_argument("--json", action="store_true")
 
@@ -114,7 +119,8 @@ def run(args) -> int:
                                           binding=args.binding, steps=args.steps,
                                           seed=args.seed, max_ranks=args.max_ranks,
                                           out_dir=args.out, repeats=args.repeats,
-                                          profile_rows=rows, links=links),
+                                          profile_rows=rows, links=links,
+                                          core_sharing=args.core_sharing),
                           progress=lambda n, row: bar.update(1))
     except RunFailed as exc:  # the input was fine, a run was not: exit 1, as `run`'s
         bar.close()
@@ -160,6 +166,8 @@ def _table(report: dict) -> str:
                      f"{report['host_load_before']:.1f} ({report['host_cores']} cores) before "
                      f"the runs (anything run in the last minute counts); other work slows the "
                      f"runs and the model does not know it")
+    lines.append(f"the simulator's ranks share this host's {report['host_cores']} cores "
+                 f"{report['core_sharing']} (--core-sharing)")
     lines.append(f"runtime overhead (idle of one-rank calibration runs): "
                  f"{report['step_overhead_s'] * 1e3:.2f} ms per step + "
                  f"{report['microbatch_overhead_s'] * 1e3:.3f} ms per microbatch")

@@ -254,6 +254,8 @@ def test_validate_refuses_bad_input(tmp_path):
     assert code == 2 and "--plans" in err
     code, _, err = run_exec("validate", "--repeats", "0")
     assert code == 2 and "--repeats" in err
+    code, _, err = run_exec("validate", "--core-sharing", "lottery")
+    assert code == 2 and "--core-sharing" in err and "lottery" in err
     code, _, err = run_exec("validate", "--profile", str(tmp_path / "none.csv"),
                             "--links", str(tmp_path / "none.json"))
     assert code == 2 and "none.json: no such file" in err  # the links are read first
