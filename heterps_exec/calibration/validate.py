@@ -140,9 +140,11 @@ def simulator_options(plan: Plan, slowdowns: list[float], *, steps: int, warmup:
     """What the engine will do, as simulator options: its steps, the plan's microbatch count
     as it is (the simulator reads a plan's 1 as "unset" and picks its own default; the
     engine runs 1), every rank on this host's cores at its emulated speed (an operation
-    holds a core until done, core_sharing="fifo": a 0.1-2 ms layer op mostly completes
-    within one scheduler time slice; "fair" time-slices and predicted 6-rank plans worse
-    here, 19.9% against 10.1% at run speed), the measured all-reduce times, and messages
+    holds a core until done, core_sharing="fifo"; or every ready one runs at once at
+    cores / running speed, "fair", as the OS time-slices them: within 3.4% on three-rank
+    exec-tiny runs where FIFO read them 7-16% fast, and close to FIFO on diverse plans
+    measured on a busy host, results page "Asynchronous pipelines"), the measured all-reduce
+    times, and messages
     sent as the engine sends them (isend: the sender goes on, sends_leave_work), each
     charging its measured CPU to the sender's and the receiver's core (`message_cpu`, the links
     JSON's: the ranks, gloo's threads and the copies share this host's cores; None: not
