@@ -34,6 +34,7 @@ import math
 from dataclasses import dataclass
 
 from heterps_sim.core.problem import Problem
+from heterps_sim.schedulers.exact import flushed_kernel
 from heterps_sim.schedulers.exact.flushed_common import EFFECTS, FlushedOptimum
 from heterps_sim.schedulers.exact.flushed_compiled import CompiledSearch
 from heterps_sim.schedulers.exact.flushed_lagrange import LagrangeBound
@@ -49,6 +50,11 @@ BUDGET_SIZE = 64 * 64
 times the types, so a larger search gets DEFAULT_MAX_WORK x layers x types / BUDGET_SIZE
 (256 layers x 64 types: 300 M units, about 15-30 s here); a smaller one keeps the default
 (the one-type searches of a 256-layer model among them)."""
+MAX_LEVELS = 1024
+"""The most time levels of the prefix tables (table_levels)."""
+LEVEL_SHARE = 0.15
+"""The share of the budget the prefix tables' passes over their levels may take, all m's
+together (table_levels)."""
 MAX_LABELS = 2_000_000
 """Labels one search may hold (memory: ~170 bytes each)."""
 BEAM_WIDTHS = (2, 8, 32)
@@ -138,6 +144,25 @@ def default_max_work(problem: Problem, types: tuple[int, ...] | None = None) -> 
     return int(DEFAULT_MAX_WORK * max(1.0, size / BUDGET_SIZE))
 
 
+def table_levels(num_ms: int, num_stages: int, max_work: int) -> int:
+    """The prefix tables' time levels (flushed_kernel.LEVELS): the most, a power of two from
+    LEVELS up to MAX_LEVELS, whose passes over the levels (LEVELS_PER_UNIT) for every m cost
+    at most LEVEL_SHARE of the budget.
+
+    Why: a table rounds each stage's fill and drain down to whole levels, so at large m,
+    where they are a fraction of a level, 64 levels left the tables 20-40% below the optimum
+    (random 32x32, seed 9029, m = 32: 100 USD at 64 levels, 114 at 256, 118 at 1,024, against
+    a 143 USD plan). On the 50 random problems 12x12..32x32 the default budget proves 38 with
+    the open m's tables at 1,024 levels, 32 at 64 (docs/results/
+    2026-11-29-certified-finer-levels.md). A 64x64 problem's tables (50,000 stages) keep 64
+    levels: more would take the budget the searches need."""
+    levels = flushed_kernel.LEVELS
+    while (levels * 2 <= MAX_LEVELS and num_ms * num_stages * (levels * 2)
+           // flushed_kernel.LEVELS_PER_UNIT <= LEVEL_SHARE * max_work):
+        levels *= 2
+    return levels
+
+
 def certified_optimum(problem: Problem, *, schedule: str = "gpipe", microbatches=None,
                       types: tuple[int, ...] | None = None,
                       effects: tuple[str, ...] = EFFECTS, max_work: int | None = None,
@@ -196,6 +221,7 @@ class _Run:
         # sliver of the budget, and the relaxation would cost more than it saves there. Only
         # what they leave open after SEARCH_FIRST of the budget gets the Lagrangian bounds.
         if self._searches(int(SEARCH_FIRST * self.max_work)):
+            self._refine()
             before = self.upper
             self._lagrange()
             if self.upper < before:
@@ -203,6 +229,18 @@ class _Run:
             self._searches(self.max_work)
         self._fewest_microbatches()
         return self._certified()
+
+    def _refine(self) -> None:
+        """Finer prefix tables (table_levels) for the m's the first searches left open: their
+        bounds are built again when next searched (a bound only rises: lb[m] keeps the
+        larger). The first tables, beams and searches keep LEVELS, which suffice where the
+        searches alone prove the answer (most small problems)."""
+        open_ = [m for m in self.ms if self.status[m] == "open"]
+        levels = table_levels(len(open_), len(self.search.stages[2]), self.max_work)
+        if levels <= self.search.levels:
+            return
+        self.search.refine(levels, open_)
+        self.tabled -= set(open_)
 
     def _searches(self, until: int) -> bool:
         """Best-first rounds until every m is closed (False) or `until` work is spent (True:

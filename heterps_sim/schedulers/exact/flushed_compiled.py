@@ -64,13 +64,15 @@ class CompiledSearch:
     """One problem's compiled flushed search, restricted as flushed.solve restricts it:
     `types` (type indices), `ends` (layers a stage may end at; the last always),
     `stage_types` ({first layer of a stage: its one type}) and `fixed_cuts` (every stage ends
-    at the first of `ends` at or after its first layer)."""
+    at the first of `ends` at or after its first layer). `levels`: the prefix tables' time
+    levels (flushed_kernel.LEVELS; certified.table_levels, refine)."""
 
     def __init__(self, problem: Problem, *, effects: tuple[str, ...] = EFFECTS,
                  types: tuple[int, ...] | None = None, ends: frozenset[int] | None = None,
                  stage_types: dict[int, int] | None = None, fixed_cuts: bool = False,
                  schedule: str = "gpipe", beta: float = BACKWARD_FRACTION,
-                 forward_share: float = FORWARD_BOUNDARY_SHARE) -> None:
+                 forward_share: float = FORWARD_BOUNDARY_SHARE,
+                 levels: int = kernel.LEVELS) -> None:
         from heterps_sim.schedulers.exact.sweep import _tables
 
         if problem.cost_model != "default":
@@ -79,6 +81,7 @@ class CompiledSearch:
         if unknown:
             raise ValueError(f"flushed optimum: unknown effects {sorted(unknown)}")
         self.p = problem
+        self.levels = int(levels)
         self.schedule, self.beta, self.fs = schedule, float(beta), float(forward_share)
         self.ps = "ps" in effects and problem.sparse_bytes is not None
         self.holds = self.ps and ps_odt.odt_holds_ps_side(problem)
@@ -154,6 +157,13 @@ class CompiledSearch:
         return (self.B * float(self.sparse.sum()) / spec.num_shards * spec.seconds_per_byte
                 * ((1.0 - 1.0 / m) if self.holds else 1.0))
 
+    def refine(self, levels: int, ms) -> None:
+        """Tables at `levels` time levels from now on; those of the m's `ms` already built are
+        dropped (per_m builds them again)."""
+        self.levels = int(levels)
+        for m in ms:
+            self._per_m.pop(m, None)
+
     def per_m(self, m: int) -> _PerM:
         got = self._per_m.get(m)
         if got is None:
@@ -171,7 +181,7 @@ class CompiledSearch:
             first, count, E, F, K, self.L, self.M, self.t.par, m, self.beta, self.fs,
             self.allreduce, self.transfers, self.contention, self.one_f_one_b, ppb,
             self.holds, self.all_pulls(m), float(self.p.latency_s) if self.transfers else 0.0,
-            self.t.ext, self.t.lvl, self.lev, self.bytes, self.t.price, self.t_max)
+            self.t.ext, self.t.lvl, self.lev, self.bytes, self.t.price, self.t_max, self.levels)
         start, lev = kernel.breakpoints(P)
         vstart, vlev = kernel.breakpoints(PV)
         return mf, mfd, P, start, lev, PV, vstart, vlev, ppb, int(work)
@@ -195,7 +205,7 @@ class CompiledSearch:
         for b in range(start[self.L], start[self.L + 1]):
             g = int(levels[b])
             step = max(float(min_fd[self.L]),
-                       self.t_max * max(g - 1, 0) / kernel.LEVELS * (1 - 1e-9))
+                       self.t_max * max(g - 1, 0) / (price.shape[0] - 1) * (1 - 1e-9))
             least = min(least, float(kernel.job_cost(
                 float(price[g, self.L]), self.fixed, self.least_startup, step, self.B,
                 self.cap, self.N, self.gran)))

@@ -33,7 +33,15 @@ NF = 12
 DONE, TOO_MANY = 0, 1
 LEVELS = 64
 """Time budgets (fractions of the limit's step time) at which a prefix's least price is
-known (_prefix_tables)."""
+known (prefix_tables), unless the caller asks for more (CompiledSearch's `levels`). A stage's
+fill and drain shift the budget left to the stages before it by whole levels, rounded down
+(a cheaper bound, never a tighter one), so a table loses up to a level per stage of the
+prefix: at large m a stage's fill and drain are a fraction of a level, and the deep plans
+the optimum has there lose them all (certified.table_levels)."""
+LEVELS_PER_UNIT = 16
+"""A stage's passes over the levels in prefix_tables count one work unit per this many
+levels (1,024 levels cost about 30 units' time more per stage than 64 on synthetic-64x64,
+12 more per stage for 256 levels on a 32x32 problem)."""
 
 
 @njit(cache=True, inline="always")
@@ -87,14 +95,14 @@ def paces(nn, w, before, after, beta, fs, contention, one_f_one_b):
 
 
 @njit(cache=True, inline="always")
-def _level(budget, t_max, slack):
-    """The least level at or above `budget` x slack (0: none left; LEVELS: the whole t_max).
+def _level(budget, t_max, slack, levels):
+    """The least level at or above `budget` x slack (0: none left; `levels`: the whole t_max).
     A lookup of a budget uses a slack > 1, a stage's own time one < 1, so rounding only ever
     lowers a bound."""
     if budget <= 0.0:
         return 0
-    g = int(np.ceil(budget * slack / t_max * LEVELS))
-    return min(max(g, 1), LEVELS)
+    g = int(np.ceil(budget * slack / t_max * levels))
+    return min(max(g, 1), levels)
 
 
 # ---- bounds on a prefix ----------------------------------------------------------------
@@ -102,7 +110,7 @@ def _level(budget, t_max, slack):
 @njit(cache=True)
 def prefix_tables(first, count, E, F, K, L, M, par, m, beta, fs, allreduce, transfers,
                   contention, one_f_one_b, pull_per_byte, holds, q_all, latency, ext, lvl,
-                  lev, bytes_, price, t_max):
+                  lev, bytes_, price, t_max, levels):
     """Bounds on how the layers 0..i-1 before a suffix starting at i complete it. Each stage
     h of the prefix has a boundary after it (h is never the plan's last) on at most its own
     type's bandwidth, so its fill a_h, drain c_h, paces pf_h, pb_h and step-end phase r_h
@@ -110,7 +118,7 @@ def prefix_tables(first, count, E, F, K, L, M, par, m, beta, fs, allreduce, tran
 
     min_fill[i]  the least forward fill A_p of the prefix: T >= the suffix's own step + it;
     min_fd[i]    its least fill and drain: T >= the suffix's D + PF + PB + it;
-    price[x, i]  its least USD per hour when X_p <= t_max x / LEVELS, where
+    price[x, i]  its least USD per hour when X_p <= t_max x / levels, where
                      X_p = max_h (fills of the stages before h + a_h + c_h + pf_h + pb_h
                                   + r_h + fills and drains of the stages after h)
                  (pf_h with the step's pulls' pace Q = q_all, every plan's, as max(pf_h, Q),
@@ -118,7 +126,7 @@ def prefix_tables(first, count, E, F, K, L, M, par, m, beta, fs, allreduce, tran
                  drain in r_h: cost/flush.py). Taking
                  g = h in T, every term of X_p is in it beside the suffix's D, so
                  T >= D_suffix + X_p (the fills before h are bounded by min_fill).
-    pace[x, i]   its least USD per hour when V_p <= t_max x / LEVELS, V_p = A_p + its largest
+    pace[x, i]   its least USD per hour when V_p <= t_max x / levels, V_p = A_p + its largest
                  forward pace pf_h (with the pulls' bound): taking the suffix's stages as g in
                  T, T >= D_suffix + Y_suffix + A_p + PF >= D_suffix + Y_suffix + V_p (a cheap
                  prefix of slow units or few units on its embedding stage fills and paces the
@@ -129,17 +137,17 @@ def prefix_tables(first, count, E, F, K, L, M, par, m, beta, fs, allreduce, tran
     the budget left to the stages before looked up at or above it (never a tighter bound)."""
     min_fill = np.full(L + 1, np.inf)
     min_fd = np.full(L + 1, np.inf)
-    P = np.full((LEVELS + 1, L + 1), np.inf)
-    PV = np.full((LEVELS + 1, L + 1), np.inf)
+    P = np.full((levels + 1, L + 1), np.inf)
+    PV = np.full((levels + 1, L + 1), np.inf)
     PV[:, 0] = 0.0
-    stage_price_v = np.empty(LEVELS + 1)
+    stage_price_v = np.empty(levels + 1)
     min_fill[0] = 0.0
     min_fd[0] = 0.0
     P[:, 0] = 0.0
-    stage_price = np.empty(LEVELS + 1)
+    stage_price = np.empty(levels + 1)
     work = 0  # stage options (unit counts) tried: the tables' deterministic cost
     for a in range(L):
-        if P[LEVELS, a] == np.inf:
+        if P[levels, a] == np.inf:
             continue
         for j in range(M):
             for s in range(first[a, j], first[a, j] + count[a, j]):
@@ -162,8 +170,8 @@ def prefix_tables(first, count, E, F, K, L, M, par, m, beta, fs, allreduce, tran
                 pull = pull_per_byte * F[s, 6]
                 stage_price[:] = np.inf
                 stage_price_v[:] = np.inf
-                lowest = LEVELS + 1
-                lowest_v = LEVELS + 1
+                lowest = levels + 1
+                lowest_v = levels + 1
                 prev_n = m + 1
                 for n in range(m, 0, -1):  # units ascending: the fewest for each level
                     k = max(k_lo, (m + n - 1) // n)
@@ -186,27 +194,28 @@ def prefix_tables(first, count, E, F, K, L, M, par, m, beta, fs, allreduce, tran
                     own = min_fill[a] + a_fill + c_drain + pf + pb + r
                     if own > t_max * (1.0 + 1e-12):
                         continue
-                    g = _level(own, t_max, 1.0 - 1e-12)
+                    g = _level(own, t_max, 1.0 - 1e-12, levels)
                     for x in range(g, lowest):
                         stage_price[x] = price[j] * k
                     lowest = min(lowest, g)
-                    g = _level(min_fill[a] + a_fill + pf, t_max, 1.0 - 1e-12)
+                    g = _level(min_fill[a] + a_fill + pf, t_max, 1.0 - 1e-12, levels)
                     for x in range(g, lowest_v):
                         stage_price_v[x] = price[j] * k
                     lowest_v = min(lowest_v, g)
-                shift = int(np.floor(a_fill / t_max * LEVELS * (1.0 - 1e-9)))
-                for x in range(lowest_v, LEVELS + 1):
+                shift = int(np.floor(a_fill / t_max * levels * (1.0 - 1e-9)))
+                for x in range(lowest_v, levels + 1):
                     pr = PV[max(x - shift, 0), a] + stage_price_v[x]
                     if pr < PV[x, e + 1]:
                         PV[x, e + 1] = pr
-                # the level of the budget left before it, t_max x / LEVELS - a - c, rounded
+                # the level of the budget left before it, t_max x / levels - a - c, rounded
                 # up (a whole level more at most: a cheaper bound, never a tighter one)
-                shift = int(np.floor((a_fill + c_drain) / t_max * LEVELS * (1.0 - 1e-9)))
-                for x in range(lowest, LEVELS + 1):
+                shift = int(np.floor((a_fill + c_drain) / t_max * levels * (1.0 - 1e-9)))
+                for x in range(lowest, levels + 1):
                     before = max(x - shift, 0)
                     pr = P[before, a] + stage_price[x]
                     if pr < P[x, e + 1]:
                         P[x, e + 1] = pr
+                work += levels // LEVELS_PER_UNIT  # the stage's passes over the levels
     return min_fill, min_fd, P, PV, work
 
 
@@ -235,12 +244,17 @@ def _beats(f, D, t_lo, s, i, P, bp_start, bp_lev, fixed, t_max, batch, cap, samp
            ceiling):
     """(can some prefix complete a suffix (price f, fill and drain D, step at least t_lo,
     startup s) below `ceiling`?, levels tried: the work). Its X_p lies in a level g (price
-    >= P[g, i]) and above the level below (T >= D + t_max (g - 1) / LEVELS); the cheapest
-    levels first."""
-    tried = 0
+    >= P[g, i]) and above the level below (T >= D + t_max (g - 1) / levels, P's rows being
+    levels 0..levels); the cheapest levels first, after the cheapest price at the shortest
+    step, which no level beats: a suffix that rules out costs one try, not one per level."""
+    if bp_start[i + 1] == bp_start[i] or job_cost(
+            f + P[bp_lev[bp_start[i + 1] - 1], i], fixed, s, max(t_lo, D), batch, cap, samples,
+            gran) >= ceiling:
+        return False, 1
+    tried = 1
     for b in range(bp_start[i + 1] - 1, bp_start[i] - 1, -1):
         g = bp_lev[b]
-        below = t_max * max(g - 1, 0) / LEVELS * (1.0 - 1e-9)
+        below = t_max * max(g - 1, 0) / (P.shape[0] - 1) * (1.0 - 1e-9)
         if D + below > t_max * (1.0 + 1e-12):
             continue
         tried += 1
@@ -256,7 +270,7 @@ def _least(f, D, t_lo, s, i, P, bp_start, bp_lev, fixed, t_max, batch, cap, samp
     least = np.inf
     for b in range(bp_start[i + 1] - 1, bp_start[i] - 1, -1):
         g = bp_lev[b]
-        below = t_max * max(g - 1, 0) / LEVELS * (1.0 - 1e-9)
+        below = t_max * max(g - 1, 0) / (P.shape[0] - 1) * (1.0 - 1e-9)
         if D + below > t_max * (1.0 + 1e-12):
             continue
         least = min(least, job_cost(f + P[g, i], fixed, s, max(t_lo, D + below), batch, cap,
@@ -293,13 +307,13 @@ def search(first, count, E, F, K, starts_at, L, M, par, m, beta, fs, allreduce,
     for i in range(L - 1, -1, -1):
         lo[i] = pos
         hi[i] = pos
-        if not starts_at[i] or P[LEVELS, i] == np.inf:
+        if not starts_at[i] or P[P.shape[0] - 1, i] == np.inf:
             continue
         start = pos
         rest_fill = min_fill[i]
         rest_fd = min_fd[i]
         for j in range(M):
-            f_lo0 = P[LEVELS, i]
+            f_lo0 = P[P.shape[0] - 1, i]
             for s in range(first[i, j], first[i, j] + count[i, j]):
                 e = E[s]
                 last = e == L - 1
