@@ -39,9 +39,11 @@ fill and drain shift the budget left to the stages before it by whole levels, ro
 prefix: at large m a stage's fill and drain are a fraction of a level, and the deep plans
 the optimum has there lose them all (certified.table_levels)."""
 LEVELS_PER_UNIT = 16
-"""A stage's passes over the levels in prefix_tables count one work unit per this many
-levels (1,024 levels cost about 30 units' time more per stage than 64 on synthetic-64x64,
-12 more per stage for 256 levels on a 32x32 problem)."""
+"""A stage's passes over the levels in prefix_tables past LEVELS count one work unit per
+this many levels (1,024 levels cost about 30 units' time more per stage than 64 on
+synthetic-64x64, 12 more per stage for 256 levels on a 32x32 problem); at LEVELS a table
+costs what it always did, one unit per stage option, so searches that never refine are
+budgeted as before."""
 
 
 @njit(cache=True, inline="always")
@@ -215,7 +217,9 @@ def prefix_tables(first, count, E, F, K, L, M, par, m, beta, fs, allreduce, tran
                     pr = P[before, a] + stage_price[x]
                     if pr < P[x, e + 1]:
                         P[x, e + 1] = pr
-                work += levels // LEVELS_PER_UNIT  # the stage's passes over the levels
+                # the stage's passes over the levels past LEVELS (the stage option's unit
+                # above has always stood for its passes over LEVELS)
+                work += (levels - LEVELS) // LEVELS_PER_UNIT
     return min_fill, min_fd, P, PV, work
 
 
