@@ -205,7 +205,7 @@ class CompiledSearch:
         for b in range(start[self.L], start[self.L + 1]):
             g = int(levels[b])
             step = max(float(min_fd[self.L]),
-                       self.t_max * max(g - 1, 0) / (price.shape[0] - 1) * (1 - 1e-9))
+                       kernel.level_floor(g, self.t_max, price.shape[0] - 1))
             least = min(least, float(kernel.job_cost(
                 float(price[g, self.L]), self.fixed, self.least_startup, step, self.B,
                 self.cap, self.N, self.gran)))

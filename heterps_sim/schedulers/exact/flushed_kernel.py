@@ -97,6 +97,13 @@ def paces(nn, w, before, after, beta, fs, contention, one_f_one_b):
 
 
 @njit(cache=True, inline="always")
+def level_floor(g, t_max, levels):
+    """The least step of a prefix in level g of a table of `levels` levels (just above level
+    g - 1's top, less a rounding margin): the step a lookup of that level may assume."""
+    return t_max * max(g - 1, 0) / levels * (1.0 - 1e-9)
+
+
+@njit(cache=True, inline="always")
 def _level(budget, t_max, slack, levels):
     """The least level at or above `budget` x slack (0: none left; `levels`: the whole t_max).
     A lookup of a budget uses a slack > 1, a stage's own time one < 1, so rounding only ever
@@ -258,7 +265,7 @@ def _beats(f, D, t_lo, s, i, P, bp_start, bp_lev, fixed, t_max, batch, cap, samp
     tried = 1
     for b in range(bp_start[i + 1] - 1, bp_start[i] - 1, -1):
         g = bp_lev[b]
-        below = t_max * max(g - 1, 0) / (P.shape[0] - 1) * (1.0 - 1e-9)
+        below = level_floor(g, t_max, P.shape[0] - 1)
         if D + below > t_max * (1.0 + 1e-12):
             continue
         tried += 1
@@ -274,7 +281,7 @@ def _least(f, D, t_lo, s, i, P, bp_start, bp_lev, fixed, t_max, batch, cap, samp
     least = np.inf
     for b in range(bp_start[i + 1] - 1, bp_start[i] - 1, -1):
         g = bp_lev[b]
-        below = t_max * max(g - 1, 0) / (P.shape[0] - 1) * (1.0 - 1e-9)
+        below = level_floor(g, t_max, P.shape[0] - 1)
         if D + below > t_max * (1.0 + 1e-12):
             continue
         least = min(least, job_cost(f + P[g, i], fixed, s, max(t_lo, D + below), batch, cap,
@@ -308,16 +315,17 @@ def search(first, count, E, F, K, starts_at, L, M, par, m, beta, fs, allreduce,
     best = -1
     t_least = min_fd[L]  # no plan's step is shorter than the whole model's least fill+drain
     pending = contention and one_f_one_b
+    top = P.shape[0] - 1  # the table's last level: the whole t_max
     for i in range(L - 1, -1, -1):
         lo[i] = pos
         hi[i] = pos
-        if not starts_at[i] or P[P.shape[0] - 1, i] == np.inf:
+        if not starts_at[i] or P[top, i] == np.inf:
             continue
         start = pos
         rest_fill = min_fill[i]
         rest_fd = min_fd[i]
         for j in range(M):
-            f_lo0 = P[P.shape[0] - 1, i]
+            f_lo0 = P[top, i]
             for s in range(first[i, j], first[i, j] + count[i, j]):
                 e = E[s]
                 last = e == L - 1
