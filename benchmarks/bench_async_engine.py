@@ -66,7 +66,7 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--out", default="runs/bench-async-engine")
-    p.add_argument("--core-sharing", choices=("fifo", "fair"), default="fifo",
+    p.add_argument("--core-sharing", choices=("fifo", "fair"), default="fair",
                    help="how the simulator shares the host's cores between the ranks "
                         "(validate's option)")
     p.add_argument("--rescore", metavar="DIR", default=None,

@@ -39,10 +39,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="runs per plan, in rounds over the plans; the median run counts")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-ranks", type=int, default=6)
-    p.add_argument("--core-sharing", choices=("fifo", "fair"), default="fifo",
-                   help="how the simulator shares this host's cores among the ranks: a "
-                        "waiting computation gets the next free core (fifo), or all running "
-                        "ones share them at cores / running speed, as the OS does (fair)")
+    p.add_argument("--core-sharing", choices=("fifo", "fair"), default="fair",
+                   help="how the simulator shares this host's cores among the ranks: all "
+                        "running computations share them at cores / running speed, as the "
+                        "OS does (fair, the default), or a waiting computation gets the next "
+                        "free core (fifo)")
     p.add_argument("--out", default="runs/validate", metavar="DIR")
     p.add_argument("--json", action="store_true")
 
