@@ -61,7 +61,7 @@ def make_versions(spec, ctx, module, optimizer, resume: int | None, group,
         stash = checkpoint.load(spec.checkpoint_dir, resume, module, optimizer, group=group,
                                 staleness=d, versions=stash_versions(resume, d))
     return Versions(module, optimizer, d, ctx.group, ctx.comm_device,
-                    start=resume or 0, stash=stash, running=running)
+                    start=resume or 0, stash=stash, running=running, recorder=ctx.recorder)
 
 
 class PSSteps:

@@ -18,7 +18,7 @@ over the stage's replicas runs meanwhile) only when a forward needs W(t + 1), or
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -45,8 +45,12 @@ class Versions:
     def __init__(self, module: torch.nn.Module, optimizer: torch.optim.Optimizer, d: int,
                  group, comm_device: torch.device, *, start: int = 0,
                  stash: dict[int, dict[str, torch.Tensor]] | None = None,
-                 running=None) -> None:
+                 running=None, recorder=None) -> None:
         self.module, self.optimizer, self.d = module, optimizer, d
+        self.recorder = recorder
+        """The rank's timeline (runtime/timeline.Recorder): the wait for an update's
+        all-reduce and the optimizer step are spans of their own, as in the flushed loop, so
+        a trace and the measured compute read the same under either schedule. None: untimed."""
         self.running = running
         """A replicated stage's BatchNorm running statistics (model/batchnorm.RunningStats):
         each step's terms travel in its gradient all-reduce and are set in step order."""
@@ -127,10 +131,14 @@ class Versions:
             while self.applied in self.pending:
                 self._apply(self.applied)
 
+    def _span(self, name: str, category: str):
+        return nullcontext() if self.recorder is None else self.recorder.span(name, category)
+
     def _apply(self, step: int) -> None:
         got = self.pending.pop(step)
         if got.work is not None:
-            got.work.wait()
+            with self._span("allreduce", "allreduce"):
+                got.work.wait()
         if step not in self.stash and self._read_later(step):
             # a later step reads W(step): keep it before it moves on
             self.stash[step] = {n: p.detach().clone() for n, p in self.named}
@@ -148,7 +156,7 @@ class Versions:
             if self.running is not None:
                 self.running.apply(got.flat[offset + 1:], got.forwards)
         self.losses[step] = loss
-        with torch.no_grad():
+        with self._span("optimizer", "optimizer"), torch.no_grad():
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.applied = step + 1
