@@ -49,6 +49,7 @@ S, when odt is serial) and model them explicitly instead:
 
                    stage g's forward  += recv(activations from g-1) + send(activations to g+1)
                    stage g's backward += recv(gradients from g+1)   + send(gradients to g-1)
+                                         (+ k/m of a continuous ring's CPU, ring_cpu_s)
 
                so it holds a core with the operation. Approximate: gloo moves a message on its
                own thread when it arrives, not inside the consuming operation; and on a type
@@ -114,6 +115,9 @@ class StageWork:
     finish together); () for a single-type stage."""
     replica_types: tuple[int, ...] = ()
     """Mixed stage: each replica's type index; () for a single-type stage."""
+    allreduce_bytes: float = 0.0
+    """allreduce: the dense parameter bytes each replica's ring sums per step (0 when off or
+    k = 1); cores charges a continuous ring's CPU by them."""
 
 
 def _ps_layers(problem: Problem, terms: StageTerms) -> list[int]:
@@ -181,13 +185,25 @@ def stage_work(problem: Problem, terms: list[StageTerms], replicas: list[int], m
         else:
             works.append(_one_stage(problem, g, t, k, link_bw, m, options, flush, pbytes))
     if options.message_cpu is not None and options.on("cores") and options.on("transfers"):
-        works = _with_message_cpu(works, options.message_cpu)
+        works = _with_message_cpu(works, options.message_cpu, m, flush)
     return works, notes
 
 
-def _with_message_cpu(works: list[StageWork], cpu) -> list[StageWork]:
+def ring_cpu_s(cpu, k: int, nbytes: float) -> float:
+    """One member's CPU for a ring all-reduce of nbytes over k members: 2(k - 1) chunks of
+    nbytes / k sent and as many received (reduce-scatter, then all-gather)."""
+    if k < 2 or nbytes <= 0:
+        return 0.0
+    return 2 * (k - 1) * (cpu.send(nbytes / k) + cpu.recv(nbytes / k))
+
+
+def _with_message_cpu(works: list[StageWork], cpu, m: int, flush: bool) -> list[StageWork]:
     """Each stage's forward and backward with its messages' CPU added (module docstring,
-    `cores`); `cpu`: the options' MessageCpu."""
+    `cores`); `cpu`: the options' MessageCpu. A continuous schedule's ring all-reduce runs
+    beside the next step's compute, so its CPU competes for the cores: each replica's share,
+    ring_cpu_s per step, is spread over its m / k backwards like the step's other work. A
+    flushed ring runs at the barrier on cores the stage leaves idle, and its measured time
+    already holds its CPU (`allreduce_measured` is timed on an idle host)."""
     out = []
     for g, w in enumerate(works):
         before, after = g > 0, g + 1 < len(works)
@@ -195,6 +211,9 @@ def _with_message_cpu(works: list[StageWork], cpu) -> list[StageWork]:
               + (cpu.send(w.send_forward_bytes) if after else 0.0))
         bx = ((cpu.recv(w.send_backward_bytes) if after else 0.0)
               + (cpu.send(works[g - 1].send_backward_bytes) if before else 0.0))
+        if not flush:
+            k = w.num_replicas
+            bx += ring_cpu_s(cpu, k, w.allreduce_bytes) * k / m
         f, b, _ = w.replica_seconds[0] if w.replica_seconds else (w.forward_s, w.backward_s, 0)
         shares = {"comm_forward": (f * w.comm_forward + fx) / (f + fx) if f + fx > 0 else 0.0,
                   "comm_backward": (b * w.comm_backward + bx) / (b + bx) if b + bx > 0 else 0.0}
@@ -270,7 +289,7 @@ def _one_stage(problem: Problem, g: int, t: StageTerms, k: int, link_bw: float, 
         if backward_s + spread > 0:
             comm_bwd = (backward_s * comm_par + spread * comm_step) / (backward_s + spread)
         backward_s, step_s = backward_s + spread, 0.0
-    allreduce_s = 0.0
+    allreduce_s = stage_bytes = 0.0
     if options.on("allreduce") and k > 1:
         stage_bytes = sum(pbytes[t.first:t.last + 1]) if pbytes is not None else 0.0
         measured = measured_allreduce_seconds(options.allreduce_measured, k, stage_bytes)
@@ -283,4 +302,5 @@ def _one_stage(problem: Problem, g: int, t: StageTerms, k: int, link_bw: float, 
         step_s=step_s, comm_forward=comm_par, comm_backward=comm_bwd, comm_step=comm_step,
         link_bytes_per_s=link_bw,
         send_forward_bytes=send_f, send_backward_bytes=send_b, allreduce_s=allreduce_s,
-        ps_bytes=ps_bytes, ps_in_work=in_work, network_bytes_per_s=float(net[j]))
+        ps_bytes=ps_bytes, ps_in_work=in_work, network_bytes_per_s=float(net[j]),
+        allreduce_bytes=float(stage_bytes))
