@@ -317,6 +317,9 @@ def validate(req: ValidateRequest, progress=None) -> dict:
             "des_bubble": des.extra.get("bubble_fraction", 0.0),
             "measured_runs": [x.throughput for x in runs[n]],
             "measured_stage_compute_s": [s["compute_s"] for s in measured.extra["stages"]],
+            "measured_stage_compute_cpu_s": [s["compute_cpu_s"]
+                                             for s in measured.extra["stages"]],
+            "measured_stage_cpu_s": [s["cpu_s"] for s in measured.extra["stages"]],
             "measured_cpu_cores": measured.extra.get("cpu_cores_busy")})
     meas = [r["measured"] for r in rows]
     return {"num_plans": len(rows),

@@ -33,8 +33,10 @@ def load_ranks(spec: RunSpec) -> list[dict]:
         raise MissingMeasurements(f"{path}: no measurements (the run did not finish)") from None
 
 
-def _per_step(parts: list[dict], key: str) -> float:
-    return float(np.mean([p["totals"].get(key, 0.0) / max(p["measured_steps"], 1)
+def _per_step(parts: list[dict], key: str, field: str = "totals") -> float:
+    """A replica's mean seconds per measured step in category `key` (field "totals": wall;
+    "cpu_totals": its thread's CPU; runs saved before it was recorded read 0)."""
+    return float(np.mean([p.get(field, {}).get(key, 0.0) / max(p["measured_steps"], 1)
                           for p in parts]))
 
 
@@ -70,7 +72,12 @@ def exec_result(spec: RunSpec, problem, parts: list[dict]) -> RunResult:
             replicas=stage.replicas,
             bubble=idle / step_time if steps else 0.0,
             comm_share=comm / busy if busy > 0 else 0.0))
-        extra_stages.append({"compute_s": compute, "communication_s": comm, "idle_s": idle,
+        # the CPU the compute spans held (wall less it: waiting for a core, or an emulated
+        # type's dilation) and all the replica's CPU per step (gloo's threads included)
+        compute_cpu = sum(_per_step(mine, k, "cpu_totals") for k in ("compute", "optimizer"))
+        cpu = float(np.mean([p.get("cpu_s", 0.0) / max(p["measured_steps"], 1) for p in mine]))
+        extra_stages.append({"compute_s": compute, "compute_cpu_s": compute_cpu, "cpu_s": cpu,
+                             "communication_s": comm, "idle_s": idle,
                              "devices": sorted({p["device"] for p in mine})})
     cost_per_hour = sum(s.cost_per_hour for s in stages)
     hours = problem.num_samples / throughput / 3600 if throughput > 0 else float("inf")

@@ -20,6 +20,10 @@ class Recorder:
         self.keep_spans = keep_spans
         self.spans: list[tuple[str, str, float, float]] = []
         self.totals: dict[str, float] = defaultdict(float)
+        self.cpu_totals: dict[str, float] = defaultdict(float)
+        """This thread's CPU seconds inside the measured spans, per category: beside `totals`
+        (wall) it says how much of a span the rank computed and how much it waited for a
+        core the other ranks held (the device's own work, on a GPU, is not in it)."""
         self._measuring = False
         self._cpu_from: float | None = None
 
@@ -49,12 +53,13 @@ class Recorder:
     def span(self, name: str, category: str):
         if category not in CATEGORIES:
             raise ValueError(f"unknown span category {category!r}")
-        start = self.now()
+        start, cpu = self.now(), time.thread_time()
         try:
             yield
         finally:
             end = self.now()
             if self.measuring:
                 self.totals[category] += end - start
+                self.cpu_totals[category] += time.thread_time() - cpu
             if self.keep_spans:
                 self.spans.append((name, category, start, end))

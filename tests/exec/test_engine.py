@@ -132,6 +132,11 @@ def test_shipped_plan_on_emulated_types_traces_every_microbatch(tmp_path):
     assert sorted(forwards) == sorted(f"F{mu}" for mu in range(12) for _ in range(3))
     assert {e["cat"] for e in events} <= set(CATEGORIES)
     assert all(e["dur"] >= 0 for e in events)
+    # each stage's compute CPU (its thread's, inside the spans) is at most the spans' wall
+    # over the type's dilation (the dilation sleeps) and at most the replica's process CPU
+    for stage, x in zip(result["extra"]["stages"], result["extra"]["slowdowns"], strict=True):
+        assert 0 < stage["compute_cpu_s"] <= stage["compute_s"] / x * 1.05 + 1e-4
+        assert stage["compute_cpu_s"] <= stage["cpu_s"] + 1e-4
 
 
 @pytest.mark.timeout(240)
