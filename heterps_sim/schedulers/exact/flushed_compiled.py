@@ -58,6 +58,7 @@ class _PerM:
     pull_per_byte: float
     work: int
     bound: float = field(default=math.nan)
+    levels: int = 0
 
 
 class CompiledSearch:
@@ -171,7 +172,13 @@ class CompiledSearch:
                 raise ValueError("flushed optimum: m must be >= 2 (m = 1 is the simulator's "
                                  "default)")
             got = self._per_m[m] = _PerM(*self._tables(m, self.stages))
+            got.levels = self.levels
         return got
+
+    def table_work(self) -> dict[int, int]:
+        """{m: the work its tables took} for the m's whose tables are built at the current
+        levels (what a table at another m will take is estimated from them)."""
+        return {m: t.work for m, t in self._per_m.items() if t.levels == self.levels}
 
     def _tables(self, m: int, stages) -> tuple:
         """_PerM's fields for `stages` at m (kernel.prefix_tables and its breakpoints)."""
