@@ -3,9 +3,10 @@
     python benchmarks/bench_async_engine.py --steps 40 --repeats 3
 
 exec-tiny layouts of 2 and 3 stages (one replica per stage, and one replicated), each run
-for real under 1f1b and async (heterps-exec validate's machinery: the committed profile and
-links, types emulated at their relative speeds, the simulator with the engine's cores and
-messages), printed per plan:
+for real under 1f1b and async (heterps-exec validate's machinery: the committed profile, this
+host's gloo links measured first (--links), its runtime overhead and the CPU of a boundary
+message as the engine sends it measured by validate's calibration runs, types emulated at
+their relative speeds, the simulator with the engine's cores and messages), printed per plan:
 
 - measured throughput (median of --repeats runs) beside the simulator's prediction at the
   run's compute speed (this VM's speed drifts up to 2x; the raw prediction is shown too);
@@ -27,6 +28,7 @@ measurements (the printed load is this moment's, not the runs').
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import statistics
 import sys
@@ -61,6 +63,22 @@ def _plans() -> list[Plan]:
     return plans
 
 
+def _links(choice: str, rescore: str | None, out: Path) -> dict:
+    """The links JSON the prediction uses: a file, or measured on this host now (saved in
+    the runs' folder; a rescore reads the saved one, or the committed VM's if none)."""
+    if choice != "measure":
+        return read_links(choice)
+    if rescore:
+        saved = Path(rescore) / "links.json"
+        return read_links(saved if saved.exists() else
+                          ROOT / "traces" / "profiles" / "vm-links.json")
+    from heterps_exec.calibration.links import profile_links
+    links = profile_links(max_ranks=3)  # the layouts' all-reduces have at most 2 ranks
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "links.json").write_text(json.dumps(links, indent=1) + "\n")
+    return links
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=40)
@@ -71,10 +89,16 @@ def main() -> None:
                         "(validate's option)")
     p.add_argument("--rescore", metavar="DIR", default=None,
                    help="predict the runs saved in DIR again, launching nothing")
+    p.add_argument("--profile", default=str(ROOT / "traces/profiles/vm-cpu-tiny-ctr.csv"),
+                   help="the layer profile the prediction starts from (heterps-exec profile)")
+    p.add_argument("--links", default="measure",
+                   help="the host's links JSON (latency, bandwidth, all-reduces); default "
+                        "'measure': gloo on this host, first (about a minute), saved as "
+                        "OUT/links.json, which --rescore reads back")
     args = p.parse_args()
-    profile = ROOT / "traces" / "profiles"
     plans = _plans()
     out = args.out
+    links = _links(args.links, args.rescore, Path(out))
     if args.rescore:
         out = str(Path(tempfile.mkdtemp(prefix="rescore-")) / "runs")
         shutil.copytree(args.rescore, out)
@@ -82,8 +106,11 @@ def main() -> None:
     report = validate(ValidateRequest(
         scenario=str(ROOT / "scenarios" / "exec-tiny.yaml"), plans=tuple(plans),
         steps=args.steps, repeats=args.repeats, max_ranks=3, out_dir=out,
-        profile_rows=read_profile_rows(profile / "vm-cpu-tiny-ctr.csv", "tiny-ctr"),
-        links=read_links(profile / "vm-links.json"), core_sharing=args.core_sharing))
+        profile_rows=read_profile_rows(args.profile, "tiny-ctr"),
+        links=links, core_sharing=args.core_sharing,
+        # a folder saved before the pipeline calibration runs: the links JSON's message CPU
+        message_cpu=({} if args.rescore and not any(
+            Path(args.rescore).glob("runcalibration-*-pipeline-*")) else None)))
     if args.rescore:
         shutil.rmtree(Path(out).parent, ignore_errors=True)
     rows = report["plans"]
@@ -92,6 +119,12 @@ def main() -> None:
              "before)")
     print(f"exec-tiny on {where}, {args.steps} steps, median of {args.repeats} runs, "
           f"cores shared {args.core_sharing}")
+    gloo = report["links_message_cpu"] or {}
+    print("CPU per message and side as the engine sends it (two-rank calibration runs): "
+          + (", ".join(f"{k} {1e6 * v['send_s']:.0f} us" for k, v in report["message_cpu"].items())
+             or "not measured (the folder predates it)")
+          + (f"; gloo's own (links JSON): send {1e6 * gloo['send_s']:.0f} us, receive "
+             f"{1e6 * gloo['recv_s']:.0f} us" if gloo else ""))
     print(f"{'replicas':>8} {'m':>2} {'schedule':>8} {'D':>2} {'measured/s':>11} "
           f"{'sim@speed/s':>12} {'error':>7} {'sim raw/s':>10} {'msgs/mb/bd':>11} "
           f"{'older':>7} {'cores busy':>10}")

@@ -78,6 +78,11 @@ class ValidateRequest:
     part) by one-rank runs at 1 and 8 microbatches first (runtime_overhead)."""
     microbatch_overhead_s: float = 0.0
     """The runtime's per-microbatch work outside layers, when step_overhead_s is given."""
+    message_cpu: dict[str, dict] | None = None
+    """Per schedule, what one boundary message costs this host's CPU as the engine sends it
+    (the simulator's MessageCpu fields); None: measured first, by two-rank pipeline runs of
+    each schedule the plans use (calibration/message_cost.py); {}: the links JSON's
+    `message_cpu` (gloo's own) for every schedule."""
     profile_rows: list | None = None
     links: dict | None = None
     plans: tuple[Plan, ...] = ()
@@ -198,6 +203,7 @@ def component_errors(rows: list[dict]) -> dict:
 
 def validate(req: ValidateRequest, progress=None) -> dict:
     """Run the whole comparison; returns the report dict (also written by the CLI)."""
+    from heterps_exec.calibration import message_cost
     from heterps_exec.calibration.calibrate import LayerFit, calibrated_problem
     from heterps_exec.launch import binding as bindings
     from heterps_exec.launch.prepare import prepare
@@ -255,16 +261,40 @@ def validate(req: ValidateRequest, progress=None) -> dict:
     # other work on the host takes cores the model gives the ranks: reported, not modelled
     load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     overhead, per_microbatch = req.step_overhead_s, req.microbatch_overhead_s
-    if overhead is None:  # one rank, nothing to wait for: its idle time is the runtime's own
-        idle = {}
-        for m in CALIBRATION_MICROBATCHES:
+    one_rank: dict[int, list] = {}  # m -> the one-rank calibration runs (not emulated)
+
+    def calibrate(plan: Plan, name: str) -> list:
+        return [run(plan, f"calibration-{name}-{r}", emulate=False) for r in range(req.repeats)]
+
+    def one_rank_runs(m: int) -> list:
+        if m not in one_rank:
             whole = Plan(stages=(Stage(layers=tuple(base.layer_names),
                                        resource=base.type_names[0], num_replicas=1),),
                          num_microbatches=m)
-            idle[m] = float(np.median([
-                run(whole, f"calibration-m{m}-{r}", emulate=False).extra["stages"][0]["idle_s"]
-                for r in range(req.repeats)]))
+            one_rank[m] = calibrate(whole, f"m{m}")
+        return one_rank[m]
+
+    if overhead is None:  # one rank, nothing to wait for: its idle time is the runtime's own
+        idle = {m: float(np.median([x.extra["stages"][0]["idle_s"] for x in one_rank_runs(m)]))
+                for m in CALIBRATION_MICROBATCHES}
         overhead, per_microbatch = runtime_overhead(idle)
+    message_cpu = req.message_cpu
+    if message_cpu is None:  # what a message costs as the engine sends it, per schedule
+        message_cpu = {}
+        schedules = sorted({p.schedule for p in plans if len(p.stages) > 1})
+        if schedules and len(base.layer_names) > 1:
+            alone = float(np.median([message_cost.outside_compute_cpu(x.extra["stages"][0])
+                                     for x in one_rank_runs(message_cost.MICROBATCHES)]))
+        for schedule in schedules if len(base.layer_names) > 1 else ():
+            pipe = message_cost.pipeline_plan(list(base.layer_names), base.type_names[0],
+                                              schedule)
+            got = calibrate(pipe, f"{schedule}-pipeline")
+            ranks = [float(np.median([message_cost.outside_compute_cpu(x.extra["stages"][g])
+                                      for x in got])) for g in range(2)]
+            cut = base.layer_names.index(pipe.stages[0].layers[-1])
+            message_cpu[schedule] = message_cost.per_message_cpu(
+                alone, ranks, message_cost.MICROBATCHES, req.links.get("message_cpu"),
+                float(base.boundary_bytes[cut]))
     runs: list[list] = [[] for _ in plans]
     for r in range(req.repeats):  # rounds: every plan once, then again
         for n, plan in enumerate(plans):
@@ -279,7 +309,8 @@ def validate(req: ValidateRequest, progress=None) -> dict:
         des_options = simulator_options(plan, slow, steps=req.steps, warmup=warmup,
                                         allreduce=measured_allreduce,
                                         core_sharing=req.core_sharing,
-                                        message_cpu=req.links.get("message_cpu"))
+                                        message_cpu=message_cpu.get(
+                                            plan.schedule, req.links.get("message_cpu")))
         problems = {mode: calibrated_problem(base, graph, plan, fit, slow, latency, bandwidth,
                                              for_des=mode == "des", step_overhead_s=overhead,
                                              microbatch_overhead_s=per_microbatch,
@@ -336,6 +367,7 @@ def validate(req: ValidateRequest, progress=None) -> dict:
             "component_errors_des": component_errors(rows),
             "links": {"latency_s": latency, "bytes_per_s": bandwidth},
             "step_overhead_s": overhead, "microbatch_overhead_s": per_microbatch,
+            "message_cpu": message_cpu, "links_message_cpu": req.links.get("message_cpu"),
             "repeats": req.repeats, "core_sharing": req.core_sharing,
             "host_load_before": load_before,
             "host_cores": os.cpu_count() or 1, "plans": rows}

@@ -12,7 +12,10 @@ calibrated to this machine (per-layer fits of the profile, gloo latency and band
 host's cores, shared as --core-sharing says), runs each with the engine, and writes
 OUT/validate.csv, OUT/report.json and OUT/scatter.png (predicted vs measured, both
 predictors). Without --profile / --links it
-measures them first (two or three minutes). --repeats R runs every plan R times, in R
+measures them first (two or three minutes). Before the plans it runs the model whole on one
+rank at 1 and 8 microbatches (the runtime's own overhead) and cut in half on two ranks under
+each schedule the plans use (what one boundary message costs the CPU as the engine sends
+it; the simulator charges that instead of the links' gloo-only figure). --repeats R runs every plan R times, in R
 rounds over all plans, and keeps each plan's run of median throughput (a noisy host).
 --json prints {"num_plans", "mape_des", "mape_analytic", "kendall_tau_des",
 "kendall_tau_analytic", "plans": [...]} and more (at-run-speed figures, overheads).
@@ -172,6 +175,11 @@ def _table(report: dict) -> str:
     lines.append(f"runtime overhead (idle of one-rank calibration runs): "
                  f"{report['step_overhead_s'] * 1e3:.2f} ms per step + "
                  f"{report['microbatch_overhead_s'] * 1e3:.3f} ms per microbatch")
+    if report.get("message_cpu"):
+        lines.append("CPU per boundary message and side as the engine sends it (two-rank "
+                     "calibration runs): " + ", ".join(
+                         f"{k} {v['send_s'] * 1e3:.3f} ms"
+                         for k, v in sorted(report["message_cpu"].items())))
     lines.append(f"at each run's measured compute speed: MAPE DES "
                  f"{report['mape_des_at_run_speed']:.1f}%, analytic "
                  f"{report['mape_analytic_at_run_speed']:.1f}%; Kendall tau DES "

@@ -214,7 +214,10 @@ class StageRunner:
         else:
             src = self.route(c.stage - 1, mu)
             message = self._receive(("F", mu))
-            env, leaf = self._boundary("in", src).decode(message)
+            # unpacking the message is the receiving layer's work in the cost model
+            # (calibration/calibrate.py folds the profiled decode in): timed, and dilated, so
+            env, leaf = self._compute(f"decode F{mu}",
+                                      lambda: self._boundary("in", src).decode(message))
             if self.auto is not None:
                 self.auto.observe_forward("in", src, message)
         with ExitStack() as stack:
@@ -245,7 +248,8 @@ class StageRunner:
             self.stash[mu] = (leaf, loss)
             return
         dst = self.route(c.stage + 1, mu)
-        message, grad_out = self._boundary("out", dst).encode(out_env)
+        message, grad_out = self._compute(f"encode F{mu}",  # (as decode above)
+                                          lambda: self._boundary("out", dst).encode(out_env))
         if self.auto is not None:
             self.auto.observe_forward("out", dst, message)
         self.stash[mu] = (leaf, grad_out)

@@ -217,6 +217,13 @@ def test_validate_command_writes_report_csv_and_figure(tmp_path):
     assert len(list(out.glob("run0*-1"))) == 2  # the second round ran every plan again
     assert len(list(out.glob("runcalibration-m[18]-[01]"))) == 4  # 1 and 8 microbatches, x2
     assert report["step_overhead_s"] >= 0 and report["microbatch_overhead_s"] >= 0
+    # a message's CPU as the engine pays it: one two-rank pipeline calibration per schedule
+    # that a multi-stage plan uses, each run twice (--repeats 2)
+    piped = {r["schedule"] for r in report["plans"] if r["stages"] > 1}
+    assert piped and set(report["message_cpu"]) == piped
+    assert len(list(out.glob("runcalibration-*-pipeline-[01]"))) == 2 * len(piped)
+    for cpu in report["message_cpu"].values():
+        assert cpu["send_s"] == cpu["recv_s"] >= 0
     assert report["host_load_before"] >= 0 and report["host_cores"] >= 1
     for key in ("mape_des", "mape_analytic", "kendall_tau_des", "kendall_tau_analytic"):
         assert math.isfinite(report[key])

@@ -1,0 +1,68 @@
+"""What one boundary message costs this host's CPU as the engine sends it.
+
+The links JSON's `message_cpu` (benchmarks/bench_message_cpu.py) times gloo's isend / irecv
+alone: 70-100 us per message and side on the 2-core VMs measured. A pipeline rank pays more
+per message: the Python around each send and receive (the receive's buffer, the gradient's
+message, the schedule's bookkeeping, and under async the weight versions), most of it on
+the rank's own thread, so in series with its layers. Measured on exec-tiny (m = 8, two ranks
+on two cores), each rank's CPU outside its compute spans was 2.6-3.4 ms per step where
+gloo's figure and the one-rank runtime overhead account for about 1.9. (Packing and
+unpacking the forward message are not part of it: the cost model folds the profiled encode
+and decode into the layers at the cut, and the engine times them as compute.)
+
+So `validate` measures it where it predicts: two-rank pipeline runs (the model cut in half,
+one rank per stage, no emulation) under each schedule its plans use, beside the one-rank
+runs that give the runtime's own overhead. Per message and side:
+
+    cpu = (sum over the two ranks of (CPU per step - compute CPU per step)
+           - 2 x the one-rank run's (CPU per step - compute CPU per step)) / (4 m)
+          - the per-byte part the links JSON charges for those messages
+
+(each rank sends m and receives m messages per step; the one-rank run at the same m holds
+the runtime's per-step and per-microbatch work that the simulator already folds into every
+stage's layers, calibration/calibrate.py). The simulator then charges it like gloo's figure
+(des/work.py, `cores`): on the sending and the receiving operation, and on the host's cores.
+"""
+
+from __future__ import annotations
+
+from heterps_sim.core.plan import Plan, Stage
+
+MICROBATCHES = 8
+"""The pipeline calibration's microbatch count: the one-rank calibration's larger one, so
+that the runtime overhead subtracted is measured at the same m."""
+
+
+def pipeline_plan(layers: list[str], resource: str, schedule: str) -> Plan:
+    """Two stages (the layers cut in half), one unit of `resource` each."""
+    half = max(1, len(layers) // 2)
+    return Plan(stages=(Stage(layers=tuple(layers[:half]), resource=resource, num_replicas=1),
+                        Stage(layers=tuple(layers[half:]), resource=resource,
+                              num_replicas=1)),
+                num_microbatches=MICROBATCHES, schedule=schedule)
+
+
+def outside_compute_cpu(stage: dict) -> float:
+    """A stage's CPU per step outside its compute and optimizer spans (measure.exec_result's
+    per-stage extra: every thread of the rank, gloo's included)."""
+    return max(stage["cpu_s"] - stage["compute_cpu_s"], 0.0)
+
+
+def per_message_cpu(one_rank_s: float, pipeline_s: list[float], m: int, links_cpu: dict | None,
+                    boundary_bytes: float) -> dict:
+    """MessageCpu's fields from the calibration's figures (module docstring): one_rank_s,
+    pipeline_s: CPU per step outside compute of the one-rank run and of each pipeline rank;
+    boundary_bytes: what crosses the cut per step, both ways. Both sides get the same
+    per-message figure (the runs see their sum only); the per-byte terms stay the links
+    JSON's (0 without one); clipped at 0 (a noisy calibration must not credit CPU)."""
+    if len(pipeline_s) != 2 or m < 1:
+        raise ValueError("per_message_cpu: two pipeline ranks and m >= 1 expected")
+    links_cpu = links_cpu or {}
+    send_b = float(links_cpu.get("send_s_per_byte", 0.0))
+    recv_b = float(links_cpu.get("recv_s_per_byte", 0.0))
+    # both ranks together send and receive every byte once: (send + recv) x bytes per step
+    bytes_part = (send_b + recv_b) * boundary_bytes / (4 * m)
+    each = (sum(pipeline_s) - 2 * one_rank_s) / (4 * m) - bytes_part
+    each = max(each, 0.0)
+    return {"send_s": each, "recv_s": each, "send_s_per_byte": send_b,
+            "recv_s_per_byte": recv_b}
