@@ -36,6 +36,8 @@ class AllReduceRow(_Strict):
     ranks: int = Field(ge=1, le=MAX_RANKS)
     bytes: float = Field(ge=0, le=2**50)
     seconds: float = Field(ge=0, le=MAX_SECONDS)
+    cpu_s: float | None = Field(default=None, ge=0, le=MAX_SECONDS)
+    """Each member's process CPU in one all-reduce (absent in files measured before it was)."""
 
 
 class MessageCpuRow(_Strict):

@@ -131,17 +131,20 @@ def _all_reduces(rank: int, world: int, store_path: str, sizes: list[int], round
     results = []
     for size in sizes:
         buf = torch.zeros(max(size // 4, 1), dtype=torch.float32)
-        times = []
+        times, cpus = [], []
         for r in range(rounds + 3):
             if after_s > 0:
                 work()
             else:
                 dist.barrier()
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             dist.all_reduce(buf)
             if r >= 3:
                 times.append(time.perf_counter() - t0)
-        results.append((size, times))
+                # every thread of the member (gloo's moving the chunks included): what a ring
+                # running beside compute takes from the host's cores (des/work.py)
+                cpus.append(time.process_time() - c0)
+        results.append((size, times, cpus))
     queue.put((rank, results))
     dist.destroy_process_group()
 
@@ -184,19 +187,21 @@ def profile_p2p(sizes=P2P_SIZES, rounds: int = 100, after_compute_s: float = AFT
 def profile_allreduce(ranks=(2, 3, 4, 5, 6), sizes=ALLREDUCE_SIZES, rounds: int = 100,
                       after_compute_s: float = AFTER_COMPUTE_S) -> list[dict]:
     """Gloo all-reduce seconds on this host for k ranks and n bytes, measured (not a ring
-    formula: with more ranks than cores the ring's hops wait for descheduled members). Rows
-    {"ranks", "bytes", "seconds"}: in situ the mean over rounds and ranks; back to back
-    (after_compute_s=0) rank 0's median."""
+    formula: with more ranks than cores the ring's hops wait for descheduled members), and the
+    CPU seconds each member's process spends in one (gloo's threads included). Rows
+    {"ranks", "bytes", "seconds", "cpu_s"}: in situ the means over rounds and ranks; back to
+    back (after_compute_s=0) rank 0's medians."""
     rows = []
     for k in ranks:
         items = _spawn(_all_reduces, k, (list(sizes), rounds, after_compute_s), k)
         by_rank = dict(items)
         for i, n in enumerate(sizes):
             if after_compute_s > 0:
-                seconds = float(np.mean([t for r in by_rank.values() for t in r[i][1]]))
+                seconds, cpu = (float(np.mean([t for r in by_rank.values() for t in r[i][j]]))
+                                for j in (1, 2))
             else:
-                seconds = statistics.median(by_rank[0][i][1])
-            rows.append({"ranks": k, "bytes": n, "seconds": seconds})
+                seconds, cpu = (statistics.median(by_rank[0][i][j]) for j in (1, 2))
+            rows.append({"ranks": k, "bytes": n, "seconds": seconds, "cpu_s": cpu})
     return rows
 
 
@@ -216,7 +221,8 @@ def profile_links(max_ranks: int = 6, after_compute_s: float = AFTER_COMPUTE_S,
         allreduce.append(profile_allreduce(ranks, after_compute_s=after_compute_s))
     points = [(p["bytes"], float(np.mean([s[i]["one_way_s"] for s in p2p])))
               for i, p in enumerate(p2p[0])]
-    rows = [{**r, "seconds": float(np.mean([s[i]["seconds"] for s in allreduce]))}
+    rows = [{**r, **{key: float(np.mean([s[i][key] for s in allreduce]))
+                     for key in ("seconds", "cpu_s")}}
             for i, r in enumerate(allreduce[0])]
     return {**_fit(points), "host": os.uname().nodename, "allreduce": rows,
             "after_compute_s": after_compute_s, "statistic": f"mean of {sessions} sessions",

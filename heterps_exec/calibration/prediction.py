@@ -133,7 +133,7 @@ def _hps_fields(spec: RunSpec) -> tuple[dict, list[str]]:
 def _from_profile(spec: RunSpec, problem, plan: Plan, graph, csv_path: Path,
                   links_path: Path) -> Prediction:
     from heterps_exec.calibration.calibrate import LayerFit, calibrated_problem
-    from heterps_exec.calibration.validate import simulator_options
+    from heterps_exec.calibration.validate import allreduce_rows, simulator_options
     from heterps_sim.des import DesOptions, simulate
     from heterps_sim.planner import Pricing
     rows = _profile_rows(csv_path, graph.name)
@@ -142,11 +142,11 @@ def _from_profile(spec: RunSpec, problem, plan: Plan, graph, csv_path: Path,
     links = json.loads(links_path.read_text())
     fit = LayerFit.from_rows(rows)
     slow = [b.slowdown for b in spec.bindings]
-    allreduce = tuple((int(r["ranks"]), float(r["bytes"]), float(r["seconds"]))
-                      for r in links.get("allreduce", ())) or None
+    allreduce, allreduce_cpu = allreduce_rows(links)
     hps, notes = _hps_fields(spec)
     base = simulator_options(plan, slow, steps=spec.steps, warmup=spec.warmup_steps,
-                             allreduce=allreduce, message_cpu=links.get("message_cpu"))
+                             allreduce=allreduce, message_cpu=links.get("message_cpu"),
+                             allreduce_cpu=allreduce_cpu)
     options = DesOptions(**{**base.model_dump(), **hps})
     calibrated = {mode: calibrated_problem(problem, graph, plan, fit, slow, links["latency_s"],
                                            links["bytes_per_s"], for_des=mode == "des")

@@ -139,9 +139,20 @@ def run_speed(measured, des, plan, overhead_s: tuple[float, float] = (0.0, 0.0))
     return ran / model if model > 0 and ran > 0 else 1.0
 
 
+def allreduce_rows(links: dict) -> tuple[tuple | None, tuple | None]:
+    """The links JSON's measured all-reduces as the simulator's (ranks, bytes, seconds) rows
+    and (ranks, bytes, CPU seconds) rows, the latter where the file has them (None: none)."""
+    rows = links.get("allreduce", ())
+    times = tuple((int(r["ranks"]), float(r["bytes"]), float(r["seconds"])) for r in rows)
+    cpus = tuple((int(r["ranks"]), float(r["bytes"]), float(r["cpu_s"])) for r in rows
+                 if r.get("cpu_s") is not None)
+    return times or None, cpus or None
+
+
 def simulator_options(plan: Plan, slowdowns: list[float], *, steps: int, warmup: int,
                       allreduce, core_sharing: Literal["fifo", "fair"] = "fair",
-                      message_cpu: dict | None = None) -> DesOptions:
+                      message_cpu: dict | None = None,
+                      allreduce_cpu: tuple | None = None) -> DesOptions:
     """What the engine will do, as simulator options: its steps, the plan's microbatch count
     as it is (the simulator reads a plan's 1 as "unset" and picks its own default; the
     engine runs 1), every rank on this host's cores at its emulated speed (every ready
@@ -153,7 +164,7 @@ def simulator_options(plan: Plan, slowdowns: list[float], *, steps: int, warmup:
     sent as the engine sends them (isend: the sender goes on, sends_leave_work), each
     charging its measured CPU to the sender's and the receiver's core (`message_cpu`, the links
     JSON's: the ranks, gloo's threads and the copies share this host's cores; None: not
-    charged)."""
+    charged), and an async ring's measured CPU (`allreduce_cpu`, allreduce_rows)."""
     from heterps_sim.des import DesOptions
     return DesOptions(effects={"bubbles", "transfers", "allreduce", "cores"},
                       sends_leave_work=True,
@@ -162,7 +173,7 @@ def simulator_options(plan: Plan, slowdowns: list[float], *, steps: int, warmup:
                       host_cores=os.cpu_count() or 1,
                       cpu_share=tuple(1.0 / x for x in slowdowns),
                       allreduce_measured=allreduce, core_sharing=core_sharing,
-                      message_cpu=message_cpu)
+                      message_cpu=message_cpu, allreduce_cpu_measured=allreduce_cpu)
 
 
 CALIBRATION_MICROBATCHES = (1, 8)
@@ -227,8 +238,7 @@ def validate(req: ValidateRequest, progress=None) -> dict:
     fit = LayerFit.from_rows(req.profile_rows)
     latency, bandwidth = req.links["latency_s"], req.links["bytes_per_s"]
     warmup = min(req.warmup, req.steps - 1)
-    measured_allreduce = tuple((int(r["ranks"]), float(r["bytes"]), float(r["seconds"]))
-                               for r in req.links.get("allreduce", ())) or None
+    measured_allreduce, allreduce_cpu = allreduce_rows(req.links)
     plans = list(req.plans) or diverse_plans(list(base.layer_names), list(base.type_names),
                                              req.num_plans, seed=req.seed,
                                              max_ranks=req.max_ranks)
@@ -308,6 +318,7 @@ def validate(req: ValidateRequest, progress=None) -> dict:
                                                             binding_src, 0)]
         des_options = simulator_options(plan, slow, steps=req.steps, warmup=warmup,
                                         allreduce=measured_allreduce,
+                                        allreduce_cpu=allreduce_cpu,
                                         core_sharing=req.core_sharing,
                                         message_cpu=message_cpu.get(
                                             plan.schedule, req.links.get("message_cpu")))

@@ -49,7 +49,8 @@ S, when odt is serial) and model them explicitly instead:
 
                    stage g's forward  += recv(activations from g-1) + send(activations to g+1)
                    stage g's backward += recv(gradients from g+1)   + send(gradients to g-1)
-                                         (+ k/m of a continuous ring's CPU, ring_cpu_s)
+                                         (+ k/m of a continuous ring's CPU: measured,
+                                         allreduce_cpu_measured, or ring_cpu_s)
 
                so it holds a core with the operation. Approximate: gloo moves a message on its
                own thread when it arrives, not inside the consuming operation; and on a type
@@ -185,7 +186,8 @@ def stage_work(problem: Problem, terms: list[StageTerms], replicas: list[int], m
         else:
             works.append(_one_stage(problem, g, t, k, link_bw, m, options, flush, pbytes))
     if options.message_cpu is not None and options.on("cores") and options.on("transfers"):
-        works = _with_message_cpu(works, options.message_cpu, m, flush)
+        works = _with_message_cpu(works, options.message_cpu, m, flush,
+                                  options.allreduce_cpu_measured)
     return works, notes
 
 
@@ -197,13 +199,16 @@ def ring_cpu_s(cpu, k: int, nbytes: float) -> float:
     return 2 * (k - 1) * (cpu.send(nbytes / k) + cpu.recv(nbytes / k))
 
 
-def _with_message_cpu(works: list[StageWork], cpu, m: int, flush: bool) -> list[StageWork]:
+def _with_message_cpu(works: list[StageWork], cpu, m: int, flush: bool,
+                      ring_rows=None) -> list[StageWork]:
     """Each stage's forward and backward with its messages' CPU added (module docstring,
     `cores`); `cpu`: the options' MessageCpu. A continuous schedule's ring all-reduce runs
-    beside the next step's compute, so its CPU competes for the cores: each replica's share,
-    ring_cpu_s per step, is spread over its m / k backwards like the step's other work. A
-    flushed ring runs at the barrier on cores the stage leaves idle, and its measured time
-    already holds its CPU (`allreduce_measured` is timed on an idle host)."""
+    beside the next step's compute, so its CPU competes for the cores: each replica's share
+    per step (the measured CPU of one all-reduce, `ring_rows` = allreduce_cpu_measured, where
+    its replica count was measured; else ring_cpu_s from the message CPU) is spread over its
+    m / k backwards like the step's other work. A flushed ring runs at the barrier on cores
+    the stage leaves idle, and its measured time already holds its CPU (`allreduce_measured`
+    is timed on an idle host)."""
     out = []
     for g, w in enumerate(works):
         before, after = g > 0, g + 1 < len(works)
@@ -211,9 +216,10 @@ def _with_message_cpu(works: list[StageWork], cpu, m: int, flush: bool) -> list[
               + (cpu.send(w.send_forward_bytes) if after else 0.0))
         bx = ((cpu.recv(w.send_backward_bytes) if after else 0.0)
               + (cpu.send(works[g - 1].send_backward_bytes) if before else 0.0))
-        if not flush:
+        if not flush and w.num_replicas > 1 and w.allreduce_bytes > 0:
             k = w.num_replicas
-            bx += ring_cpu_s(cpu, k, w.allreduce_bytes) * k / m
+            ring = measured_allreduce_seconds(ring_rows, k, w.allreduce_bytes)
+            bx += (ring_cpu_s(cpu, k, w.allreduce_bytes) if ring is None else ring) * k / m
         f, b, _ = w.replica_seconds[0] if w.replica_seconds else (w.forward_s, w.backward_s, 0)
         shares = {"comm_forward": (f * w.comm_forward + fx) / (f + fx) if f + fx > 0 else 0.0,
                   "comm_backward": (b * w.comm_backward + bx) / (b + bx) if b + bx > 0 else 0.0}

@@ -34,3 +34,6 @@ def test_allreduce_rows_cover_ranks_and_sizes(after_s: float) -> None:
     rows = profile_allreduce(ranks=(2, 3), sizes=(4, 4096), rounds=4, after_compute_s=after_s)
     assert [(r["ranks"], r["bytes"]) for r in rows] == [(2, 4), (2, 4096), (3, 4), (3, 4096)]
     assert all(0.0 < r["seconds"] < 1.0 for r in rows)
+    # each member's CPU in one: some (gloo moves the chunks), and no more than its main
+    # thread and gloo's could spend in its wall time (1 ms for the clocks' granularity)
+    assert all(0.0 < r["cpu_s"] <= 2 * r["seconds"] + 1e-3 for r in rows)

@@ -21,12 +21,13 @@ def test_ring_cpu_by_hand():
     assert ring_cpu_s(CPU, 1, 8192) == 0.0 and ring_cpu_s(CPU, 2, 0.0) == 0.0
 
 
-def _backwards(flush: bool, message_cpu, k: int = 2, m: int = 4):
+def _backwards(flush: bool, message_cpu, k: int = 2, m: int = 4, ring_rows=None):
     p = chain_problem([3.0, 6.0], boundary_bytes=4096, network=4096, latency_s=0.25)
     plan = chain_plan(p, [k, 1], microbatches=m)
     opts = DesOptions(effects={"bubbles", "transfers", "allreduce", "cores"},
                       num_microbatches=m, sends_leave_work=True, host_cores=2,
-                      message_cpu=message_cpu, param_bytes=(8192.0, 0.0))
+                      message_cpu=message_cpu, param_bytes=(8192.0, 0.0),
+                      allreduce_cpu_measured=ring_rows)
     works, _ = stage_work(p, plan_stages(p, plan), [k, 1], m, opts, flush)
     return [w.backward_s for w in works], [w.forward_s for w in works], works
 
@@ -52,3 +53,22 @@ def test_a_flushed_ring_is_not_charged():
     one, _, _ = _backwards(True, CPU, 1)
     one_plain, _, _ = _backwards(True, None, 1)
     assert charged[0] - plain[0] == pytest.approx(one[0] - one_plain[0])
+
+
+# measured CPU of one all-reduce per member: 2 ranks at 4096 and 16384 bytes
+ROWS = ((2, 4096.0, 0.5), (2, 16384.0, 1.25))
+
+
+@pytest.mark.parametrize(("k", "ring"), [
+    (2, 0.75),                   # 8192 bytes: a third of the way from 4096 to 16384
+    (3, None)])                  # 3 ranks not measured: composed from the message CPU
+def test_a_continuous_ring_charges_its_measured_cpu_where_measured(k, ring):
+    m = 6
+    charged = _backwards(False, CPU, k, m, ROWS)[0][0]
+    plain = _backwards(False, None, k, m)[0][0]
+    messages = _backwards(False, CPU, 1, m)[0][0] - _backwards(False, None, 1, m)[0][0]
+    expected = ring_cpu_s(CPU, k, 8192) if ring is None else ring
+    assert charged - plain == pytest.approx(messages + expected * k / m)
+    # flushed: the measured CPU is not charged either (the ring's measured time holds it)
+    flushed = _backwards(True, CPU, k, m, ROWS)[0][0]
+    assert flushed == pytest.approx(_backwards(True, CPU, k, m)[0][0])
