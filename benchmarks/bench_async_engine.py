@@ -18,7 +18,10 @@ their relative speeds, the simulator with the engine's cores and messages), prin
   bottleneck's compute per microbatch, which reads 1f1b's unbalanced fill and drain as time
   saved (a 1f1b step of m bottleneck microbatches and a lighter stage's is divided by m + 1);
 - cores busy: the ranks' CPU seconds (every thread, gloo's included) per second of the
-  measured steps; near the host's core count, the ranks waited for cores.
+  measured steps; near the host's core count, the ranks waited for cores;
+- the CPU per message and side under async over 1F1B's from validate's two-rank calibration
+  runs: what the async runtime itself costs per message, apart from how the layouts' steps
+  compose.
 
 --rescore DIR predicts the runs saved in DIR (an earlier --out, copied first) again without
 launching anything, e.g. under the other --core-sharing rule: both rules scored on the same
@@ -157,6 +160,10 @@ def main() -> None:
     print("async / 1f1b messages and runtime per microbatch and boundary (ms, the step less "
           "the schedule's own with messages free): "
           + ", ".join(f"{x:.2f}" for x in ratios) + f" (median {statistics.median(ratios):.2f})")
+    cpu = report["message_cpu"]
+    if "async" in cpu and cpu.get("1f1b", {}).get("send_s"):
+        print(f"async / 1f1b CPU per message and side, two-rank calibration runs: "
+              f"{cpu['async']['send_s'] / cpu['1f1b']['send_s']:.2f}")
     print("older measure (bubbles by count, bottleneck compute out): "
           + ", ".join(f"{x:.2f}" for x in old_ratios))
 
