@@ -111,9 +111,9 @@ def main() -> None:
         steps=args.steps, repeats=args.repeats, max_ranks=3, out_dir=out,
         profile_rows=read_profile_rows(args.profile, "tiny-ctr"),
         links=links, core_sharing=args.core_sharing,
-        # a folder saved before the pipeline calibration runs: the links JSON's message CPU
-        message_cpu=({} if args.rescore and not any(
-            Path(args.rescore).glob("runcalibration-*-pipeline-*")) else None)))
+        # measured by two-rank pipeline runs (a folder saved without them: the links' figure)
+        calibrate_messages=not args.rescore or any(
+            Path(args.rescore).glob("runcalibration-*-pipeline-*"))))
     if args.rescore:
         shutil.rmtree(Path(out).parent, ignore_errors=True)
     rows = report["plans"]

@@ -18,8 +18,8 @@ Usage: python benchmarks/bench_validate_rescore.py RUN_DIR NUM_PLANS MAX_RANKS
        [--repeats R] [--core-sharing fifo|fair] [--steps S]
 
 (the run's own --repeats, --steps and --seed 0; --core-sharing scores the same runs under
-another rule for the host's cores. A folder saved without the two-rank pipeline calibration
-runs is scored with the links JSON's message CPU, as validate then did.)
+another rule for the host's cores. A folder holding the two-rank pipeline calibration runs of
+`--message-cpu calibrate` is scored with them.)
 """
 
 from __future__ import annotations
@@ -69,9 +69,8 @@ def main() -> None:
     if args.core_sharing is not None:  # (versions before 11-28 have only the FIFO cores)
         extra["core_sharing"] = args.core_sharing
     cli, validate = _modules()
-    if ("message_cpu" in getattr(validate.ValidateRequest, "__dataclass_fields__", {})
-            and not any(Path(run_dir).glob("runcalibration-*-pipeline-*"))):
-        extra["message_cpu"] = {}  # runs saved before the pipeline calibration: gloo's own
+    if any(Path(run_dir).glob("runcalibration-*-pipeline-*")):  # validate --message-cpu
+        extra["calibrate_messages"] = True                          # calibrate's runs
     try:  # the launcher's torchrun half (launch/ became a folder on 11-27)
         launch = importlib.import_module("heterps_exec.launch.torchrun")
     except ModuleNotFoundError:

@@ -79,10 +79,14 @@ class ValidateRequest:
     microbatch_overhead_s: float = 0.0
     """The runtime's per-microbatch work outside layers, when step_overhead_s is given."""
     message_cpu: dict[str, dict] | None = None
-    """Per schedule, what one boundary message costs this host's CPU as the engine sends it
-    (the simulator's MessageCpu fields); None: measured first, by two-rank pipeline runs of
-    each schedule the plans use (calibration/message_cost.py); {}: the links JSON's
-    `message_cpu` (gloo's own) for every schedule."""
+    """Per schedule, what one boundary message costs this host's CPU (the simulator's
+    MessageCpu fields); a schedule not named, or None: the links JSON's `message_cpu`
+    (gloo's own send and receive), unless calibrate_messages."""
+    calibrate_messages: bool = False
+    """Measure it first where message_cpu is None: two-rank pipeline runs of each schedule
+    the multi-stage plans use (calibration/message_cost.py). It fits the engine's async
+    layouts on exec-tiny better than gloo's figure and 12 diverse plans worse (results page
+    "Asynchronous pipelines", "A message's CPU as the engine pays it")."""
     profile_rows: list | None = None
     links: dict | None = None
     plans: tuple[Plan, ...] = ()
@@ -288,8 +292,8 @@ def validate(req: ValidateRequest, progress=None) -> dict:
         idle = {m: float(np.median([x.extra["stages"][0]["idle_s"] for x in one_rank_runs(m)]))
                 for m in CALIBRATION_MICROBATCHES}
         overhead, per_microbatch = runtime_overhead(idle)
-    message_cpu = req.message_cpu
-    if message_cpu is None:  # what a message costs as the engine sends it, per schedule
+    message_cpu = req.message_cpu if req.message_cpu is not None else {}
+    if req.message_cpu is None and req.calibrate_messages:  # as the engine sends it
         message_cpu = {}
         schedules = sorted({p.schedule for p in plans if len(p.stages) > 1})
         if schedules and len(base.layer_names) > 1:

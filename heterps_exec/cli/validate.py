@@ -13,9 +13,9 @@ host's cores, shared as --core-sharing says), runs each with the engine, and wri
 OUT/validate.csv, OUT/report.json and OUT/scatter.png (predicted vs measured, both
 predictors). Without --profile / --links it
 measures them first (two or three minutes). Before the plans it runs the model whole on one
-rank at 1 and 8 microbatches (the runtime's own overhead) and cut in half on two ranks under
-each schedule the plans use (what one boundary message costs the CPU as the engine sends
-it; the simulator charges that instead of the links' gloo-only figure). --repeats R runs every plan R times, in R
+rank at 1 and 8 microbatches (the runtime's own overhead); with --message-cpu calibrate also
+cut in half on two ranks under each schedule the plans use (what one boundary message costs
+the CPU as the engine sends it, charged instead of the links' gloo figure). --repeats R runs every plan R times, in R
 rounds over all plans, and keeps each plan's run of median throughput (a noisy host).
 --json prints {"num_plans", "mape_des", "mape_analytic", "kendall_tau_des",
 "kendall_tau_analytic", "plans": [...]} and more (at-run-speed figures, overheads).
@@ -40,6 +40,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=int, default=40, help="measured steps per plan")
     p.add_argument("--repeats", type=int, default=1,
                    help="runs per plan, in rounds over the plans; the median run counts")
+    p.add_argument("--message-cpu", choices=("links", "calibrate"), default="links",
+                   help="what a boundary message costs the CPU: the links file's gloo figure "
+                        "(links), or measured first by two-rank pipeline runs of each "
+                        "schedule the plans use (calibrate)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-ranks", type=int, default=6)
     p.add_argument("--core-sharing", choices=("fifo", "fair"), default="fair",
@@ -124,7 +128,8 @@ def run(args) -> int:
                                           seed=args.seed, max_ranks=args.max_ranks,
                                           out_dir=args.out, repeats=args.repeats,
                                           profile_rows=rows, links=links,
-                                          core_sharing=args.core_sharing),
+                                          core_sharing=args.core_sharing,
+                                          calibrate_messages=args.message_cpu == "calibrate"),
                           progress=lambda n, row: bar.update(1))
     except RunFailed as exc:  # the input was fine, a run was not: exit 1, as `run`'s
         bar.close()

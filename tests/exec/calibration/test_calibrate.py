@@ -208,7 +208,7 @@ def test_validate_command_writes_report_csv_and_figure(tmp_path):
     code, stdout, err = run_exec("validate", "--plans", "2", "--scenario", SCENARIO,
                                  "--profile", str(profile), "--links", str(links),
                                  "--steps", "3", "--max-ranks", "2", "--out", str(out),
-                                 "--repeats", "2", "--json")
+                                 "--repeats", "2", "--message-cpu", "calibrate", "--json")
     assert code == 0, err
     report = _json.loads(stdout)
     assert report["num_plans"] == 2 and len(report["plans"]) == 2 and report["repeats"] == 2
@@ -217,8 +217,8 @@ def test_validate_command_writes_report_csv_and_figure(tmp_path):
     assert len(list(out.glob("run0*-1"))) == 2  # the second round ran every plan again
     assert len(list(out.glob("runcalibration-m[18]-[01]"))) == 4  # 1 and 8 microbatches, x2
     assert report["step_overhead_s"] >= 0 and report["microbatch_overhead_s"] >= 0
-    # a message's CPU as the engine pays it: one two-rank pipeline calibration per schedule
-    # that a multi-stage plan uses, each run twice (--repeats 2)
+    # --message-cpu calibrate: a message's CPU as the engine pays it, one two-rank pipeline
+    # calibration per schedule that a multi-stage plan uses, each run twice (--repeats 2)
     piped = {r["schedule"] for r in report["plans"] if r["stages"] > 1}
     assert piped and set(report["message_cpu"]) == piped
     assert len(list(out.glob("runcalibration-*-pipeline-[01]"))) == 2 * len(piped)
