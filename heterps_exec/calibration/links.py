@@ -1,6 +1,7 @@
 """This host's gloo links, timed the way the runtime uses them: after a step's compute.
 
-    links = profile_links(max_ranks=6)   # latency_s, bytes_per_s, points, allreduce, hot
+    links = profile_links(max_ranks=6)   # latency_s, bytes_per_s, points, allreduce,
+                                         # message_cpu (calibration/gloo_cpu.py), hot
 
 A rank of a running plan calls the network right after it computed, and a rank that waits on
 a peer blocks, so its CPU goes idle. On a VM, waking an idle virtual CPU costs the hypervisor
@@ -224,6 +225,13 @@ def profile_links(max_ranks: int = 6, after_compute_s: float = AFTER_COMPUTE_S,
     rows = [{**r, **{key: float(np.mean([s[i][key] for s in allreduce]))
                      for key in ("seconds", "cpu_s")}}
             for i, r in enumerate(allreduce[0])]
+    from heterps_exec.calibration.gloo_cpu import profile_message_cpu
+    cpu = profile_message_cpu()
     return {**_fit(points), "host": os.uname().nodename, "allreduce": rows,
             "after_compute_s": after_compute_s, "statistic": f"mean of {sessions} sessions",
+            "message_cpu": cpu["message_cpu"],
+            "message_cpu_origin": (f"{os.uname().nodename}: heterps-exec profile "
+                                   "(calibration/gloo_cpu.py: gloo isend/irecv, one message "
+                                   "every 1 ms, process CPU of each side, median of 5 rounds "
+                                   "of 200, a + b x bytes over 256 B-512 KiB)"),
             "hot": hot}

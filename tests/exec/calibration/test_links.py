@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from heterps_exec.calibration.gloo_cpu import profile_message_cpu
 from heterps_exec.calibration.links import FixedWork, profile_allreduce, profile_p2p
 
 
@@ -37,3 +38,21 @@ def test_allreduce_rows_cover_ranks_and_sizes(after_s: float) -> None:
     # each member's CPU in one: some (gloo moves the chunks), and no more than its main
     # thread and gloo's could spend in its wall time (1 ms for the clocks' granularity)
     assert all(0.0 < r["cpu_s"] <= 2 * r["seconds"] + 1e-3 for r in rows)
+
+
+def test_message_cpu_is_measured_on_both_sides_and_fitted_through_them() -> None:
+    sizes = (256, 65536)
+    got = profile_message_cpu(sizes, messages=20, repeats=2, pace_s=0.0005)
+    rows = got["points"]
+    assert [r["bytes"] for r in rows] == list(sizes)
+    for r in rows:  # some CPU on each side per message, far less than a millisecond's pause
+        for side in ("send", "recv"):
+            lo, hi = r[f"{side}_spread_s"]
+            assert lo <= r[f"{side}_s"] <= hi and -1e-4 < r[f"{side}_s"] < 1e-2
+    cpu = got["message_cpu"]
+    for side in ("send", "recv"):
+        a, b = cpu[f"{side}_s"], cpu[f"{side}_s_per_byte"]
+        assert a >= 0 and b >= 0
+        if a > 0 and b > 0:  # two sizes, not clipped: the line passes through both medians
+            for r in rows:
+                assert a + b * r["bytes"] == pytest.approx(r[f"{side}_s"], abs=1e-12)
