@@ -23,6 +23,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from heterps_exec.calibration.gloo_procs import init_gloo, spawn
+
 SIZES = (256, 4096, 9920, 32768, 131072, 524288)
 """Bytes per message: exec-tiny's boundaries lie between (a 32-sample microbatch at the cut
 after `concat` carries 9,920 bytes each way)."""
@@ -30,8 +32,7 @@ after `concat` carries 9,920 bytes each way)."""
 
 def _sides(rank: int, world: int, store_path: str, sizes: list[int], messages: int,
            repeats: int, pace_s: float, queue) -> None:
-    from heterps_exec.calibration.links import _init
-    _init(rank, world, store_path)
+    init_gloo(rank, world, store_path)
     idle = 0.0
     if pace_s > 0 and rank == 0:  # the sender's pauses alone: their CPU is taken out
         t0 = time.process_time()
@@ -67,8 +68,7 @@ def profile_message_cpu(sizes=SIZES, messages: int = 200, repeats: int = 5,
                         pace_s: float = 0.001) -> dict:
     """{"message_cpu": MessageCpu's fields (each side's line, clipped at 0), "points": per
     size, the median CPU per message on each side and the rounds' spread}."""
-    from heterps_exec.calibration.links import _spawn
-    got = dict(_spawn(_sides, 2, (list(sizes), messages, repeats, pace_s), 2))
+    got = dict(spawn(_sides, 2, (list(sizes), messages, repeats, pace_s), 2))
     points, fit = [], {}
     for rank, side in ((0, "send"), (1, "recv")):
         medians = [statistics.median(got[rank][s]) for s in sizes]

@@ -24,15 +24,14 @@ from __future__ import annotations
 
 import os
 import statistics
-import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
+from heterps_exec.calibration.gloo_cpu import profile_message_cpu
+from heterps_exec.calibration.gloo_procs import init_gloo, spawn
 from heterps_exec.calibration.profiler import fit_linear
 
 P2P_SIZES = (64, 4096, 65536, 1 << 20, 4 << 20)
@@ -59,12 +58,6 @@ class FixedWork:
             self.a @ self.a
 
 
-def _init(rank: int, world: int, store_path: str) -> None:
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{store_path}", rank=rank,
-                            world_size=world)
-
-
 def _same_work(after_s: float) -> FixedWork:
     """Rank 0's sizing for every rank: the ranks then differ only by how fast they run, as
     replicas of one stage do (each sizing its own would add a steady skew)."""
@@ -77,7 +70,7 @@ def _same_work(after_s: float) -> FixedWork:
 
 def _one_way(rank: int, world: int, store_path: str, sizes: list[int], rounds: int, after_s: float,
              queue) -> None:
-    _init(rank, world, store_path)
+    init_gloo(rank, world, store_path)
     work = _same_work(after_s)
     results = []
     for size in sizes:
@@ -103,7 +96,7 @@ def _one_way(rank: int, world: int, store_path: str, sizes: list[int], rounds: i
 
 def _ping_pong(rank: int, world: int, store_path: str, sizes: list[int], rounds: int,
                queue) -> None:
-    _init(rank, world, store_path)
+    init_gloo(rank, world, store_path)
     results = []
     for size in sizes:
         buf = torch.zeros(max(size, 1), dtype=torch.uint8)
@@ -127,7 +120,7 @@ def _ping_pong(rank: int, world: int, store_path: str, sizes: list[int], rounds:
 
 def _all_reduces(rank: int, world: int, store_path: str, sizes: list[int], rounds: int,
                  after_s: float, queue) -> None:
-    _init(rank, world, store_path)
+    init_gloo(rank, world, store_path)
     work = _same_work(after_s)
     results = []
     for size in sizes:
@@ -150,23 +143,6 @@ def _all_reduces(rank: int, world: int, store_path: str, sizes: list[int], round
     dist.destroy_process_group()
 
 
-def _spawn(target, world: int, args: tuple, results: int) -> list:
-    """Run `target(rank, world, store, *args, queue)` on `world` processes; return the first
-    `results` items they put on the queue."""
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    with tempfile.TemporaryDirectory() as d:
-        store = str(Path(d) / "store")
-        procs = [ctx.Process(target=target, args=(r, world, store, *args, queue))
-                 for r in range(world)]
-        for p in procs:
-            p.start()
-        items = [queue.get(timeout=300) for _ in range(results)]
-        for p in procs:
-            p.join(timeout=60)
-    return items
-
-
 def _fit(points: list[tuple[int, float]]) -> dict:
     latency, per_byte = fit_linear([s for s, _ in points], [t for _, t in points])
     return {"latency_s": latency,
@@ -179,9 +155,9 @@ def profile_p2p(sizes=P2P_SIZES, rounds: int = 100, after_compute_s: float = AFT
     """One-way gloo loopback time per message size and its latency + bandwidth fit: in situ
     (mean, after compute) or, with after_compute_s=0, back to back (ping-pong median)."""
     if after_compute_s > 0:
-        [points] = _spawn(_one_way, 2, (list(sizes), rounds, after_compute_s), 1)
+        [points] = spawn(_one_way, 2, (list(sizes), rounds, after_compute_s), 1)
     else:
-        [points] = _spawn(_ping_pong, 2, (list(sizes), rounds), 1)
+        [points] = spawn(_ping_pong, 2, (list(sizes), rounds), 1)
     return {**_fit(points), "host": os.uname().nodename}
 
 
@@ -194,7 +170,7 @@ def profile_allreduce(ranks=(2, 3, 4, 5, 6), sizes=ALLREDUCE_SIZES, rounds: int 
     back (after_compute_s=0) rank 0's medians."""
     rows = []
     for k in ranks:
-        items = _spawn(_all_reduces, k, (list(sizes), rounds, after_compute_s), k)
+        items = spawn(_all_reduces, k, (list(sizes), rounds, after_compute_s), k)
         by_rank = dict(items)
         for i, n in enumerate(sizes):
             if after_compute_s > 0:
@@ -225,7 +201,6 @@ def profile_links(max_ranks: int = 6, after_compute_s: float = AFTER_COMPUTE_S,
     rows = [{**r, **{key: float(np.mean([s[i][key] for s in allreduce]))
                      for key in ("seconds", "cpu_s")}}
             for i, r in enumerate(allreduce[0])]
-    from heterps_exec.calibration.gloo_cpu import profile_message_cpu
     cpu = profile_message_cpu()
     return {**_fit(points), "host": os.uname().nodename, "allreduce": rows,
             "after_compute_s": after_compute_s, "statistic": f"mean of {sessions} sessions",

@@ -26,6 +26,9 @@ stage's layers, calibration/calibrate.py). The simulator then charges it like gl
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Callable
+
 from heterps_sim.core.plan import Plan, Stage
 
 MICROBATCHES = 8
@@ -66,3 +69,28 @@ def per_message_cpu(one_rank_s: float, pipeline_s: list[float], m: int, links_cp
     each = max(each, 0.0)
     return {"send_s": each, "recv_s": each, "send_s_per_byte": send_b,
             "recv_s_per_byte": recv_b}
+
+
+def calibrate(plans: list[Plan], problem, links_cpu: dict | None,
+              run_plan: Callable[[Plan, str], list], one_rank_runs: Callable[[int], list]
+              ) -> dict[str, dict]:
+    """MessageCpu's fields per schedule of the multi-stage `plans` ({} when none, or a
+    one-layer model): `run_plan(plan, name)` runs a calibration plan (validate's repeats) and
+    returns its results, `one_rank_runs(m)` the one-rank calibration's at m (shared with the
+    runtime overhead's). Medians over the runs, per rank."""
+    layers = list(problem.layer_names)
+    schedules = sorted({p.schedule for p in plans if len(p.stages) > 1})
+    if not schedules or len(layers) < 2:
+        return {}
+    alone = statistics.median(outside_compute_cpu(x.extra["stages"][0])
+                              for x in one_rank_runs(MICROBATCHES))
+    out = {}
+    for schedule in schedules:
+        pipe = pipeline_plan(layers, problem.type_names[0], schedule)
+        got = run_plan(pipe, f"{schedule}-pipeline")
+        ranks = [statistics.median(outside_compute_cpu(x.extra["stages"][g]) for x in got)
+                 for g in range(2)]
+        cut = layers.index(pipe.stages[0].layers[-1])
+        out[schedule] = per_message_cpu(alone, ranks, MICROBATCHES, links_cpu,
+                                        float(problem.boundary_bytes[cut]))
+    return out

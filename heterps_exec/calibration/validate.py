@@ -292,23 +292,10 @@ def validate(req: ValidateRequest, progress=None) -> dict:
         idle = {m: float(np.median([x.extra["stages"][0]["idle_s"] for x in one_rank_runs(m)]))
                 for m in CALIBRATION_MICROBATCHES}
         overhead, per_microbatch = runtime_overhead(idle)
-    message_cpu = req.message_cpu if req.message_cpu is not None else {}
+    message_cpu = dict(req.message_cpu or {})
     if req.message_cpu is None and req.calibrate_messages:  # as the engine sends it
-        message_cpu = {}
-        schedules = sorted({p.schedule for p in plans if len(p.stages) > 1})
-        if schedules and len(base.layer_names) > 1:
-            alone = float(np.median([message_cost.outside_compute_cpu(x.extra["stages"][0])
-                                     for x in one_rank_runs(message_cost.MICROBATCHES)]))
-        for schedule in schedules if len(base.layer_names) > 1 else ():
-            pipe = message_cost.pipeline_plan(list(base.layer_names), base.type_names[0],
-                                              schedule)
-            got = calibrate(pipe, f"{schedule}-pipeline")
-            ranks = [float(np.median([message_cost.outside_compute_cpu(x.extra["stages"][g])
-                                      for x in got])) for g in range(2)]
-            cut = base.layer_names.index(pipe.stages[0].layers[-1])
-            message_cpu[schedule] = message_cost.per_message_cpu(
-                alone, ranks, message_cost.MICROBATCHES, req.links.get("message_cpu"),
-                float(base.boundary_bytes[cut]))
+        message_cpu = message_cost.calibrate(plans, base, req.links.get("message_cpu"),
+                                             calibrate, one_rank_runs)
     runs: list[list] = [[] for _ in plans]
     for r in range(req.repeats):  # rounds: every plan once, then again
         for n, plan in enumerate(plans):
