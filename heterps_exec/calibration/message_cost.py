@@ -1,7 +1,7 @@
 """What one boundary message costs this host's CPU as the engine sends it.
 
-The links JSON's `message_cpu` (benchmarks/bench_message_cpu.py) times gloo's isend / irecv
-alone: 70-100 us per message and side on the 2-core VMs measured. A pipeline rank pays more
+The links JSON's `message_cpu` (calibration/gloo_cpu.py) times gloo's isend / irecv alone:
+70-100 us per message and side on the 2-core VMs measured. A pipeline rank pays more
 per message: the Python around each send and receive (the receive's buffer, the gradient's
 message, the schedule's bookkeeping, and under async the weight versions), most of it on
 the rank's own thread, so in series with its layers. Measured on exec-tiny (m = 8, two ranks
@@ -10,9 +10,9 @@ gloo's figure and the one-rank runtime overhead account for about 1.9. (Packing 
 unpacking the forward message are not part of it: the cost model folds the profiled encode
 and decode into the layers at the cut, and the engine times them as compute.)
 
-So `validate` measures it where it predicts: two-rank pipeline runs (the model cut in half,
-one rank per stage, no emulation) under each schedule its plans use, beside the one-rank
-runs that give the runtime's own overhead. Per message and side:
+So `validate --message-cpu calibrate` measures it where it predicts: two-rank pipeline runs
+(the model cut in half, one rank per stage, no emulation) under each schedule its plans use,
+beside the one-rank runs that give the runtime's own overhead. Per message and side:
 
     cpu = (sum over the two ranks of (CPU per step - compute CPU per step)
            - 2 x the one-rank run's (CPU per step - compute CPU per step)) / (4 m)
@@ -22,6 +22,11 @@ runs that give the runtime's own overhead. Per message and side:
 the runtime's per-step and per-microbatch work that the simulator already folds into every
 stage's layers, calibration/calibrate.py). The simulator then charges it like gloo's figure
 (des/work.py, `cores`): on the sending and the receiving operation, and on the host's cores.
+
+One figure for every cut is the approximation: on exec-tiny a rank pays 20-230 us per message
+by its place in the plan, and the half-way cut, inside the embedding block, is among the
+dearer (150-197 us), so diverse plans are charged too much (results page "Asynchronous
+pipelines", "A message's CPU as the engine pays it"); hence an option, not the default.
 """
 
 from __future__ import annotations
