@@ -263,6 +263,14 @@ def test_validate_refuses_bad_input(tmp_path):
     assert code == 2 and "--repeats" in err
     code, _, err = run_exec("validate", "--core-sharing", "lottery")
     assert code == 2 and "--core-sharing" in err and "lottery" in err
+    code, _, err = run_exec("validate", "--message-cpu", "guess")
+    assert code == 2 and "--message-cpu" in err and "guess" in err
+    links = tmp_path / "negative-cpu.json"  # a measured all-reduce CPU below zero
+    links.write_text('{"latency_s": 2e-4, "bytes_per_s": 1e9, "allreduce": '
+                     '[{"ranks": 2, "bytes": 4, "seconds": 1e-3, "cpu_s": -1e-4}]}')
+    code, _, err = run_exec("validate", "--profile", str(tmp_path / "none.csv"),
+                            "--links", str(links))
+    assert code == 2 and "cpu_s" in err and len(err.strip().splitlines()) == 1
     code, _, err = run_exec("validate", "--profile", str(tmp_path / "none.csv"),
                             "--links", str(tmp_path / "none.json"))
     assert code == 2 and "none.json: no such file" in err  # the links are read first
