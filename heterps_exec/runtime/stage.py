@@ -75,6 +75,9 @@ class StageRunner:
         self.stash: dict[int, tuple] = {}
         self.inbox: dict[tuple[str, int], tuple[dict, list]] = {}
         self.sends: list = []
+        """(message, work, dst, mu, backward) of the sends not waited on yet."""
+        self.most_sends = 0
+        """The most sends this replica had not waited on at once (async keeps it bounded)."""
         self.bytes_sent = 0
         """Boundary message bytes this replica has sent (activations and gradients)."""
         self.loss_sum = 0.0
@@ -178,7 +181,22 @@ class StageRunner:
     def _send(self, buf: torch.Tensor, dst: int, mu: int, backward: bool) -> None:
         msg = buf.detach().to(self.ctx.comm_device).contiguous()
         self.bytes_sent += msg.numel() * msg.element_size()
-        self.sends.append((msg, dist.isend(msg, dst=dst, tag=_tag(mu, backward))))
+        self.sends.append((msg, dist.isend(msg, dst=dst, tag=_tag(mu, backward)), dst, mu,
+                           backward))
+        self.most_sends = max(self.most_sends, len(self.sends))
+
+    def _settle(self, delivered) -> None:
+        """Async: wait for, and forget, the sends that `delivered(dst, mu, backward)` knows have
+        reached their receiver (so the wait returns at once). gloo reports a send complete only
+        once it is waited on (Work.is_completed stays False), and the stream never drains at
+        a step end, so otherwise every message sent would stay here to the segment's end."""
+        keep = []
+        for entry in self.sends:
+            if delivered(*entry[2:]):
+                entry[1].wait()
+            else:
+                keep.append(entry)
+        self.sends = keep
 
     def route(self, stage: int, mu: int) -> int:
         """The rank that runs microbatch mu at `stage`."""
@@ -214,6 +232,11 @@ class StageRunner:
         else:
             src = self.route(c.stage - 1, mu)
             message = self._receive(("F", mu))
+            if self.versions is not None and mu // self.m > self.versions.d:
+                # src ran this forward at W(step - D), so it had applied update step - D - 1,
+                # after its every backward of that step: it has our gradients up to there
+                done = mu // self.m - self.versions.d - 1
+                self._settle(lambda dst, x, back: back and dst == src and x // self.m <= done)
             # unpacking the message is the receiving layer's work in the cost model
             # (calibration/calibrate.py folds the profiled decode in): timed, and dilated, so
             env, leaf = self._compute(f"decode F{mu}",
@@ -289,6 +312,8 @@ class StageRunner:
         elif out is not None:
             dst = self.route(c.stage + 1, mu)
             grad = self._boundary("out", dst).decode_grad(self._receive(("B", mu)))
+            if self.versions is not None:  # mu's gradient came back: its forward arrived
+                self._settle(lambda to, x, back: not back and x == mu)
             if self.auto is not None:
                 self.auto.observe_backward("out", dst, grad)
             if out.requires_grad:
@@ -338,8 +363,8 @@ class StageRunner:
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
         with c.recorder.span("drain sends", "transfer"):
-            for _, work in self.sends:
-                work.wait()
+            for entry in self.sends:
+                entry[1].wait()
         self.sends.clear()
         if self.auto is not None:
             self.auto.end_step()
@@ -355,7 +380,6 @@ class StageRunner:
         all-reduce (applied when a later forward reads the new weights). Nothing waits here:
         the stream goes on with the next steps' microbatches."""
         self.versions.end_step(step, self.step_loss.pop(step, 0.0))
-        self.sends = [(msg, work) for msg, work in self.sends if not work.is_completed()]
         if self.auto is not None:
             self.auto.end_step()
         self.step_compute_s, self.step_microbatches = 0.0, 0
@@ -366,8 +390,8 @@ class StageRunner:
         stage's replicas; meaningful at the last stage)."""
         self.versions.finish()
         with self.ctx.recorder.span("drain sends", "transfer"):
-            for _, work in self.sends:
-                work.wait()
+            for entry in self.sends:
+                entry[1].wait()
         self.sends.clear()
         if self.stash or self.inbox or self.step_loss:
             raise RuntimeError(f"rank {self.ctx.rank}: segment ended with unfinished "
