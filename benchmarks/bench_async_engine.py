@@ -43,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench_validate_rescore import _Saved  # noqa: E402
 
+from heterps_exec.calibration import message_cost  # noqa: E402
 from heterps_exec.calibration.inputs import read_links, read_profile_rows  # noqa: E402
 from heterps_exec.calibration.validate import ValidateRequest, validate  # noqa: E402
 from heterps_exec.launch import torchrun  # noqa: E402
@@ -112,8 +113,7 @@ def main() -> None:
         profile_rows=read_profile_rows(args.profile, "tiny-ctr"),
         links=links, core_sharing=args.core_sharing,
         # measured by two-rank pipeline runs (a folder saved without them: the links' figure)
-        calibrate_messages=not args.rescore or any(
-            Path(args.rescore).glob("runcalibration-*-pipeline-*"))))
+        calibrate_messages=not args.rescore or message_cost.saved_in(args.rescore)))
     if args.rescore:
         shutil.rmtree(Path(out).parent, ignore_errors=True)
     rows = report["plans"]

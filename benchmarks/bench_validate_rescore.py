@@ -69,8 +69,12 @@ def main() -> None:
     if args.core_sharing is not None:  # (versions before 11-28 have only the FIFO cores)
         extra["core_sharing"] = args.core_sharing
     cli, validate = _modules()
-    if any(Path(run_dir).glob("runcalibration-*-pipeline-*")):  # validate --message-cpu
-        extra["calibrate_messages"] = True                          # calibrate's runs
+    try:  # versions with validate --message-cpu calibrate: its runs, when the folder has them
+        from heterps_exec.calibration import message_cost
+        if message_cost.saved_in(run_dir):
+            extra["calibrate_messages"] = True
+    except ModuleNotFoundError:
+        pass
     try:  # the launcher's torchrun half (launch/ became a folder on 11-27)
         launch = importlib.import_module("heterps_exec.launch.torchrun")
     except ModuleNotFoundError:

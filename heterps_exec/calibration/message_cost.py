@@ -33,12 +33,20 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
+from pathlib import Path
 
 from heterps_sim.core.plan import Plan, Stage
 
 MICROBATCHES = 8
 """The pipeline calibration's microbatch count: the one-rank calibration's larger one, so
 that the runtime overhead subtracted is measured at the same m."""
+
+
+def saved_in(folder: str | Path) -> bool:
+    """Whether a validate output folder holds these calibration runs (validate names each
+    run `run` + its name; calibrate's are `calibration-<schedule>-pipeline-<repeat>`), so a
+    rescore of it can calibrate again from them."""
+    return any(Path(folder).glob("runcalibration-*-pipeline-*"))
 
 
 def pipeline_plan(layers: list[str], resource: str, schedule: str) -> Plan:

@@ -71,3 +71,11 @@ def test_the_simulator_charges_each_message_the_calibrated_cpu(schedule):
     base = step(0.0)
     for each in (1e-4, 1e-3):
         assert step(each) - base == pytest.approx((2 * m + 2) * each, rel=1e-9)
+
+
+def test_a_folder_with_the_calibration_runs_is_told_apart(tmp_path):
+    assert not message_cost.saved_in(tmp_path)
+    (tmp_path / "runcalibration-m8-0").mkdir()  # the one-rank runs alone
+    assert not message_cost.saved_in(tmp_path)
+    (tmp_path / "runcalibration-async-pipeline-0").mkdir()
+    assert message_cost.saved_in(tmp_path)
