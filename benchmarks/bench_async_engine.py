@@ -5,8 +5,9 @@
 exec-tiny layouts of 2 and 3 stages (one replica per stage, and one replicated), each run
 for real under 1f1b and async (heterps-exec validate's machinery: the committed profile, this
 host's gloo links measured first (--links), its runtime overhead and the CPU of a boundary
-message as the engine sends it measured by validate's calibration runs, types emulated at
-their relative speeds, the simulator with the engine's cores and messages), printed per plan:
+message as the engine sends it at each cut the layouts make (validate's calibration runs),
+types emulated at their relative speeds, the simulator with the engine's cores and
+messages), printed per plan:
 
 - measured throughput (median of --repeats runs) beside the simulator's prediction at the
   run's compute speed (this VM's speed drifts up to 2x; the raw prediction is shown too);
@@ -123,9 +124,11 @@ def main() -> None:
     print(f"exec-tiny on {where}, {args.steps} steps, median of {args.repeats} runs, "
           f"cores shared {args.core_sharing}")
     gloo = report["links_message_cpu"] or {}
-    print("CPU per message and side as the engine sends it (two-rank calibration runs): "
-          + (", ".join(f"{k} {1e6 * v['send_s']:.0f} us" for k, v in report["message_cpu"].items())
-             or "not measured (the folder predates it)")
+    print("CPU per message and side as the engine sends it (two-rank calibration runs, cut "
+          "after): " + ("; ".join(f"{k} " + ", ".join(f"{layer} {1e6 * x:.0f} us" for layer, x
+                                                     in v.get("per_cut_s", {}).items())
+                                  for k, v in report["message_cpu"].items())
+                        or "not measured (the folder predates it)")
           + (f"; gloo's own (links JSON): send {1e6 * gloo['send_s']:.0f} us, receive "
              f"{1e6 * gloo['recv_s']:.0f} us" if gloo else ""))
     print(f"{'replicas':>8} {'m':>2} {'schedule':>8} {'D':>2} {'measured/s':>11} "
@@ -160,10 +163,11 @@ def main() -> None:
     print("async / 1f1b messages and runtime per microbatch and boundary (ms, the step less "
           "the schedule's own with messages free): "
           + ", ".join(f"{x:.2f}" for x in ratios) + f" (median {statistics.median(ratios):.2f})")
-    cpu = report["message_cpu"]
-    if "async" in cpu and cpu.get("1f1b", {}).get("send_s"):
-        print(f"async / 1f1b CPU per message and side, two-rank calibration runs: "
-              f"{cpu['async']['send_s'] / cpu['1f1b']['send_s']:.2f}")
+    cuts = {k: v.get("per_cut_s", {}) for k, v in report["message_cpu"].items()}
+    both = [c for c in cuts.get("async", {}) if cuts.get("1f1b", {}).get(c)]
+    if both:
+        print("async / 1f1b CPU per message and side, two-rank calibration runs, per cut: "
+              + ", ".join(f"{c} {cuts['async'][c] / cuts['1f1b'][c]:.2f}" for c in both))
     print("older measure (bubbles by count, bottleneck compute out): "
           + ", ".join(f"{x:.2f}" for x in old_ratios))
 

@@ -84,9 +84,8 @@ class ValidateRequest:
     (gloo's own send and receive), unless calibrate_messages."""
     calibrate_messages: bool = False
     """Measure it first where message_cpu is None: two-rank pipeline runs of each schedule
-    the multi-stage plans use (calibration/message_cost.py). It fits the engine's async
-    layouts on exec-tiny better than gloo's figure and 12 diverse plans worse (results page
-    "Asynchronous pipelines", "A message's CPU as the engine pays it")."""
+    the multi-stage plans use, cut at each boundary they cut (calibration/message_cost.py;
+    results page "Asynchronous pipelines", "A message's CPU as the engine pays it")."""
     profile_rows: list | None = None
     links: dict | None = None
     plans: tuple[Plan, ...] = ()

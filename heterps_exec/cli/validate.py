@@ -14,8 +14,9 @@ OUT/validate.csv, OUT/report.json and OUT/scatter.png (predicted vs measured, bo
 predictors). Without --profile / --links it
 measures them first (two or three minutes). Before the plans it runs the model whole on one
 rank at 1 and 8 microbatches (the runtime's own overhead); with --message-cpu calibrate also
-cut in half on two ranks under each schedule the plans use (what one boundary message costs
-the CPU as the engine sends it, charged instead of the links' gloo figure). --repeats R runs every plan R times, in R
+on two ranks cut at each boundary the plans cut, under each schedule they use (what one
+boundary message costs the CPU there as the engine sends it, charged instead of the links'
+gloo figure). --repeats R runs every plan R times, in R
 rounds over all plans, and keeps each plan's run of median throughput (a noisy host).
 --json prints {"num_plans", "mape_des", "mape_analytic", "kendall_tau_des",
 "kendall_tau_analytic", "plans": [...]} and more (at-run-speed figures, overheads).
@@ -42,8 +43,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="runs per plan, in rounds over the plans; the median run counts")
     p.add_argument("--message-cpu", choices=("links", "calibrate"), default="links",
                    help="what a boundary message costs the CPU: the links file's gloo figure "
-                        "(links), or measured first by two-rank pipeline runs of each "
-                        "schedule the plans use (calibrate)")
+                        "(links), or measured first by two-rank pipeline runs cut at each "
+                        "boundary the plans cut, per schedule (calibrate)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-ranks", type=int, default=6)
     p.add_argument("--core-sharing", choices=("fifo", "fair"), default="fair",
@@ -180,11 +181,11 @@ def _table(report: dict) -> str:
     lines.append(f"runtime overhead (idle of one-rank calibration runs): "
                  f"{report['step_overhead_s'] * 1e3:.2f} ms per step + "
                  f"{report['microbatch_overhead_s'] * 1e3:.3f} ms per microbatch")
-    if report.get("message_cpu"):
-        lines.append("CPU per boundary message and side as the engine sends it (two-rank "
-                     "calibration runs): " + ", ".join(
-                         f"{k} {v['send_s'] * 1e3:.3f} ms"
-                         for k, v in sorted(report["message_cpu"].items())))
+    for schedule, cpu in sorted((report.get("message_cpu") or {}).items()):
+        lines.append(f"CPU per boundary message and side as the engine sends it, {schedule} "
+                     "(two-rank calibration runs, cut after): " + ", ".join(
+                         f"{layer} {s * 1e6:.0f} us"
+                         for layer, s in cpu.get("per_cut_s", {}).items()))
     lines.append(f"at each run's measured compute speed: MAPE DES "
                  f"{report['mape_des_at_run_speed']:.1f}%, analytic "
                  f"{report['mape_analytic_at_run_speed']:.1f}%; Kendall tau DES "

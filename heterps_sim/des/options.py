@@ -27,7 +27,7 @@ model (see des/__init__.py). `effects` names the mechanisms switched on:
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -112,12 +112,17 @@ class MessageCpu(_Strict):
     recv_s: float = Field(ge=0, description="Receiver's CPU seconds per message.")
     recv_s_per_byte: float = Field(default=0.0, ge=0,
                                    description="Receiver's CPU seconds per byte.")
+    per_cut_s: dict[str, Annotated[float, Field(ge=0)]] = Field(
+        default_factory=dict,
+        description="Per message and side at the cut after the named layer, measured there "
+                    "(heterps-exec validate --message-cpu calibrate): replaces send_s and "
+                    "recv_s for that cut's boundary messages; the per-byte terms stay.")
 
-    def send(self, nbytes: float) -> float:
-        return self.send_s + self.send_s_per_byte * nbytes
+    def send(self, nbytes: float, cut: str | None = None) -> float:
+        return self.per_cut_s.get(cut, self.send_s) + self.send_s_per_byte * nbytes
 
-    def recv(self, nbytes: float) -> float:
-        return self.recv_s + self.recv_s_per_byte * nbytes
+    def recv(self, nbytes: float, cut: str | None = None) -> float:
+        return self.per_cut_s.get(cut, self.recv_s) + self.recv_s_per_byte * nbytes
 
 
 class DesOptions(HpsOptions):

@@ -187,7 +187,8 @@ def stage_work(problem: Problem, terms: list[StageTerms], replicas: list[int], m
             works.append(_one_stage(problem, g, t, k, link_bw, m, options, flush, pbytes))
     if options.message_cpu is not None and options.on("cores") and options.on("transfers"):
         works = _with_message_cpu(works, options.message_cpu, m, flush,
-                                  options.allreduce_cpu_measured)
+                                  options.allreduce_cpu_measured,
+                                  [problem.layer_names[t.last] for t in terms])
     return works, notes
 
 
@@ -200,9 +201,10 @@ def ring_cpu_s(cpu, k: int, nbytes: float) -> float:
 
 
 def _with_message_cpu(works: list[StageWork], cpu, m: int, flush: bool,
-                      ring_rows=None) -> list[StageWork]:
+                      ring_rows=None, cuts: list[str] | None = None) -> list[StageWork]:
     """Each stage's forward and backward with its messages' CPU added (module docstring,
-    `cores`); `cpu`: the options' MessageCpu. A continuous schedule's ring all-reduce runs
+    `cores`); `cpu`: the options' MessageCpu, per cut where it was measured there (`cuts`:
+    each stage's last layer, so cuts[g] names the boundary after stage g). A continuous schedule's ring all-reduce runs
     beside the next step's compute, so its CPU competes for the cores: each replica's share
     per step (the measured CPU of one all-reduce, `ring_rows` = allreduce_cpu_measured, where
     its replica count was measured; else ring_cpu_s from the message CPU) is spread over its
@@ -210,12 +212,13 @@ def _with_message_cpu(works: list[StageWork], cpu, m: int, flush: bool,
     the stage leaves idle, and its measured time already holds its CPU (`allreduce_measured`
     is timed on an idle host)."""
     out = []
+    cuts = cuts or [None] * len(works)
     for g, w in enumerate(works):
         before, after = g > 0, g + 1 < len(works)
-        fx = ((cpu.recv(works[g - 1].send_forward_bytes) if before else 0.0)
-              + (cpu.send(w.send_forward_bytes) if after else 0.0))
-        bx = ((cpu.recv(w.send_backward_bytes) if after else 0.0)
-              + (cpu.send(works[g - 1].send_backward_bytes) if before else 0.0))
+        fx = ((cpu.recv(works[g - 1].send_forward_bytes, cuts[g - 1]) if before else 0.0)
+              + (cpu.send(w.send_forward_bytes, cuts[g]) if after else 0.0))
+        bx = ((cpu.recv(w.send_backward_bytes, cuts[g]) if after else 0.0)
+              + (cpu.send(works[g - 1].send_backward_bytes, cuts[g - 1]) if before else 0.0))
         if not flush and w.num_replicas > 1 and w.allreduce_bytes > 0:
             k = w.num_replicas
             ring = measured_allreduce_seconds(ring_rows, k, w.allreduce_bytes)

@@ -218,12 +218,22 @@ def test_validate_command_writes_report_csv_and_figure(tmp_path):
     assert len(list(out.glob("runcalibration-m[18]-[01]"))) == 4  # 1 and 8 microbatches, x2
     assert report["step_overhead_s"] >= 0 and report["microbatch_overhead_s"] >= 0
     # --message-cpu calibrate: a message's CPU as the engine pays it, one two-rank pipeline
-    # calibration per schedule that a multi-stage plan uses, each run twice (--repeats 2)
+    # calibration per schedule and cut that a multi-stage plan makes, each run twice
+    # (--repeats 2), the links' (none here) kept for the rest
+    from heterps_exec.calibration.message_cost import plan_cuts
+    from heterps_sim.inputs.load import load_plan
+    plans = [load_plan(out / "plans" / f"{n:03d}-0.json") for n in range(2)]
+    want = plan_cuts(plans, LAYERS)
     piped = {r["schedule"] for r in report["plans"] if r["stages"] > 1}
-    assert piped and set(report["message_cpu"]) == piped
-    assert len(list(out.glob("runcalibration-*-pipeline-[01]"))) == 2 * len(piped)
+    assert piped and set(report["message_cpu"]) == piped == set(want)
+    for schedule, cuts in want.items():
+        assert list(report["message_cpu"][schedule]["per_cut_s"]) == [LAYERS[c - 1]
+                                                                     for c in cuts]
+    cuts = sum(len(c) for c in want.values())
+    assert len(list(out.glob("runcalibration-*-cut*-[01]"))) == 2 * cuts
     for cpu in report["message_cpu"].values():
-        assert cpu["send_s"] == cpu["recv_s"] >= 0
+        assert cpu["send_s"] == cpu["recv_s"] == 0.0
+        assert all(s >= 0 for s in cpu["per_cut_s"].values())
     assert report["host_load_before"] >= 0 and report["host_cores"] >= 1
     for key in ("mape_des", "mape_analytic", "kendall_tau_des", "kendall_tau_analytic"):
         assert math.isfinite(report[key])

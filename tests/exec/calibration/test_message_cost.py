@@ -1,11 +1,16 @@
 """The engine's CPU per boundary message, from validate's two-rank calibration runs: the
-arithmetic on hand values, the plan it runs, and what the simulator makes of the figure."""
+arithmetic on hand values, the plans it runs (one per cut the plans make), and what the
+simulator makes of the figures."""
+
+from types import SimpleNamespace
 
 import pytest
+from pydantic import ValidationError
 
 from heterps_exec.calibration import message_cost
 from heterps_exec.calibration.validate import simulator_options
-from heterps_sim.des import simulate
+from heterps_sim.core.plan import Plan, Stage
+from heterps_sim.des import MessageCpu, simulate
 from heterps_sim.inputs.load import load_input
 
 SCENARIO = "scenarios/exec-tiny.yaml"
@@ -13,21 +18,18 @@ SCENARIO = "scenarios/exec-tiny.yaml"
 
 def test_per_message_cpu_takes_out_the_one_rank_runtime_and_the_bytes():
     links = {"send_s": 7e-5, "recv_s": 7e-5, "send_s_per_byte": 1e-10, "recv_s_per_byte": 2e-10}
-    got = message_cost.per_message_cpu(1e-3, [3e-3, 2.6e-3], 8, links, 1e5)
+    got = message_cost.per_message_s(1e-3, [3e-3, 2.6e-3], 8, links, 1e5)
     # (3 + 2.6 - 2 x 1) ms over 4 x 8 messages and sides, less (1 + 2) e-10 x 1e5 / 32
-    each = 3.6e-3 / 32 - 3e-10 * 1e5 / 32
-    assert got["send_s"] == pytest.approx(each) and got["recv_s"] == pytest.approx(each)
-    assert (got["send_s_per_byte"], got["recv_s_per_byte"]) == (1e-10, 2e-10)
+    assert got == pytest.approx(3.6e-3 / 32 - 3e-10 * 1e5 / 32)
     # without a links JSON: no per-byte part, nothing taken out for bytes
-    bare = message_cost.per_message_cpu(1e-3, [3e-3, 2.6e-3], 8, None, 1e5)
-    assert bare["send_s"] == pytest.approx(3.6e-3 / 32) and bare["recv_s_per_byte"] == 0.0
+    assert message_cost.per_message_s(1e-3, [3e-3, 2.6e-3], 8, None, 1e5) == \
+        pytest.approx(3.6e-3 / 32)
 
 
 def test_a_noisy_calibration_never_credits_cpu():
-    got = message_cost.per_message_cpu(2e-3, [1.5e-3, 1.9e-3], 8, None, 0.0)
-    assert got["send_s"] == 0.0 and got["recv_s"] == 0.0
+    assert message_cost.per_message_s(2e-3, [1.5e-3, 1.9e-3], 8, None, 0.0) == 0.0
     with pytest.raises(ValueError, match="two pipeline ranks"):
-        message_cost.per_message_cpu(1e-3, [2e-3], 8, None, 0.0)
+        message_cost.per_message_s(1e-3, [2e-3], 8, None, 0.0)
 
 
 def test_outside_compute_cpu_is_the_ranks_cpu_less_its_compute_spans():
@@ -37,45 +39,110 @@ def test_outside_compute_cpu_is_the_ranks_cpu_less_its_compute_spans():
     assert message_cost.outside_compute_cpu({"cpu_s": 0.0, "compute_cpu_s": 1e-3}) == 0.0
 
 
+LAYERS = list(load_input(SCENARIO).problem.layer_names)
+
+
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b", "async"])
-def test_the_calibration_plan_cuts_the_model_in_half(schedule):
-    layers = list(load_input(SCENARIO).problem.layer_names)
-    plan = message_cost.pipeline_plan(layers, "cpu-a", schedule)
-    assert [len(s.layers) for s in plan.stages] == [len(layers) // 2,
-                                                    len(layers) - len(layers) // 2]
-    assert [s.layers for s in plan.stages] == [tuple(layers[:len(layers) // 2]),
-                                               tuple(layers[len(layers) // 2:])]
+def test_a_calibration_plan_cuts_the_model_where_asked(schedule):
+    plan = message_cost.cut_plan(LAYERS, 10, "cpu-a", schedule)
+    assert [s.layers for s in plan.stages] == [tuple(LAYERS[:10]), tuple(LAYERS[10:])]
+    assert plan.stages[0].layers[-1] == "concat"
     assert all(s.num_replicas == 1 and s.resource == "cpu-a" for s in plan.stages)
     assert plan.num_microbatches == message_cost.MICROBATCHES == 8
     assert plan.schedule == schedule
+    for cut in (0, len(LAYERS)):
+        with pytest.raises(ValueError, match="empty"):
+            message_cost.cut_plan(LAYERS, cut, "cpu-a", schedule)
+
+
+def _plan(cuts, schedule, replicas=None):
+    bounds = [0, *cuts, len(LAYERS)]
+    replicas = replicas or [1] * (len(bounds) - 1)
+    return Plan(stages=tuple(Stage(layers=tuple(LAYERS[a:b]), resource="cpu-a", num_replicas=k)
+                             for a, b, k in zip(bounds[:-1], bounds[1:], replicas,
+                                                strict=True)),
+                num_microbatches=4, schedule=schedule)
+
+
+def test_the_cuts_calibrated_are_those_the_plans_make_per_schedule():
+    plans = [_plan([10], "1f1b"), _plan([9, 11], "1f1b"), _plan([10], "async", [2, 1]),
+             _plan([], "gpipe"), _plan([3], "gpipe")]
+    assert message_cost.plan_cuts(plans, LAYERS) == {"1f1b": (9, 10, 11), "async": (10,),
+                                                     "gpipe": (3,)}
+    assert message_cost.plan_cuts([_plan([], "1f1b")], LAYERS) == {}
+
+
+def _result(stages):
+    return SimpleNamespace(extra={"stages": [{"cpu_s": c, "compute_cpu_s": 0.0}
+                                             for c in stages]})
+
+
+def test_calibrate_measures_each_cut_and_keys_it_by_the_layer_before():
+    """Fake runs whose ranks' CPU outside compute grows with the cut: each cut's figure is
+    its own runs' (median over repeats), the runs are the plans' cuts only, named by them."""
+    problem = load_input(SCENARIO).problem
+    ran = []
+
+    def run_plan(plan, name):
+        ran.append((name, plan.schedule, len(plan.stages[0].layers)))
+        c = len(plan.stages[0].layers)
+        return [_result([1e-3 + c * 1e-4 + r * 1e-5, 1e-3]) for r in (0, 2, 1)]
+
+    links = {"send_s": 9e-5, "recv_s": 1e-4}
+    got = message_cost.calibrate([_plan([10], "1f1b"), _plan([9, 11], "1f1b"),
+                                  _plan([10], "async")], problem, links, run_plan,
+                                 lambda m: [_result([5e-4])] * 3)
+    assert ran == [("1f1b-cut9", "1f1b", 9), ("1f1b-cut10", "1f1b", 10),
+                   ("1f1b-cut11", "1f1b", 11), ("async-cut10", "async", 10)]
+    for schedule, cuts in (("1f1b", (9, 10, 11)), ("async", (10,))):
+        fig = got[schedule]
+        assert (fig["send_s"], fig["recv_s"]) == (9e-5, 1e-4)  # rings and other cuts: gloo's
+        want = {LAYERS[c - 1]: ((1e-3 + c * 1e-4 + 1e-5) + 1e-3 - 2 * 5e-4) / 32 for c in cuts}
+        assert fig["per_cut_s"] == pytest.approx(want)
+    assert message_cost.calibrate([_plan([], "1f1b")], problem, links, run_plan,
+                                  lambda m: []) == {}
+
+
+def test_a_cut_figure_is_never_negative():
+    with pytest.raises(ValidationError):
+        MessageCpu(send_s=1e-4, recv_s=1e-4, per_cut_s={"concat": -1e-5})
+    cpu = MessageCpu(send_s=1e-4, recv_s=2e-4, recv_s_per_byte=1e-9, per_cut_s={"concat": 5e-5})
+    assert cpu.send(0.0, "concat") == 5e-5 and cpu.send(0.0, "fc_0") == 1e-4
+    assert cpu.recv(1e3, "concat") == pytest.approx(5e-5 + 1e-6)
+    assert cpu.recv(1e3) == pytest.approx(2e-4 + 1e-6)
 
 
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
-def test_the_simulator_charges_each_message_the_calibrated_cpu(schedule):
-    """On the calibration's own plan, a core per rank: every operation of a two-stage
-    pipeline sends or receives one message, so each second charged per message and side
-    lengthens the flushed step by 2m + 2 of them: the bottleneck rank's m forwards and m
-    backwards, and the other rank's first forward (the fill) and last backward (the drain)."""
+@pytest.mark.parametrize("where", ["everywhere", "its cut"])
+def test_the_simulator_charges_each_message_the_calibrated_cpu(schedule, where):
+    """On a calibration plan, a core per rank: every operation of a two-stage pipeline sends
+    or receives one message, so each second charged per message and side lengthens the
+    flushed step by 2m + 2 of them: the bottleneck rank's m forwards and m backwards, and the
+    other rank's first forward (the fill) and last backward (the drain). The same figure as
+    the cut's own (per_cut_s) does the same; one for another cut does nothing."""
     problem = load_input(SCENARIO).problem
-    plan = message_cost.pipeline_plan(list(problem.layer_names), problem.type_names[0],
-                                      schedule)
+    plan = message_cost.cut_plan(LAYERS, 7, problem.type_names[0], schedule)
     m = plan.num_microbatches
 
-    def step(each: float) -> float:
+    def step(cpu: dict) -> float:
         options = simulator_options(plan, [1.0, 1.0], steps=6, warmup=2, allreduce=None,
-                                    message_cpu={"send_s": each, "recv_s": each})
+                                    message_cpu=cpu)
         options = options.model_copy(update={"host_cores": 2})
         return simulate(problem, plan, seed=0, options=options, record_spans=False).result \
             .step_time_s
 
-    base = step(0.0)
+    base = step({"send_s": 0.0, "recv_s": 0.0})
     for each in (1e-4, 1e-3):
-        assert step(each) - base == pytest.approx((2 * m + 2) * each, rel=1e-9)
+        cpu = ({"send_s": each, "recv_s": each} if where == "everywhere" else
+               {"send_s": 0.0, "recv_s": 0.0, "per_cut_s": {LAYERS[6]: each}})
+        assert step(cpu) - base == pytest.approx((2 * m + 2) * each, rel=1e-9)
+    elsewhere = {"send_s": 0.0, "recv_s": 0.0, "per_cut_s": {LAYERS[9]: 1e-3}}
+    assert step(elsewhere) == base
 
 
 def test_a_folder_with_the_calibration_runs_is_told_apart(tmp_path):
     assert not message_cost.saved_in(tmp_path)
     (tmp_path / "runcalibration-m8-0").mkdir()  # the one-rank runs alone
     assert not message_cost.saved_in(tmp_path)
-    (tmp_path / "runcalibration-async-pipeline-0").mkdir()
+    (tmp_path / "runcalibration-async-cut10-0").mkdir()
     assert message_cost.saved_in(tmp_path)
