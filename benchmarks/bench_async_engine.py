@@ -100,6 +100,10 @@ def main() -> None:
                    help="the host's links JSON (latency, bandwidth, all-reduces); default "
                         "'measure': gloo on this host, first (about a minute), saved as "
                         "OUT/links.json, which --rescore reads back")
+    p.add_argument("--message-cpu", choices=("calibrate", "links"), default="calibrate",
+                   help="a boundary message's CPU: measured at each cut by two-rank runs "
+                        "(calibrate), or the links' gloo figure (links; a rescore of runs "
+                        "saved with their calibration can score them both ways)")
     args = p.parse_args()
     plans = _plans()
     out = args.out
@@ -114,7 +118,8 @@ def main() -> None:
         profile_rows=read_profile_rows(args.profile, "tiny-ctr"),
         links=links, core_sharing=args.core_sharing,
         # measured by two-rank pipeline runs (a folder saved without them: the links' figure)
-        calibrate_messages=not args.rescore or message_cost.saved_in(args.rescore)))
+        calibrate_messages=args.message_cpu == "calibrate" and (
+            not args.rescore or message_cost.saved_in(args.rescore))))
     if args.rescore:
         shutil.rmtree(Path(out).parent, ignore_errors=True)
     rows = report["plans"]
@@ -124,11 +129,12 @@ def main() -> None:
     print(f"exec-tiny on {where}, {args.steps} steps, median of {args.repeats} runs, "
           f"cores shared {args.core_sharing}")
     gloo = report["links_message_cpu"] or {}
-    print("CPU per message and side as the engine sends it (two-rank calibration runs, cut "
-          "after): " + ("; ".join(f"{k} " + ", ".join(f"{layer} {1e6 * x:.0f} us" for layer, x
-                                                     in v.get("per_cut_s", {}).items())
-                                  for k, v in report["message_cpu"].items())
-                        or "not measured (the folder predates it)")
+    print("CPU per message as the engine sends it (two-rank calibration runs; cut after: "
+          "upstream / downstream rank): "
+          + ("; ".join(f"{k} " + ", ".join(f"{layer} {1e6 * u:.0f} / {1e6 * d:.0f} us"
+                                          for layer, (u, d) in v.get("per_cut_s", {}).items())
+                       for k, v in report["message_cpu"].items())
+             or "not measured (the folder predates it)")
           + (f"; gloo's own (links JSON): send {1e6 * gloo['send_s']:.0f} us, receive "
              f"{1e6 * gloo['recv_s']:.0f} us" if gloo else ""))
     print(f"{'replicas':>8} {'m':>2} {'schedule':>8} {'D':>2} {'measured/s':>11} "
@@ -164,10 +170,11 @@ def main() -> None:
           "the schedule's own with messages free): "
           + ", ".join(f"{x:.2f}" for x in ratios) + f" (median {statistics.median(ratios):.2f})")
     cuts = {k: v.get("per_cut_s", {}) for k, v in report["message_cpu"].items()}
-    both = [c for c in cuts.get("async", {}) if cuts.get("1f1b", {}).get(c)]
+    both = [c for c in cuts.get("async", {}) if sum(cuts.get("1f1b", {}).get(c, ())) > 0]
     if both:
-        print("async / 1f1b CPU per message and side, two-rank calibration runs, per cut: "
-              + ", ".join(f"{c} {cuts['async'][c] / cuts['1f1b'][c]:.2f}" for c in both))
+        print("async / 1f1b CPU per message (both ranks), two-rank calibration runs, per cut: "
+              + ", ".join(f"{c} {sum(cuts['async'][c]) / sum(cuts['1f1b'][c]):.2f}"
+                          for c in both))
     print("older measure (bubbles by count, bottleneck compute out): "
           + ", ".join(f"{x:.2f}" for x in old_ratios))
 

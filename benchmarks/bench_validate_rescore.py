@@ -15,11 +15,13 @@ write into its run folders); the profile and links are the committed ones, read 
 current directory.
 
 Usage: python benchmarks/bench_validate_rescore.py RUN_DIR NUM_PLANS MAX_RANKS
-       [--repeats R] [--core-sharing fifo|fair] [--steps S]
+       [--repeats R] [--core-sharing fifo|fair] [--steps S] [--links FILE]
+       [--message-cpu auto|links|calibrate]
 
 (the run's own --repeats, --steps and --seed 0; --core-sharing scores the same runs under
-another rule for the host's cores. A folder holding the two-rank pipeline calibration runs of
-`--message-cpu calibrate` is scored with them.)
+another rule for the host's cores; --links the links JSON the run used, when not the
+committed one. A folder holding the two-rank pipeline calibration runs of `--message-cpu
+calibrate` is scored with them (auto, calibrate), or with the links' gloo figure (links).)
 """
 
 from __future__ import annotations
@@ -61,6 +63,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--core-sharing", choices=("fifo", "fair"), default=None)
+    ap.add_argument("--links", default=LINKS)
+    ap.add_argument("--message-cpu", choices=("auto", "links", "calibrate"), default="auto")
     args = ap.parse_args()
     run_dir, plans, max_ranks = args.run_dir, args.plans, args.max_ranks
     extra = {"repeats": args.repeats} if args.repeats != 1 else {}
@@ -71,8 +75,10 @@ def main() -> None:
     cli, validate = _modules()
     try:  # versions with validate --message-cpu calibrate: its runs, when the folder has them
         from heterps_exec.calibration import message_cost
-        if message_cost.saved_in(run_dir):
+        if message_cost.saved_in(run_dir) and args.message_cpu != "links":
             extra["calibrate_messages"] = True
+        elif args.message_cpu == "calibrate":
+            raise SystemExit(f"{run_dir}: holds no calibration runs of this version")
     except ModuleNotFoundError:
         pass
     try:  # the launcher's torchrun half (launch/ became a folder on 11-27)
@@ -89,9 +95,9 @@ def main() -> None:
     shutil.copytree(run_dir, work)
     try:  # the readers of the version imported (moved out of the CLI on 11-27)
         from heterps_exec.calibration.inputs import read_links, read_profile_rows
-        rows, links = read_profile_rows(PROFILE, model), read_links(LINKS)
+        rows, links = read_profile_rows(PROFILE, model), read_links(args.links)
     except ModuleNotFoundError:
-        rows, links = cli._profile_rows(PROFILE, model), json.loads(Path(LINKS).read_text())
+        rows, links = cli._profile_rows(PROFILE, model), json.loads(Path(args.links).read_text())
     report = validate.validate(validate.ValidateRequest(
         scenario=SCENARIO, num_plans=plans, max_ranks=max_ranks, out_dir=str(work),
         profile_rows=rows, links=links, **extra))

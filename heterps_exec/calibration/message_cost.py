@@ -15,15 +15,21 @@ So `validate --message-cpu calibrate` measures it where it predicts: two-rank pi
 the plans cut, beside the one-rank runs that give the runtime's own overhead. Per cut,
 message and side:
 
-    cpu = (sum over the two ranks of (CPU per step - compute CPU per step)
-           - 2 x the one-rank run's (CPU per step - compute CPU per step)) / (4 m)
+    cpu = (the rank's CPU per step - its compute CPU per step
+           - the one-rank run's (CPU per step - compute CPU per step)) / (2 m)
           - the per-byte part the links JSON charges for those messages
+
+for the upstream rank (its forward sends and gradient receives) and the downstream one (its
+forward receives and gradient sends) apart
 
 (each rank sends m and receives m messages per step; the one-rank run at the same m holds
 the runtime's per-step and per-microbatch work that the simulator already folds into every
 stage's layers, calibration/calibrate.py). The simulator then charges it like gloo's figure
 (des/work.py, `cores`): on the sending and the receiving operation, and on the host's cores,
-each boundary its own cut's figure (MessageCpu.per_cut_s).
+each boundary its own cut's figures (MessageCpu.per_cut_s), each side its own: the upstream
+rank pays about twice the downstream one's per message on exec-tiny (cuts after emb_7,
+concat, fc_0: 100-132 us against 47-102), and the ranks of a three-stage pipeline pay what
+the cuts on either side of them say (within 15 us).
 
 Why per cut: on exec-tiny a message costs 70-80 us after `concat` and 160-175 us inside the
 embedding block (cut after emb_5; m = 8, two ranks, 1F1B and async alike), and the difference
@@ -81,21 +87,22 @@ def outside_compute_cpu(stage: dict) -> float:
 
 
 def per_message_s(one_rank_s: float, pipeline_s: list[float], m: int, links_cpu: dict | None,
-                  boundary_bytes: float) -> float:
-    """One message's CPU per side from the calibration's figures (module docstring):
-    one_rank_s, pipeline_s: CPU per step outside compute of the one-rank run and of each
-    pipeline rank; boundary_bytes: what crosses the cut per step, both ways. Both sides get
-    the same figure (the runs see their sum only), less the links JSON's per-byte terms,
-    which the simulator charges apart (0 without one); clipped at 0 (a noisy calibration
-    must not credit CPU)."""
+                  boundary_bytes: float) -> tuple[float, float]:
+    """One message's CPU on each side of the cut, (upstream rank, downstream rank), from the
+    calibration's figures (module docstring): one_rank_s, pipeline_s: CPU per step outside
+    compute of the one-rank run and of each pipeline rank; boundary_bytes: what crosses the
+    cut per step, both ways. Each rank sends m and receives m messages per step; less the
+    links JSON's per-byte terms, which the simulator charges apart (0 without one; each rank
+    taken to send and receive half the bytes); clipped at 0 (a noisy calibration must not
+    credit CPU)."""
     if len(pipeline_s) != 2 or m < 1:
         raise ValueError("per_message_s: two pipeline ranks and m >= 1 expected")
     links_cpu = links_cpu or {}
     per_byte = (float(links_cpu.get("send_s_per_byte", 0.0))
                 + float(links_cpu.get("recv_s_per_byte", 0.0)))
-    # both ranks together send and receive every byte once: (send + recv) x bytes per step
-    each = (sum(pipeline_s) - 2 * one_rank_s - per_byte * boundary_bytes) / (4 * m)
-    return max(each, 0.0)
+    up, down = ((rank - one_rank_s - per_byte * boundary_bytes / 2) / (2 * m)
+                for rank in pipeline_s)
+    return max(up, 0.0), max(down, 0.0)
 
 
 def calibrate(plans: list[Plan], problem, links_cpu: dict | None,

@@ -182,10 +182,10 @@ def _table(report: dict) -> str:
                  f"{report['step_overhead_s'] * 1e3:.2f} ms per step + "
                  f"{report['microbatch_overhead_s'] * 1e3:.3f} ms per microbatch")
     for schedule, cpu in sorted((report.get("message_cpu") or {}).items()):
-        lines.append(f"CPU per boundary message and side as the engine sends it, {schedule} "
-                     "(two-rank calibration runs, cut after): " + ", ".join(
-                         f"{layer} {s * 1e6:.0f} us"
-                         for layer, s in cpu.get("per_cut_s", {}).items()))
+        lines.append(f"CPU per boundary message as the engine sends it, {schedule} "
+                     "(two-rank calibration runs; cut after: upstream / downstream rank): "
+                     + ", ".join(f"{layer} {up * 1e6:.0f} / {down * 1e6:.0f} us"
+                                 for layer, (up, down) in cpu.get("per_cut_s", {}).items()))
     lines.append(f"at each run's measured compute speed: MAPE DES "
                  f"{report['mape_des_at_run_speed']:.1f}%, analytic "
                  f"{report['mape_analytic_at_run_speed']:.1f}%; Kendall tau DES "

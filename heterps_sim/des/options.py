@@ -112,17 +112,27 @@ class MessageCpu(_Strict):
     recv_s: float = Field(ge=0, description="Receiver's CPU seconds per message.")
     recv_s_per_byte: float = Field(default=0.0, ge=0,
                                    description="Receiver's CPU seconds per byte.")
-    per_cut_s: dict[str, Annotated[float, Field(ge=0)]] = Field(
-        default_factory=dict,
-        description="Per message and side at the cut after the named layer, measured there "
-                    "(heterps-exec validate --message-cpu calibrate): replaces send_s and "
-                    "recv_s for that cut's boundary messages; the per-byte terms stay.")
+    per_cut_s: dict[str, tuple[Annotated[float, Field(ge=0)], Annotated[float, Field(ge=0)]]] \
+        = Field(default_factory=dict,
+                description="Per message at the cut after the named layer, measured there "
+                            "(heterps-exec validate --message-cpu calibrate): (the upstream "
+                            "rank's, for its forward sends and gradient receives; the "
+                            "downstream rank's, for its forward receives and gradient sends), "
+                            "replacing send_s and recv_s at that cut; the per-byte terms stay.")
 
-    def send(self, nbytes: float, cut: str | None = None) -> float:
-        return self.per_cut_s.get(cut, self.send_s) + self.send_s_per_byte * nbytes
+    def _each(self, cut: str | None, upstream: bool, default: float) -> float:
+        pair = self.per_cut_s.get(cut) if cut is not None else None
+        return default if pair is None else pair[0 if upstream else 1]
 
-    def recv(self, nbytes: float, cut: str | None = None) -> float:
-        return self.per_cut_s.get(cut, self.recv_s) + self.recv_s_per_byte * nbytes
+    def send(self, nbytes: float, cut: str | None = None, upstream: bool = True) -> float:
+        """A message sent across `cut` (None: no cut's figure) by its upstream rank (a
+        forward) or its downstream one (a gradient)."""
+        return self._each(cut, upstream, self.send_s) + self.send_s_per_byte * nbytes
+
+    def recv(self, nbytes: float, cut: str | None = None, upstream: bool = False) -> float:
+        """A message received across `cut` by its downstream rank (a forward) or its
+        upstream one (a gradient)."""
+        return self._each(cut, upstream, self.recv_s) + self.recv_s_per_byte * nbytes
 
 
 class DesOptions(HpsOptions):

@@ -215,10 +215,13 @@ def _with_message_cpu(works: list[StageWork], cpu, m: int, flush: bool,
     cuts = cuts or [None] * len(works)
     for g, w in enumerate(works):
         before, after = g > 0, g + 1 < len(works)
-        fx = ((cpu.recv(works[g - 1].send_forward_bytes, cuts[g - 1]) if before else 0.0)
-              + (cpu.send(w.send_forward_bytes, cuts[g]) if after else 0.0))
-        bx = ((cpu.recv(w.send_backward_bytes, cuts[g]) if after else 0.0)
-              + (cpu.send(works[g - 1].send_backward_bytes, cuts[g - 1]) if before else 0.0))
+        # stage g is downstream of cut g - 1 and upstream of cut g
+        fx = ((cpu.recv(works[g - 1].send_forward_bytes, cuts[g - 1], upstream=False)
+               if before else 0.0)
+              + (cpu.send(w.send_forward_bytes, cuts[g], upstream=True) if after else 0.0))
+        bx = ((cpu.recv(w.send_backward_bytes, cuts[g], upstream=True) if after else 0.0)
+              + (cpu.send(works[g - 1].send_backward_bytes, cuts[g - 1], upstream=False)
+                 if before else 0.0))
         if not flush and w.num_replicas > 1 and w.allreduce_bytes > 0:
             k = w.num_replicas
             ring = measured_allreduce_seconds(ring_rows, k, w.allreduce_bytes)

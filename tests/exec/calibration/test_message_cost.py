@@ -18,16 +18,19 @@ SCENARIO = "scenarios/exec-tiny.yaml"
 
 def test_per_message_cpu_takes_out_the_one_rank_runtime_and_the_bytes():
     links = {"send_s": 7e-5, "recv_s": 7e-5, "send_s_per_byte": 1e-10, "recv_s_per_byte": 2e-10}
-    got = message_cost.per_message_s(1e-3, [3e-3, 2.6e-3], 8, links, 1e5)
-    # (3 + 2.6 - 2 x 1) ms over 4 x 8 messages and sides, less (1 + 2) e-10 x 1e5 / 32
-    assert got == pytest.approx(3.6e-3 / 32 - 3e-10 * 1e5 / 32)
+    up, down = message_cost.per_message_s(1e-3, [3e-3, 2.6e-3], 8, links, 1e5)
+    # each rank: (its CPU - the one-rank run's) over its 2 x 8 messages, less its half of
+    # (1 + 2) e-10 x 1e5 bytes
+    assert up == pytest.approx((2e-3 - 3e-10 * 1e5 / 2) / 16)
+    assert down == pytest.approx((1.6e-3 - 3e-10 * 1e5 / 2) / 16)
     # without a links JSON: no per-byte part, nothing taken out for bytes
     assert message_cost.per_message_s(1e-3, [3e-3, 2.6e-3], 8, None, 1e5) == \
-        pytest.approx(3.6e-3 / 32)
+        pytest.approx((2e-3 / 16, 1.6e-3 / 16))
 
 
 def test_a_noisy_calibration_never_credits_cpu():
-    assert message_cost.per_message_s(2e-3, [1.5e-3, 1.9e-3], 8, None, 0.0) == 0.0
+    assert message_cost.per_message_s(2e-3, [1.5e-3, 2.4e-3], 8, None, 0.0) == \
+        pytest.approx((0.0, 0.4e-3 / 16))
     with pytest.raises(ValueError, match="two pipeline ranks"):
         message_cost.per_message_s(1e-3, [2e-3], 8, None, 0.0)
 
@@ -86,7 +89,7 @@ def test_calibrate_measures_each_cut_and_keys_it_by_the_layer_before():
     def run_plan(plan, name):
         ran.append((name, plan.schedule, len(plan.stages[0].layers)))
         c = len(plan.stages[0].layers)
-        return [_result([1e-3 + c * 1e-4 + r * 1e-5, 1e-3]) for r in (0, 2, 1)]
+        return [_result([1e-3 + c * 1e-4 + r * 1e-5, 8e-4 + r * 1e-5]) for r in (0, 2, 1)]
 
     links = {"send_s": 9e-5, "recv_s": 1e-4}
     got = message_cost.calibrate([_plan([10], "1f1b"), _plan([9, 11], "1f1b"),
@@ -97,47 +100,60 @@ def test_calibrate_measures_each_cut_and_keys_it_by_the_layer_before():
     for schedule, cuts in (("1f1b", (9, 10, 11)), ("async", (10,))):
         fig = got[schedule]
         assert (fig["send_s"], fig["recv_s"]) == (9e-5, 1e-4)  # rings and other cuts: gloo's
-        want = {LAYERS[c - 1]: ((1e-3 + c * 1e-4 + 1e-5) + 1e-3 - 2 * 5e-4) / 32 for c in cuts}
-        assert fig["per_cut_s"] == pytest.approx(want)
+        want = {LAYERS[c - 1]: (pytest.approx((1e-3 + c * 1e-4 + 1e-5 - 5e-4) / 16),
+                                pytest.approx((8e-4 + 1e-5 - 5e-4) / 16)) for c in cuts}
+        assert fig["per_cut_s"] == want
     assert message_cost.calibrate([_plan([], "1f1b")], problem, links, run_plan,
                                   lambda m: []) == {}
 
 
-def test_a_cut_figure_is_never_negative():
+def test_a_cut_figure_is_never_negative_and_each_side_pays_its_own():
     with pytest.raises(ValidationError):
-        MessageCpu(send_s=1e-4, recv_s=1e-4, per_cut_s={"concat": -1e-5})
-    cpu = MessageCpu(send_s=1e-4, recv_s=2e-4, recv_s_per_byte=1e-9, per_cut_s={"concat": 5e-5})
-    assert cpu.send(0.0, "concat") == 5e-5 and cpu.send(0.0, "fc_0") == 1e-4
-    assert cpu.recv(1e3, "concat") == pytest.approx(5e-5 + 1e-6)
-    assert cpu.recv(1e3) == pytest.approx(2e-4 + 1e-6)
+        MessageCpu(send_s=1e-4, recv_s=1e-4, per_cut_s={"concat": (1e-5, -1e-5)})
+    cpu = MessageCpu(send_s=1e-4, recv_s=2e-4, recv_s_per_byte=1e-9,
+                     per_cut_s={"concat": (5e-5, 3e-5)})
+    # a forward crosses from the upstream rank (send) to the downstream one (receive); a
+    # gradient back: each side's figure, the per-byte term on top
+    assert cpu.send(0.0, "concat") == 5e-5 and cpu.send(0.0, "concat", upstream=False) == 3e-5
+    assert cpu.recv(1e3, "concat") == pytest.approx(3e-5 + 1e-6)
+    assert cpu.recv(1e3, "concat", upstream=True) == pytest.approx(5e-5 + 1e-6)
+    assert cpu.send(0.0, "fc_0") == 1e-4 and cpu.recv(1e3) == pytest.approx(2e-4 + 1e-6)
 
 
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
-@pytest.mark.parametrize("where", ["everywhere", "its cut"])
-def test_the_simulator_charges_each_message_the_calibrated_cpu(schedule, where):
+def test_the_simulator_charges_each_message_the_calibrated_cpu(schedule):
     """On a calibration plan, a core per rank: every operation of a two-stage pipeline sends
-    or receives one message, so each second charged per message and side lengthens the
-    flushed step by 2m + 2 of them: the bottleneck rank's m forwards and m backwards, and the
-    other rank's first forward (the fill) and last backward (the drain). The same figure as
-    the cut's own (per_cut_s) does the same; one for another cut does nothing."""
+    or receives one message, so each second charged per message lengthens the flushed step by
+    2m + 2 of them: the bottleneck rank's m forwards and m backwards, and the other rank's
+    first forward (the fill) and last backward (the drain). The cut's own figures (per_cut_s)
+    do the same; charged to one side only, that side's operations alone pay (the two sides'
+    increases add up to it; under gpipe 2m on the bottleneck, 2 on the other); another cut's
+    figure charges nothing."""
     problem = load_input(SCENARIO).problem
     plan = message_cost.cut_plan(LAYERS, 7, problem.type_names[0], schedule)
     m = plan.num_microbatches
 
-    def step(cpu: dict) -> float:
+    def step(each: float = 0.0, per_cut=None) -> float:
+        cpu = {"send_s": each, "recv_s": each, "per_cut_s": per_cut or {}}
         options = simulator_options(plan, [1.0, 1.0], steps=6, warmup=2, allreduce=None,
                                     message_cpu=cpu)
         options = options.model_copy(update={"host_cores": 2})
         return simulate(problem, plan, seed=0, options=options, record_spans=False).result \
             .step_time_s
 
-    base = step({"send_s": 0.0, "recv_s": 0.0})
+    base = step()
+    cut = LAYERS[6]
     for each in (1e-4, 1e-3):
-        cpu = ({"send_s": each, "recv_s": each} if where == "everywhere" else
-               {"send_s": 0.0, "recv_s": 0.0, "per_cut_s": {LAYERS[6]: each}})
-        assert step(cpu) - base == pytest.approx((2 * m + 2) * each, rel=1e-9)
-    elsewhere = {"send_s": 0.0, "recv_s": 0.0, "per_cut_s": {LAYERS[9]: 1e-3}}
-    assert step(elsewhere) == base
+        assert step(each) - base == pytest.approx((2 * m + 2) * each, rel=1e-9)
+        assert step(per_cut={cut: (each, each)}) - base == pytest.approx((2 * m + 2) * each,
+                                                                         rel=1e-9)
+    each = 1e-5  # small: the bottleneck stays where it is
+    sides = [step(per_cut={cut: pair}) - base for pair in ((each, 0.0), (0.0, each))]
+    assert sum(sides) == pytest.approx((2 * m + 2) * each, rel=1e-9)
+    assert min(sides) >= 2 * each * (1 - 1e-9)  # at least the other rank's fill and drain
+    if schedule == "gpipe":  # all forwards, then all backwards: one rank's ops pace the step
+        assert sorted(sides) == pytest.approx([2 * each, 2 * m * each], rel=1e-9)
+    assert step(per_cut={LAYERS[9]: (1e-3, 1e-3)}) == base
 
 
 def test_a_folder_with_the_calibration_runs_is_told_apart(tmp_path):
