@@ -33,8 +33,8 @@ the cuts on either side of them say (within 15 us).
 
 Why per cut: on exec-tiny a message costs 70-80 us after `concat` and 160-175 us inside the
 embedding block (cut after emb_5; m = 8, two ranks, 1F1B and async alike), and the difference
-is mostly gloo's TCP thread (its CPU per step, nearly all kernel time: 1.65 ms against 0.35 ms
-at the first rank, 0.9 against 0.4 at the second), not the engine's Python; slowing both
+is much of it gloo's TCP thread (its CPU per step, nearly all kernel time: 1.65 ms against
+0.35 ms at the first rank, 0.9 against 0.4 at the second), not the bytes (fewer cross there); slowing both
 ranks 3x leaves most of it (3.1 ms per step over both ranks, 2.6 slowed), so it belongs to the
 cut more than to how busy the cores are. One figure cut half-way charged diverse plans too much
 (results page "Asynchronous pipelines", "A message's CPU as the engine pays it").
