@@ -194,16 +194,18 @@ class DesOptions(HpsOptions):
         "broadcast, pipelined).")
     allreduce_measured: tuple[tuple[int, float, float], ...] | None = Field(
         default=None, description="allreduce: measured times on the host as (ranks, bytes, "
-        "seconds) rows (heterps-exec profile's links JSON, 'allreduce'); a stage whose replica "
-        "count was measured takes its time from them (linear in bytes between and beyond the "
-        "measured sizes) instead of the formula: with more ranks than cores the ring's hops wait "
-        "for descheduled members, which no bandwidth/latency formula has.")
+        "seconds) rows (heterps-exec profile's links JSON, 'allreduce'); a stage's all-reduce "
+        "takes its time from them (linear in bytes between and beyond the measured sizes; a "
+        "replica count not measured linear in k - 1 from the measured ones, "
+        "des/work.measured_allreduce_seconds) instead of the formula: with more ranks than "
+        "cores the ring's hops wait for descheduled members, which no bandwidth/latency "
+        "formula has.")
     allreduce_cpu_measured: tuple[tuple[int, float, float], ...] | None = Field(
         default=None, description="cores: each member's measured process CPU in one "
         "all-reduce on the host, as (ranks, bytes, CPU seconds) rows (the links JSON's "
         "'allreduce' cpu_s): what a continuous schedule's ring, running beside compute, "
-        "takes from the cores (interpolated as allreduce_measured); None, or a replica count "
-        "not measured: composed from message_cpu, 2(k - 1) chunk sends and receives.")
+        "takes from the cores (read as allreduce_measured); None: composed from message_cpu, "
+        "2(k - 1) chunk sends and receives.")
     param_bytes: tuple[float, ...] | None = Field(
         default=None, description="allreduce: dense parameter bytes per layer; None = "
         "problem.param_bytes (0 when the problem has none).")

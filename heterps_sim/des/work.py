@@ -155,10 +155,38 @@ def allreduce_seconds(algorithm: str, k: int, nbytes: float, bandwidth: float,
 def measured_allreduce_seconds(rows, k: int, nbytes: float) -> float | None:
     """Seconds of one all-reduce of nbytes among k ranks from measured (ranks, bytes, seconds)
     rows: piecewise linear in bytes, extended by the last segment beyond the largest size and
-    flat below the smallest; None when k was not measured."""
-    points = sorted((b, t) for r, b, t in rows or () if r == k)
-    if not points:
+    flat below the smallest; None when no rank count was measured.
+
+    A rank count not measured is read off the measured ones at the same bytes, linear in the
+    ring's k - 1 steps (between the nearest two, or the last segment extended; clipped at 0);
+    with one measured count, in proportion to k - 1. Why: measured here (2-core VM, 64 KB),
+    2..6 ranks take 2.2, 5.1, 8.6, 12.4 and 16.0 ms; from 2 and 3 ranks alone this reads
+    4..6 at 7.9, 10.9 and 13.8 ms (7-14% low), where the latency and bandwidth formula gives
+    under 1 ms (a links file profiled for fewer ranks than a plan has)."""
+    by_k: dict[int, list[tuple[float, float]]] = {}
+    for r, b, t in rows or ():
+        by_k.setdefault(int(r), []).append((float(b), float(t)))
+    if not by_k:
         return None
+    if k in by_k:
+        return _over_bytes(sorted(by_k[k]), nbytes)
+    at = sorted((r, _over_bytes(sorted(points), nbytes)) for r, points in by_k.items())
+    if len(at) == 1:
+        (r, t), = at
+        return t * (k - 1) / (r - 1) if r > 1 else None
+    below = [p for p in at if p[0] < k]
+    above = [p for p in at if p[0] > k]
+    if below and above:
+        (k0, t0), (k1, t1) = below[-1], above[0]
+    elif above:  # fewer ranks than any measured: the first segment extended
+        (k0, t0), (k1, t1) = at[0], at[1]
+    else:  # more: the last segment extended
+        (k0, t0), (k1, t1) = at[-2], at[-1]
+    return max(t0 + (t1 - t0) * (k - k0) / (k1 - k0), 0.0)
+
+
+def _over_bytes(points: list[tuple[float, float]], nbytes: float) -> float:
+    """One rank count's (bytes, seconds) points, sorted, at nbytes (measured_allreduce_seconds)."""
     xs, ys = [b for b, _ in points], [t for _, t in points]
     if len(points) > 1 and nbytes > xs[-1]:
         slope = (ys[-1] - ys[-2]) / (xs[-1] - xs[-2]) if xs[-1] > xs[-2] else 0.0
@@ -204,10 +232,11 @@ def _with_message_cpu(works: list[StageWork], cpu, m: int, flush: bool,
                       ring_rows=None, cuts: list[str] | None = None) -> list[StageWork]:
     """Each stage's forward and backward with its messages' CPU added (module docstring,
     `cores`); `cpu`: the options' MessageCpu, per cut where it was measured there (`cuts`:
-    each stage's last layer, so cuts[g] names the boundary after stage g). A continuous schedule's ring all-reduce runs
-    beside the next step's compute, so its CPU competes for the cores: each replica's share
-    per step (the measured CPU of one all-reduce, `ring_rows` = allreduce_cpu_measured, where
-    its replica count was measured; else ring_cpu_s from the message CPU) is spread over its
+    each stage's last layer, so cuts[g] names the boundary after stage g). A continuous
+    schedule's ring all-reduce runs beside the next step's compute, so its CPU competes for
+    the cores: each replica's share per step (the measured CPU of one all-reduce, `ring_rows`
+    = allreduce_cpu_measured, read as measured_allreduce_seconds reads times; with no rows,
+    ring_cpu_s from the message CPU) is spread over its
     m / k backwards like the step's other work. A flushed ring runs at the barrier on cores
     the stage leaves idle, and its measured time already holds its CPU (`allreduce_measured`
     is timed on an idle host)."""

@@ -82,7 +82,13 @@ def test_measured_allreduce_times_replace_the_formula():
     assert measured_allreduce_seconds(rows, 4, 5e5) == pytest.approx(2e-3)   # between sizes
     assert measured_allreduce_seconds(rows, 4, 3e6) == pytest.approx(11e-3)  # last segment on
     assert measured_allreduce_seconds(rows, 2, 5e6) == pytest.approx(1e-3)   # one size: flat
-    assert measured_allreduce_seconds(rows, 3, 1e6) is None                  # not measured
+    # a rank count not measured: linear in k - 1 between the measured ones at those bytes,
+    # the last segment extended past them, in proportion to k - 1 with one count measured
+    assert measured_allreduce_seconds(rows, 3, 1e6) == pytest.approx(2e-3)
+    assert measured_allreduce_seconds(rows, 6, 1e6) == pytest.approx(5e-3)
+    assert measured_allreduce_seconds(((4, 1e6, 3e-3),), 7, 1e6) == pytest.approx(6e-3)
+    assert measured_allreduce_seconds(((4, 1e6, 1e-3), (6, 1e6, 5e-3)), 2, 1e6) == 0.0  # clipped
+    assert measured_allreduce_seconds((), 3, 1e6) is None                    # nothing measured
     k, nbytes = 4, 1.5e6
     p = chain_problem([0.4], alpha=0.9, latency_s=1e-4, param_bytes=nbytes, network=1e9)
     opts = DesOptions(effects="allreduce,bubbles", num_steps=2, warmup_steps=0,
@@ -92,7 +98,11 @@ def test_measured_allreduce_times_replace_the_formula():
     assert ring[0] == pytest.approx(5e-3)
     p3 = chain_problem([0.4], alpha=0.9, latency_s=1e-4, param_bytes=nbytes, network=1e9)
     ring3 = [s.duration_s for s in simulate(p3, chain_plan(p3, [3]), options=opts).spans
-             if s.name == "allreduce"]  # 3 ranks were not measured: the ring formula
+             if s.name == "allreduce"]  # 3 ranks were not measured: half way from 2 to 4
+    assert ring3[0] == pytest.approx((1e-3 + 5e-3) / 2)
+    bare = opts.model_copy(update={"allreduce_measured": None})
+    ring3 = [s.duration_s for s in simulate(p3, chain_plan(p3, [3]), options=bare).spans
+             if s.name == "allreduce"]  # none measured: the ring formula
     assert ring3[0] == pytest.approx(2 * 2 / 3 * nbytes / 1e9 + 2 * 2 * 1e-4)
 
 

@@ -59,16 +59,17 @@ def test_a_flushed_ring_is_not_charged():
 ROWS = ((2, 4096.0, 0.5), (2, 16384.0, 1.25))
 
 
-@pytest.mark.parametrize(("k", "ring"), [
-    (2, 0.75),                   # 8192 bytes: a third of the way from 4096 to 16384
-    (3, None)])                  # 3 ranks not measured: composed from the message CPU
-def test_a_continuous_ring_charges_its_measured_cpu_where_measured(k, ring):
+@pytest.mark.parametrize(("k", "rows", "ring"), [
+    (2, ROWS, 0.75),             # 8192 bytes: a third of the way from 4096 to 16384
+    (3, ROWS, 1.5),              # 3 ranks not measured: 2 ranks' x (3 - 1) / (2 - 1)
+    (3, None, None)])            # nothing measured: composed from the message CPU
+def test_a_continuous_ring_charges_its_measured_cpu_where_measured(k, rows, ring):
     m = 6
-    charged = _backwards(False, CPU, k, m, ROWS)[0][0]
+    charged = _backwards(False, CPU, k, m, rows)[0][0]
     plain = _backwards(False, None, k, m)[0][0]
     messages = _backwards(False, CPU, 1, m)[0][0] - _backwards(False, None, 1, m)[0][0]
     expected = ring_cpu_s(CPU, k, 8192) if ring is None else ring
     assert charged - plain == pytest.approx(messages + expected * k / m)
     # flushed: the measured CPU is not charged either (the ring's measured time holds it)
-    flushed = _backwards(True, CPU, k, m, ROWS)[0][0]
+    flushed = _backwards(True, CPU, k, m, rows)[0][0]
     assert flushed == pytest.approx(_backwards(True, CPU, k, m)[0][0])
