@@ -133,7 +133,7 @@ def _hps_fields(spec: RunSpec) -> tuple[dict, list[str]]:
 def _from_profile(spec: RunSpec, problem, plan: Plan, graph, csv_path: Path,
                   links_path: Path) -> Prediction:
     from heterps_exec.calibration.calibrate import LayerFit, calibrated_problem
-    from heterps_exec.calibration.validate import allreduce_rows, simulator_options
+    from heterps_exec.calibration.validate import allreduce_note, allreduce_rows, simulator_options
     from heterps_sim.des import DesOptions, simulate
     from heterps_sim.planner import Pricing
     rows = _profile_rows(csv_path, graph.name)
@@ -144,6 +144,9 @@ def _from_profile(spec: RunSpec, problem, plan: Plan, graph, csv_path: Path,
     slow = [b.slowdown for b in spec.bindings]
     allreduce, allreduce_cpu = allreduce_rows(links)
     hps, notes = _hps_fields(spec)
+    note = allreduce_note(links, [plan])
+    if note:
+        notes.append(note)
     base = simulator_options(plan, slow, steps=spec.steps, warmup=spec.warmup_steps,
                              allreduce=allreduce, message_cpu=links.get("message_cpu"),
                              allreduce_cpu=allreduce_cpu)

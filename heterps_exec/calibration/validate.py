@@ -152,6 +152,24 @@ def allreduce_rows(links: dict) -> tuple[tuple | None, tuple | None]:
     return times or None, cpus or None
 
 
+def allreduce_note(links: dict, plans) -> str | None:
+    """A line saying which of the plans' all-reduces the links JSON did not measure (a stage's
+    replica count absent from its `allreduce` rows) and how the simulator prices them
+    (des/work.measured_allreduce_seconds); None when every one was measured."""
+    measured = sorted({int(r["ranks"]) for r in links.get("allreduce", ())})
+    wanted = sorted({s.num_replicas for p in plans for s in p.stages if s.num_replicas > 1})
+    missing = [k for k in wanted if k not in measured]
+    if not missing:
+        return None
+    ks = ", ".join(str(k) for k in missing)
+    if not measured:
+        return (f"all-reduces of {ks} ranks: none measured in the links file, composed from "
+                "its latency and bandwidth (heterps-exec profile measures them)")
+    return (f"all-reduces of {ks} ranks: not in the links file (it measured "
+            f"{', '.join(str(k) for k in measured)}), read off those counts, linear in k - 1 "
+            "(profile for as many ranks as the plans use)")
+
+
 def simulator_options(plan: Plan, slowdowns: list[float], *, steps: int, warmup: int,
                       allreduce, core_sharing: Literal["fifo", "fair"] = "fair",
                       message_cpu: dict | None = None,
@@ -369,6 +387,7 @@ def validate(req: ValidateRequest, progress=None) -> dict:
             "links": {"latency_s": latency, "bytes_per_s": bandwidth},
             "step_overhead_s": overhead, "microbatch_overhead_s": per_microbatch,
             "message_cpu": message_cpu, "links_message_cpu": req.links.get("message_cpu"),
+            "allreduce_note": allreduce_note(req.links, plans),
             "repeats": req.repeats, "core_sharing": req.core_sharing,
             "host_load_before": load_before,
             "host_cores": os.cpu_count() or 1, "plans": rows}

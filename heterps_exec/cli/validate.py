@@ -176,6 +176,8 @@ def _table(report: dict) -> str:
                      f"{report['host_load_before']:.1f} ({report['host_cores']} cores) before "
                      f"the runs (anything run in the last minute counts); other work slows the "
                      f"runs and the model does not know it")
+    if report.get("allreduce_note"):
+        lines.append(f"note: {report['allreduce_note']}")
     lines.append(f"the simulator's ranks share this host's {report['host_cores']} cores "
                  f"{report['core_sharing']} (--core-sharing)")
     lines.append(f"runtime overhead (idle of one-rank calibration runs): "

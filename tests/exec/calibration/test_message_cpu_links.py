@@ -37,3 +37,21 @@ def test_a_negative_message_cpu_is_refused(tmp_path):
                                "message_cpu": {"send_s": -1.0, "recv_s": 1e-4}}))
     with pytest.raises(UserFileError, match="message_cpu"):
         read_links(bad)
+
+
+def test_a_plan_whose_all_reduce_the_links_did_not_measure_is_said_so():
+    from heterps_exec.calibration.validate import allreduce_note
+
+    def plan(*ks):
+        return Plan(stages=tuple(Stage(layers=(f"l{i}",), resource="t", num_replicas=k)
+                                 for i, k in enumerate(ks)), num_microbatches=4)
+
+    rows = [{"ranks": k, "bytes": 4.0, "seconds": 1e-3} for k in (2, 3)]
+    assert allreduce_note({"allreduce": rows}, [plan(2, 1), plan(3)]) is None
+    assert allreduce_note({"allreduce": rows}, [plan(1, 1)]) is None  # no all-reduce at all
+    note = allreduce_note({"allreduce": rows}, [plan(2, 5), plan(4)])
+    assert note.startswith("all-reduces of 4, 5 ranks: not in the links file") \
+        and "measured 2, 3" in note and "linear in k - 1" in note
+    assert "composed from its latency and bandwidth" in allreduce_note({}, [plan(2)])
+    # the shipped links measured 2-6 ranks: validate's plans (up to 6 ranks) need no note
+    assert allreduce_note(read_links(LINKS), [plan(6), plan(2, 3)]) is None
