@@ -20,24 +20,24 @@ message and side:
           - the per-byte part the links JSON charges for those messages
 
 for the upstream rank (its forward sends and gradient receives) and the downstream one (its
-forward receives and gradient sends) apart
-
-(each rank sends m and receives m messages per step; the one-rank run at the same m holds
-the runtime's per-step and per-microbatch work that the simulator already folds into every
-stage's layers, calibration/calibrate.py). The simulator then charges it like gloo's figure
-(des/work.py, `cores`): on the sending and the receiving operation, and on the host's cores,
-each boundary its own cut's figures (MessageCpu.per_cut_s), each side its own: the upstream
-rank pays about twice the downstream one's per message on exec-tiny (cuts after emb_7,
-concat, fc_0: 100-132 us against 47-102), and the ranks of a three-stage pipeline pay what
-the cuts on either side of them say (within 15 us).
+forward receives and gradient sends) apart (each rank sends m and receives m messages per
+step; the one-rank run at the same m holds the runtime's per-step and per-microbatch work
+that the simulator already folds into every stage's layers, calibration/calibrate.py). The
+simulator then charges it like gloo's figure (des/work.py, `cores`): on the sending and the
+receiving operation, and on the host's cores, each boundary its own cut's figures
+(MessageCpu.per_cut_s), each side its own: the upstream rank pays about twice the
+downstream one's per message on exec-tiny (cuts after emb_7, concat, fc_0: 100-139 us
+against 47-102), and the ranks of a three-stage pipeline pay what the cuts on either side of
+them say (within 15 us).
 
 Why per cut: on exec-tiny a message costs 70-80 us after `concat` and 160-175 us inside the
-embedding block (cut after emb_5; m = 8, two ranks, 1F1B and async alike), and the difference
-is much of it gloo's TCP thread (its CPU per step, nearly all kernel time: 1.65 ms against
-0.35 ms at the first rank, 0.9 against 0.4 at the second), not the bytes (fewer cross there); slowing both
-ranks 3x leaves most of it (3.1 ms per step over both ranks, 2.6 slowed), so it belongs to the
-cut more than to how busy the cores are. One figure cut half-way charged diverse plans too much
-(results page "Asynchronous pipelines", "A message's CPU as the engine pays it").
+embedding block (cut after emb_5; m = 8, two ranks, 1F1B and async alike). Much of the
+difference is gloo's TCP thread (its CPU per step, nearly all kernel time: 1.65 ms against
+0.35 ms at the first rank, 0.9 against 0.4 at the second), not the bytes (fewer cross
+there); slowing both ranks 3x leaves most of it (3.1 ms per step over both ranks, 2.6
+slowed), so it belongs to the cut more than to how busy the cores are. One figure for a
+half-way cut charged diverse plans too much (results page "Asynchronous pipelines", "A
+message's CPU as the engine pays it", "A message's CPU at each cut and side").
 """
 
 from __future__ import annotations
