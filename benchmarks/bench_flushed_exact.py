@@ -12,7 +12,7 @@ within the budget, the largest gap, the median and slowest time.
 
 Usage: python benchmarks/bench_flushed_exact.py [--scenarios synthetic-64x64,...]
        [--random 64x64,256x64] [--repeat 3] [--max-work N] [--one-type synthetic-64x64]
-       [--slow-family 50] [--compare]
+       [--slow-family 50 [--against 1000000000]] [--compare]
 --compare: each problem twice in the same run, with the Lagrangian bounds off (the prefix
 tables and the searches alone: the solver before them) and on.
 """
@@ -85,8 +85,10 @@ def one_type_sweep(name: str, max_work: int | None) -> None:
              "; no one-type plan"))
 
 
-def slow_family(count: int, max_work: int | None) -> None:
-    times, proven, gaps = [], 0, []
+def slow_family(count: int, max_work: int | None, against: int = 0) -> None:
+    """The slow test's family at the budget; `against` > 0: each problem left open solved
+    again with that budget, its answer beside the default's (the optimum when proven)."""
+    times, proven, gaps, rows = [], 0, [], []
     for n in range(count):
         layers, types = SLOW_SIZES[n % len(SLOW_SIZES)]
         rng = np.random.default_rng(9000 + n)
@@ -98,10 +100,27 @@ def slow_family(count: int, max_work: int | None) -> None:
         proven += got.proven
         if not got.proven:
             gaps.append(got.gap)
+            if against:
+                rows.append((9000 + n, f"{layers}x{types}", got,
+                             certified_optimum(p, max_work=against)))
     print(f"\n{count} random problems 12x12..32x32 (seeds 9000..): {proven} proven; "
           f"time median {np.median(times):.2f} s, slowest {max(times):.1f} s"
           + (f"; unproven gaps: {', '.join(f'{100 * g:.1f}%' for g in sorted(gaps))}"
              if gaps else ""))
+    if rows:
+        print(f"\nthe problems left open, again at {against:,} work units:\n"
+              "| seed | size | answer, gap | again: answer, proof | the answer against it |\n"
+              "|---|---|---|---|---|")
+        for seed, size, got, big in rows:
+            def usd(x):
+                return "no plan" if x.best is None else f"{x.best.cost_usd:,.4f} USD"
+            if got.best is None or big.best is None:
+                versus = "same" if got.best is big.best else "none found / found"
+            else:
+                versus = f"{100 * (got.best.cost_usd / big.best.cost_usd - 1):+.1f}%"
+            proof = "proven" if big.proven else f"gap {100 * big.gap:.1f}%"
+            print(f"| {seed} | {size} | {usd(got)}, {100 * got.gap:.1f}% | {usd(big)}, "
+                  f"{proof} | {versus} |")
 
 
 def main() -> None:
@@ -114,6 +133,9 @@ def main() -> None:
                     help="work units per search (default: the planner's, by layers x types)")
     ap.add_argument("--one-type", default="")
     ap.add_argument("--slow-family", type=int, default=0)
+    ap.add_argument("--against", type=int, default=0,
+                    help="with --slow-family: solve each problem left open again with this "
+                         "budget (the slow test's: 1000000000) and print both answers")
     ap.add_argument("--compare", action="store_true")
     args = ap.parse_args()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
@@ -137,7 +159,7 @@ def main() -> None:
     if args.one_type:
         one_type_sweep(args.one_type, args.max_work)
     if args.slow_family:
-        slow_family(args.slow_family, args.max_work)
+        slow_family(args.slow_family, args.max_work, args.against)
 
 
 if __name__ == "__main__":
