@@ -162,3 +162,26 @@ def test_a_folder_with_the_calibration_runs_is_told_apart(tmp_path):
     assert not message_cost.saved_in(tmp_path)
     (tmp_path / "runcalibration-async-cut10-0").mkdir()
     assert message_cost.saved_in(tmp_path)
+
+
+def test_validate_prints_each_cut_and_side_and_the_all_reduce_note():
+    """The text report (validate without --json) after a calibration: one line per schedule
+    with each cut's upstream / downstream figure, and the links' missing all-reduces."""
+    from heterps_exec.cli.validate import _table
+    row = {"plan": 0, "replicas": "1-1", "schedule": "1f1b", "microbatches": 8,
+           "measured": 1000.0, "des": 1100.0, "analytic": 900.0, "run_speed": 1.0,
+           "des_at_run_speed": 1050.0}
+    report = {"plans": [row], "mape_des": 10.0, "mape_analytic": 10.0, "kendall_tau_des": 1.0,
+              "kendall_tau_analytic": 1.0, "num_plans": 1, "host_load_before": 0.0,
+              "host_cores": 2, "core_sharing": "fair", "step_overhead_s": 1e-3,
+              "microbatch_overhead_s": 1e-5, "mape_des_at_run_speed": 5.0,
+              "mape_analytic_at_run_speed": 5.0, "kendall_tau_des_at_run_speed": 1.0,
+              "kendall_tau_analytic_at_run_speed": 1.0, "component_errors_des": {},
+              "allreduce_note": "all-reduces of 4 ranks: not in the links file",
+              "message_cpu": {"1f1b": {"send_s": 7e-5, "recv_s": 7e-5,
+                                       "per_cut_s": {"emb_7": [1.04e-4, 5.3e-5],
+                                                     "concat": [1e-4, 5.3e-5]}}}}
+    text = _table(report)
+    assert "note: all-reduces of 4 ranks: not in the links file" in text
+    line = next(x for x in text.splitlines() if x.startswith("CPU per boundary message"))
+    assert "1f1b" in line and "emb_7 104 / 53 us, concat 100 / 53 us" in line
