@@ -121,7 +121,7 @@ class MessageCpu(_Strict):
                             "replacing send_s and recv_s at that cut; the per-byte terms stay.")
 
     def _each(self, cut: str | None, upstream: bool, default: float) -> float:
-        pair = self.per_cut_s.get(cut) if cut is not None else None
+        pair = self.per_cut_s.get(cut)  # (None: no cut named, the default)
         return default if pair is None else pair[0 if upstream else 1]
 
     def send(self, nbytes: float, cut: str | None = None, upstream: bool = True) -> float:
